@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from . import attention as att
+from . import kernels
 from .data import AttentionData
 from .errors import InvalidInputError
 
@@ -184,6 +185,7 @@ def run_gd(
     dtype: torch.dtype = torch.float64,
     progress: bool = False,
     weight_decay: float = 0.0,
+    backend: str = "auto",
 ) -> GDResult:
     """Batched (normalised) GD on L(W) or L(K Q^T) for every instance of ``data`` at once.
 
@@ -201,6 +203,11 @@ def run_gd(
     safeguard would change the ratio of the two terms; the decay term keeps the norm representable),
     and "W" runs an explicit-W loop (the decay term 2 wd W leaves the token-weight span of the fused
     logit-space step unless W(0) = 0). wd = 0 runs exactly the fused paths.
+
+    ``backend``: "torch" (the batched tensor program, CPU or CUDA, any head), "numba" (the compiled CPU
+    kernels of :mod:`numerics.kernels`: normalised, linear head, no weight decay, CPU float64; an error
+    otherwise) or "auto" (numba where it applies and the run has at least :data:`KERNEL_MIN_WORK`
+    instance-steps, else torch). Both give the same iterates up to rounding.
     """
     steps, lr = _check_common(param, loss, steps, lr)
     if (isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float, np.floating, np.integer))
@@ -212,8 +219,11 @@ def run_gd(
         raise InvalidInputError(f"record_every must be None or an integer >= 1, got {record_every!r}")
     if not (isinstance(init_scale, (int, float)) and math.isfinite(init_scale) and init_scale >= 0):
         raise InvalidInputError(f"init_scale must be a finite number >= 0, got {init_scale!r}")
+    if backend not in BACKENDS:
+        raise InvalidInputError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     batch, h = _prepare(data, head, device, dtype)
     R, n, T, d = batch.shape
+    use_kernel = _use_kernel(backend, batch, h, normalized, wd, R * steps)
     if param == "KQ":
         m = _check_m(m, d)
         if init is None:
@@ -225,12 +235,50 @@ def run_gd(
             K0, Q0 = init
         K = _init_tensor(K0, "K", (d, m), R, batch.X.device, dtype)
         Q = _init_tensor(Q0, "Q", (d, m), R, batch.X.device, dtype)
+        if use_kernel:
+            return _run_kernel(batch, h, "KQ", (K, Q), steps, lr, loss, record_every, progress)
         return _run_kq(batch, h, K, Q, steps, lr, normalized, loss, record_every, progress, wd)
     W0 = init_scale * _normal((d, d), R, seed) if init is None else init
     W0 = _init_tensor(W0, "W", (d, d), R, batch.X.device, dtype)
+    if use_kernel:
+        return _run_kernel(batch, h, "W", W0, steps, lr, loss, record_every, progress)
     if wd > 0:
         return _run_w_explicit(batch, h, W0, steps, lr, normalized, loss, record_every, progress, wd)
     return _run_w(batch, h, W0, steps, lr, normalized, loss, record_every, progress)
+
+
+BACKENDS = ("auto", "torch", "numba")
+
+#: backend="auto" compiles (first use of a shape on a machine, a few seconds; cached on disk after) only
+#: for runs of at least this many instance-steps: below it the torch path finishes sooner.
+KERNEL_MIN_WORK = 100_000
+
+#: Steps per kernel call: between calls Python handles signals (Ctrl-C) and progress.
+KERNEL_CHUNK = 250
+
+
+def _use_kernel(backend: str, batch, head, normalized: bool, wd: float, work: int) -> bool:
+    """Whether this run takes the compiled kernels (``backend="numba"`` where they do not apply: error)."""
+    if backend == "torch":
+        return False
+    why = None
+    if not normalized:
+        why = "normalized=False"
+    elif wd > 0:
+        why = "weight_decay > 0"
+    elif not isinstance(head, att.LinearHead):
+        why = f"a {type(head).__name__} (the kernels take a linear head)"
+    elif batch.X.device.type != "cpu":
+        why = f"device {batch.X.device}"
+    elif batch.X.dtype != torch.float64:
+        why = f"dtype {batch.X.dtype}"
+    elif not kernels.available():
+        why = "numba is not installed (or ATTNSVM_NO_NUMBA is set)"
+    if backend == "numba":
+        if why is not None:
+            raise InvalidInputError(f"backend='numba' does not apply to this run: {why}; use backend='torch' or 'auto'")
+        return True
+    return why is None and work >= KERNEL_MIN_WORK
 
 
 def _drive(steps_from, steps: int, rec: set[int], progress: bool, current_W, loss_of):
@@ -528,6 +576,58 @@ def _run_w_explicit(batch, head, W0, steps, lr, normalized, loss, record_every, 
         W_traj=np.stack([_np(w) for w in Ws]) if rec else None,
         loss_traj=np.stack([_np(v) for v in Ls]) if rec else None,
         param="W", normalized=normalized, lr=lr, steps=steps,
+    )
+
+
+@torch.inference_mode()
+def _run_kernel(batch, head, param, init, steps, lr, loss, record_every, progress) -> GDResult:
+    """Normalised GD through the compiled CPU kernels (numerics.kernels); the same result type as the
+    torch paths. State lives in instances-last numpy arrays between kernel calls."""
+    X, Y, Z = batch.X, batch.Y, batch.Z
+    R, n, T, d = X.shape
+    m = init[0].shape[-1] if param == "KQ" else d
+    mod = kernels.kernels(n, T, d, m)
+    gamma = head.fixed_scores(X, Y)
+    Xs, Zs, gs = kernels.soa(_np(X)), kernels.soa(_np(Z)), kernels.soa(-_np(gamma))
+    eps, tiny = float(np.finfo(np.float64).eps), float(np.finfo(np.float64).tiny)
+    code = kernels.LOSS_CODES[loss]
+    if param == "W":
+        state = [kernels.soa(_np(init))]
+        # the torch path's ||G||^2 floor (see NORM_FLOOR_FACTOR), per instance
+        bound = (X.square().sum(-1).amax((1, 2)) * Z.square().sum(-1).amax(-1)).numpy()
+        floor = kernels.soa(np.maximum(NORM_FLOOR_FACTOR * eps * (n * T) ** 2 * bound, tiny))
+
+        def run(k: int) -> None:
+            mod.w_steps(Xs, Zs, gs, state[0], floor, k, lr, code, tiny)
+
+        def current_W() -> torch.Tensor:
+            return torch.from_numpy(kernels.aos(state[0], R))
+    else:
+        state = [kernels.soa(_np(init[0])), kernels.soa(_np(init[1]))]
+
+        def run(k: int) -> None:
+            mod.kq_steps(Xs, Zs, gs, state[0], state[1], k, lr, code, tiny)
+
+        def current_W() -> torch.Tensor:
+            return torch.bmm(torch.from_numpy(kernels.aos(state[0], R)), torch.from_numpy(kernels.aos(state[1], R)).mT)
+
+    def steps_from(k: int, stop: int) -> None:
+        while k < stop:
+            j = min(stop, k + KERNEL_CHUNK)
+            run(j - k)
+            k = j
+
+    rec = _record_points(steps, record_every)
+    its, Ws, Ls = _drive(steps_from, steps, rec, progress, current_W, lambda Wk: att.loss(X, Y, Z, Wk, head, loss))
+    W = current_W()
+    return GDResult(
+        W=_np(W), K=kernels.aos(state[0], R) if param == "KQ" else None,
+        Q=kernels.aos(state[1], R) if param == "KQ" else None, norms=_np(torch.linalg.matrix_norm(W)),
+        loss=_np(att.loss(X, Y, Z, W, head, loss)),
+        iterations=np.array(its) if rec else None,
+        W_traj=np.stack([_np(w) for w in Ws]) if rec else None,
+        loss_traj=np.stack([_np(v) for v in Ls]) if rec else None,
+        param=param, normalized=True, lr=lr, steps=steps,
     )
 
 

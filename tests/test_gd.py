@@ -160,11 +160,13 @@ def test_record_trajectory():
     assert short.iterations is None and short.W_traj is None and short.loss_traj is None
 
 
-def test_saturated_softmax_does_not_blow_up():
+@pytest.mark.parametrize("backend", ["torch", pytest.param("numba", marks=pytest.mark.skipif(
+    not gd.kernels.available(), reason="numba not installed"))])
+def test_saturated_softmax_does_not_blow_up(backend):
     """Long normalised runs saturate the softmax (tiny gradients): steps must stay of size lr."""
     datas = random_unit_sphere(6, 8, 10, rng=np.random.default_rng(0), R=4)
     for param in ("W", "KQ"):
-        res = gd.run_gd(datas, param=param, steps=1500, lr=0.5)
+        res = gd.run_gd(datas, param=param, steps=1500, lr=0.5, backend=backend)
         assert np.all(np.isfinite(res.W))
         bound = 0.01 * 10 * 3 + 1500 * 0.5  # init + steps * lr per parameter
         if param == "W":
@@ -320,3 +322,67 @@ def test_regularization_path_per_instance_seeds_replay_exactly():
         np.testing.assert_allclose(batch.W[:, 1], alone.W[:, 0], rtol=1e-12, atol=1e-12)
     with pytest.raises(InvalidInputError):
         gd.regularization_path(datas, radii, seed=[1, 2])
+
+
+# -- the compiled CPU kernels (numerics.kernels) ------------------------------------------------------
+
+needs_numba = pytest.mark.skipif(not gd.kernels.available(), reason="numba not installed (kernels unavailable)")
+
+
+@needs_numba
+def test_kernel_backend_matches_independent_autograd(paper_instances_W, paper_instances_KQ):
+    W0 = 0.01 * gd._normal((10, 10), 3, 0)
+    short = gd.run_gd(paper_instances_W, param="W", steps=200, lr=0.1, seed=0, backend="numba")
+    for r, dt in enumerate(paper_instances_W):
+        np.testing.assert_allclose(short.W[r], _autograd_gd(dt, [W0[r]], steps=200, lr=0.1), rtol=1e-9, atol=1e-10)
+    K0, Q0 = 0.01 * gd._normal((10, 10), 3, 0), 0.01 * gd._normal((10, 10), 3, 1)
+    short = gd.run_gd(paper_instances_KQ, param="KQ", steps=100, lr=0.1, seed=0, backend="numba")
+    for r, dt in enumerate(paper_instances_KQ):
+        np.testing.assert_allclose(short.W[r], _autograd_gd(dt, [K0[r], Q0[r]], steps=100, lr=0.1),
+                                   rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(short.W, short.K @ np.swapaxes(short.Q, 1, 2))
+
+
+@needs_numba
+@pytest.mark.parametrize("loss", ["logistic", "exponential", "linear"])
+@pytest.mark.parametrize("param,m", [("W", None), ("KQ", None), ("KQ", 3)])
+def test_kernel_backend_equals_torch_backend(loss, param, m):
+    # R = 11 is not a multiple of the 8 SIMD lanes: the padded instances must not leak into the result
+    datas = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(7), R=11)
+    # (K, Q) GD here turns chaotic after ~120 steps (rounding differences grow ~10x per 20 steps, in
+    # either backend alone too): compare before that
+    steps, every = (300, 120) if param == "W" else (100, 40)
+    kw = dict(param=param, m=m, steps=steps, lr=0.05, loss=loss, seed=list(range(11)), record_every=every)
+    a = gd.run_gd(datas, backend="torch", **kw)
+    b = gd.run_gd(datas, backend="numba", **kw)
+    np.testing.assert_allclose(b.W, a.W, rtol=1e-9, atol=1e-9 * np.abs(a.W).max())
+    np.testing.assert_allclose(b.loss, a.loss, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(b.iterations, [0, every, 2 * every, steps])
+    np.testing.assert_allclose(b.W_traj, a.W_traj, rtol=1e-9, atol=1e-9 * np.abs(a.W).max())
+    np.testing.assert_allclose(b.norms, np.linalg.norm(b.W, axis=(1, 2)))
+    if param == "KQ":
+        assert b.K.shape == (11, 5, m or 5)
+        np.testing.assert_allclose(b.W, b.K @ np.swapaxes(b.Q, 1, 2))
+    kw["seed"] = [4]  # instance 4 alone (per-instance seeds: the same init): the same iterates as in the batch
+    one = gd.run_gd(datas[4], backend="numba", **kw)
+    np.testing.assert_allclose(one.W[0], b.W[4], rtol=1e-12, atol=1e-12 * np.abs(b.W[4]).max())
+
+
+def test_backend_choice_and_errors(monkeypatch):
+    datas = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(1), R=2)
+    with pytest.raises(InvalidInputError, match="backend must be one of"):
+        gd.run_gd(datas, steps=2, lr=0.1, backend="cuda")
+    if gd.kernels.available():
+        for kw, why in ((dict(normalized=False), "normalized=False"), (dict(weight_decay=0.1), "weight_decay"),
+                        (dict(head=att.ReLUHead(np.ones((5, 2)))), "ReLUHead")):
+            with pytest.raises(InvalidInputError, match=why):
+                gd.run_gd(datas, steps=2, lr=0.1, backend="numba", **kw)
+    batch = att.batch_from_data(datas)
+    head = batch.linear_head()
+    assert not gd._use_kernel("auto", batch, head, True, 0.0, gd.KERNEL_MIN_WORK - 1)  # too small to compile
+    assert gd._use_kernel("auto", batch, head, True, 0.0, gd.KERNEL_MIN_WORK) == gd.kernels.available()
+    assert not gd._use_kernel("torch", batch, head, True, 0.0, 10 ** 9)
+    monkeypatch.setenv("ATTNSVM_NO_NUMBA", "1")  # the escape hatch: everything on the torch path
+    assert not gd._use_kernel("auto", batch, head, True, 0.0, 10 ** 9)
+    with pytest.raises(InvalidInputError, match="numba is not installed"):
+        gd.run_gd(datas, steps=2, lr=0.1, backend="numba")
