@@ -60,8 +60,38 @@ N, T, D, M = {n}, {T}, {d}, {m}
 _FM = True
 
 
+# exp(x) for x <= 0, vectorisable (libm's exp is a call and keeps the loop scalar): x = k ln2 + f with
+# Cody-Waite's two-part ln2 (k ln2_hi exact), e^f by its degree-13 Taylor polynomial (|f| <= ln2/2:
+# truncation < 1e-17 relative), 2^k assembled in the exponent bits. Results below 2^-1022 flush to 0.
+# Only "contract" (FMA) is allowed here: reassociation would undo the two-part reduction.
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01
+_LN2_LO = 1.90821492927058770002e-10
+
+
+@njit(cache=True, fastmath={{"contract"}}, boundscheck=False, nogil=True)
+def _exp_shifted(E, mx, KB):
+    """E[t, r] <- exp(E[t, r] - mx[r]) in place (E <= mx); KB (T, R) int64 scratch."""
+    R = E.shape[1]
+    for t in range(T):
+        for r in range(R):
+            x = max(E[t, r] - mx[r], -745.0)
+            k = math.floor(x * _LOG2E + 0.5)
+            f = (x - k * _LN2_HI) - k * _LN2_LO
+            p = 1.0 + f * (1.0 + f * (0.5 + f * (1.0 / 6 + f * (1.0 / 24 + f * (1.0 / 120 + f * (
+                1.0 / 720 + f * (1.0 / 5040 + f * (1.0 / 40320 + f * (1.0 / 362880 + f * (
+                    1.0 / 3628800 + f * (1.0 / 39916800 + f * (1.0 / 479001600 + f * (1.0 / 6227020800)))))))))))))
+            ok = k >= -1022.0
+            E[t, r] = p if ok else 0.0
+            KB[t, r] = (np.int64(k if ok else 0.0) + 1023) << 52
+    F = KB.view(np.float64)  # 2^k
+    for t in range(T):
+        for r in range(R):
+            E[t, r] *= F[t, r]
+
+
 @njit(cache=True, fastmath=_FM, boundscheck=False, nogil=True)
-def _token_weights(E, gneg, i, c, cmax, mx, ri, g0, S, Sg, wS, loss_code):
+def _token_weights(E, gneg, i, c, cmax, mx, ri, g0, S, Sg, wS, KB, loss_code):
     """E (T, R) logits of example i -> c[i] (T, R) token weights, cmax = max(cmax, |c|)."""
     R = E.shape[1]
     for r in range(R):
@@ -72,14 +102,14 @@ def _token_weights(E, gneg, i, c, cmax, mx, ri, g0, S, Sg, wS, loss_code):
             if E[t, r] > mx[r]:
                 mx[r] = E[t, r]
                 ri[r] = t
+    _exp_shifted(E, mx, KB)
     for r in range(R):
         g0[r] = gneg[i, ri[r], r]
         S[r] = 0.0
         Sg[r] = 0.0
     for t in range(T):
         for r in range(R):
-            e = math.exp(E[t, r] - mx[r])
-            E[t, r] = e
+            e = E[t, r]
             S[r] += e
             Sg[r] += e * (gneg[i, t, r] - g0[r])
     for r in range(R):
@@ -120,6 +150,7 @@ def w_steps(X, Z, gneg, W, floor, steps, lr, loss_code, tiny):
     S = np.empty(R)
     Sg = np.empty(R)
     wS = np.empty(R)
+    KB = np.empty((T, R), dtype=np.int64)
     for _ in range(steps):
         for r in range(R):
             cmax[r] = 0.0
@@ -136,7 +167,7 @@ def w_steps(X, Z, gneg, W, floor, steps, lr, loss_code, tiny):
                     for a in range(D):
                         s += X[i, t, a, r] * U[a, r]
                     E[t, r] = s
-            _token_weights(E, gneg, i, c, cmax, mx, ri, g0, S, Sg, wS, loss_code)
+            _token_weights(E, gneg, i, c, cmax, mx, ri, g0, S, Sg, wS, KB, loss_code)
         for r in range(R):
             cmax[r] = 1.0 / max(cmax[r], tiny)  # only the direction matters: max |c| = 1
         for i in range(N):
@@ -185,6 +216,7 @@ def kq_steps(X, Z, gneg, K, Q, steps, lr, loss_code, tiny):
     S = np.empty(R)
     Sg = np.empty(R)
     wS = np.empty(R)
+    KB = np.empty((T, R), dtype=np.int64)
     for _ in range(steps):
         for r in range(R):
             cmax[r] = 0.0
@@ -207,7 +239,7 @@ def kq_steps(X, Z, gneg, K, Q, steps, lr, loss_code, tiny):
                     for a in range(D):
                         s += X[i, t, a, r] * U[a, r]
                     E[t, r] = s
-            _token_weights(E, gneg, i, c, cmax, mx, ri, g0, S, Sg, wS, loss_code)
+            _token_weights(E, gneg, i, c, cmax, mx, ri, g0, S, Sg, wS, KB, loss_code)
         for r in range(R):
             cmax[r] = 1.0 / max(cmax[r], tiny)
         for i in range(N):
