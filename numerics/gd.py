@@ -55,7 +55,8 @@ class GDResult:
     """Final and (optionally) recorded iterates of a batched GD run; numpy, float64.
 
     W (R, d, d) final attention weights (K Q^T for "KQ"); K, Q (R, d, m) or None; norms (R,) ||W||_F;
-    loss (R,) final loss; iterations (S,), W_traj (S, R, d, d), loss_traj (S, R) when recorded.
+    loss (R,) final loss; iterations (S,), W_traj (S, R, d, d), loss_traj (S, R) when recorded;
+    backend the code path that ran ("torch" or "numba", see :func:`run_gd`).
     """
 
     W: np.ndarray
@@ -70,6 +71,7 @@ class GDResult:
     normalized: bool = True
     lr: float = 0.1
     steps: int = 0
+    backend: str = "torch"  # the code path that ran: "torch" or "numba"
 
 
 @dataclass(frozen=True)
@@ -627,7 +629,7 @@ def _run_kernel(batch, head, param, init, steps, lr, loss, record_every, progres
         iterations=np.array(its) if rec else None,
         W_traj=np.stack([_np(w) for w in Ws]) if rec else None,
         loss_traj=np.stack([_np(v) for v in Ls]) if rec else None,
-        param=param, normalized=True, lr=lr, steps=steps,
+        param=param, normalized=True, lr=lr, steps=steps, backend="numba",
     )
 
 

@@ -69,13 +69,13 @@ _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10
 
 
-@njit(cache=True, fastmath={{"contract"}}, boundscheck=False, nogil=True)
-def _exp_shifted(E, mx, KB):
-    """E[t, r] <- exp(E[t, r] - mx[r]) in place (E <= mx); KB (T, R) int64 scratch."""
-    R = E.shape[1]
-    for t in range(T):
+@njit(cache=True, fastmath={{"contract"}}, boundscheck=False, nogil=True, error_model="numpy")
+def _exp_nonpositive(E, KB):
+    """E <- exp(E) in place, for E <= 0 (rows, R); KB (>= rows, R) int64 scratch."""
+    rows, R = E.shape
+    for t in range(rows):
         for r in range(R):
-            x = max(E[t, r] - mx[r], -745.0)
+            x = max(E[t, r], -745.0)
             k = math.floor(x * _LOG2E + 0.5)
             f = (x - k * _LN2_HI) - k * _LN2_LO
             p = 1.0 + f * (1.0 + f * (0.5 + f * (1.0 / 6 + f * (1.0 / 24 + f * (1.0 / 120 + f * (
@@ -85,15 +85,17 @@ def _exp_shifted(E, mx, KB):
             E[t, r] = p if ok else 0.0
             KB[t, r] = (np.int64(k if ok else 0.0) + 1023) << 52
     F = KB.view(np.float64)  # 2^k
-    for t in range(T):
+    for t in range(rows):
         for r in range(R):
             E[t, r] *= F[t, r]
 
 
-@njit(cache=True, fastmath=_FM, boundscheck=False, nogil=True)
-def _token_weights(E, gneg, i, c, cmax, mx, ri, g0, S, Sg, wS, KB, loss_code):
-    """E (T, R) logits of example i -> c[i] (T, R) token weights, cmax = max(cmax, |c|)."""
+@njit(cache=True, fastmath=_FM, boundscheck=False, nogil=True, error_model="numpy")
+def _token_weights(E, gneg, i, c, cmax, ri, V, KB, loss_code):
+    """E (T, R) logits of example i -> c[i] (T, R) token weights, cmax = max(cmax, |c|).
+    Scratch: ri (R,) int64, V (5, R) float64 (rows: max logit, g0, S, sum e g, weight), KB (T, R)."""
     R = E.shape[1]
+    mx, g0, S, Sg, w = V[0], V[1], V[2], V[3], V[4:5]
     for r in range(R):
         mx[r] = E[0, r]
         ri[r] = 0
@@ -102,7 +104,10 @@ def _token_weights(E, gneg, i, c, cmax, mx, ri, g0, S, Sg, wS, KB, loss_code):
             if E[t, r] > mx[r]:
                 mx[r] = E[t, r]
                 ri[r] = t
-    _exp_shifted(E, mx, KB)
+    for t in range(T):
+        for r in range(R):
+            E[t, r] -= mx[r]
+    _exp_nonpositive(E, KB)
     for r in range(R):
         g0[r] = gneg[i, ri[r], r]
         S[r] = 0.0
@@ -113,26 +118,31 @@ def _token_weights(E, gneg, i, c, cmax, mx, ri, g0, S, Sg, wS, KB, loss_code):
             S[r] += e
             Sg[r] += e * (gneg[i, t, r] - g0[r])
     for r in range(R):
-        mneg = Sg[r] / S[r]  # -(s^T gamma) - g0: scores centred on the most-attended token
-        mp = mneg + g0[r]  # -m
-        if loss_code == 0:
-            w = 1.0 / (1.0 + math.exp(-mp))  # -l'(m) = sigmoid(-m)
-        elif loss_code == 1:
-            w = math.exp(mp)  # -l'(m) = e^{{-m}}
-        else:
-            w = 1.0
-        wS[r] = w / S[r]
-        Sg[r] = mneg
+        Sg[r] /= S[r]  # m' = -(s^T gamma) - g0: scores centred on the most-attended token
+    # w = -l'(m) / S with m = -(m' + g0)
+    if loss_code == 0:  # logistic: -l'(m) = sigmoid(-m), from q = e^{{-|m|}} (no overflow)
+        for r in range(R):
+            w[0, r] = -abs(Sg[r] + g0[r])
+        _exp_nonpositive(w, KB)
+        for r in range(R):
+            q = w[0, r]
+            w[0, r] = (1.0 if Sg[r] + g0[r] >= 0.0 else q) / ((1.0 + q) * S[r])
+    elif loss_code == 1:  # exponential: -l'(m) = e^{{-m}}
+        for r in range(R):
+            w[0, r] = math.exp(Sg[r] + g0[r]) / S[r]
+    else:  # linear: -l'(m) = 1
+        for r in range(R):
+            w[0, r] = 1.0 / S[r]
     for t in range(T):
         for r in range(R):
-            v = E[t, r] * ((gneg[i, t, r] - g0[r]) - Sg[r]) * wS[r]
+            v = E[t, r] * ((gneg[i, t, r] - g0[r]) - Sg[r]) * w[0, r]
             c[i, t, r] = v
             a = abs(v)
             if a > cmax[r]:
                 cmax[r] = a
 
 
-@njit(cache=True, fastmath=_FM, boundscheck=False, nogil=True)
+@njit(cache=True, fastmath=_FM, boundscheck=False, nogil=True, error_model="numpy")
 def w_steps(X, Z, gneg, W, floor, steps, lr, loss_code, tiny):
     """``steps`` normalised GD steps on W (D, D, R) in place. X (N, T, D, R), Z (N, D, R), gneg = -gamma
     (N, T, R), floor (R,) of ||G||_F^2."""
@@ -144,12 +154,8 @@ def w_steps(X, Z, gneg, W, floor, steps, lr, loss_code, tiny):
     G = np.empty((D, D, R))
     cmax = np.empty(R)
     nrm = np.empty(R)
-    mx = np.empty(R)
     ri = np.empty(R, dtype=np.int64)
-    g0 = np.empty(R)
-    S = np.empty(R)
-    Sg = np.empty(R)
-    wS = np.empty(R)
+    V = np.empty((5, R))
     KB = np.empty((T, R), dtype=np.int64)
     for _ in range(steps):
         for r in range(R):
@@ -167,7 +173,7 @@ def w_steps(X, Z, gneg, W, floor, steps, lr, loss_code, tiny):
                     for a in range(D):
                         s += X[i, t, a, r] * U[a, r]
                     E[t, r] = s
-            _token_weights(E, gneg, i, c, cmax, mx, ri, g0, S, Sg, wS, KB, loss_code)
+            _token_weights(E, gneg, i, c, cmax, ri, V, KB, loss_code)
         for r in range(R):
             cmax[r] = 1.0 / max(cmax[r], tiny)  # only the direction matters: max |c| = 1
         for i in range(N):
@@ -195,7 +201,7 @@ def w_steps(X, Z, gneg, W, floor, steps, lr, loss_code, tiny):
                     W[a, b, r] -= nrm[r] * G[a, b, r]
 
 
-@njit(cache=True, fastmath=_FM, boundscheck=False, nogil=True)
+@njit(cache=True, fastmath=_FM, boundscheck=False, nogil=True, error_model="numpy")
 def kq_steps(X, Z, gneg, K, Q, steps, lr, loss_code, tiny):
     """``steps`` normalised GD steps on K, Q (D, M, R) in place, each with its own gradient norm."""
     R = X.shape[3]
@@ -210,12 +216,8 @@ def kq_steps(X, Z, gneg, K, Q, steps, lr, loss_code, tiny):
     cmax = np.empty(R)
     nk = np.empty(R)
     nq = np.empty(R)
-    mx = np.empty(R)
     ri = np.empty(R, dtype=np.int64)
-    g0 = np.empty(R)
-    S = np.empty(R)
-    Sg = np.empty(R)
-    wS = np.empty(R)
+    V = np.empty((5, R))
     KB = np.empty((T, R), dtype=np.int64)
     for _ in range(steps):
         for r in range(R):
@@ -239,7 +241,7 @@ def kq_steps(X, Z, gneg, K, Q, steps, lr, loss_code, tiny):
                     for a in range(D):
                         s += X[i, t, a, r] * U[a, r]
                     E[t, r] = s
-            _token_weights(E, gneg, i, c, cmax, mx, ri, g0, S, Sg, wS, KB, loss_code)
+            _token_weights(E, gneg, i, c, cmax, ri, V, KB, loss_code)
         for r in range(R):
             cmax[r] = 1.0 / max(cmax[r], tiny)
         for i in range(N):

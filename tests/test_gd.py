@@ -355,6 +355,7 @@ def test_kernel_backend_equals_torch_backend(loss, param, m):
     kw = dict(param=param, m=m, steps=steps, lr=0.05, loss=loss, seed=list(range(11)), record_every=every)
     a = gd.run_gd(datas, backend="torch", **kw)
     b = gd.run_gd(datas, backend="numba", **kw)
+    assert (a.backend, b.backend) == ("torch", "numba")
     np.testing.assert_allclose(b.W, a.W, rtol=1e-9, atol=1e-9 * np.abs(a.W).max())
     np.testing.assert_allclose(b.loss, a.loss, rtol=1e-9, atol=1e-12)
     np.testing.assert_array_equal(b.iterations, [0, every, 2 * every, steps])
