@@ -312,12 +312,18 @@ def _profile_ops(datas, param: str, steps: int, device: str, top: int = 8) -> li
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
     with contextlib.redirect_stdout(io.StringIO()), profile(activities=acts) as prof:
-        run_gd(datas, param=param, steps=steps, lr=GD_LR[param], device=device)
+        run_gd(datas, param=param, steps=steps, lr=GD_LR[param], device=device, backend="torch")
     ev = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
     total = sum(e.self_cpu_time_total for e in ev) or 1.0
     return [{"op": e.key, "calls_per_step": round(e.count / steps, 2),
              "us_per_call": round(e.self_cpu_time_total / max(e.count, 1), 2),
              "share": round(e.self_cpu_time_total / total, 4)} for e in ev[:top]]
+
+
+def _kernel_backend(device: str) -> bool:
+    from numerics import kernels
+
+    return device == "cpu" and kernels.available()
 
 
 def bench_gd(b: Bench) -> None:
@@ -330,13 +336,29 @@ def bench_gd(b: Bench) -> None:
     R, steps = sz.gd_instances, sz.gd_steps
     datas = _gd_data(sz.gd_shape, R, seed=1)
     out: dict[str, Any] = {"shape": {"n": n, "T": T, "d": d}, "instances": R, "steps": steps, "lr": dict(GD_LR)}
-    run_gd(datas[:2], param="W", steps=3, lr=0.1, device=b.device)  # warm-up (allocator, dispatch caches)
+    run_gd(datas[:2], param="W", steps=3, lr=0.1, device=b.device, backend="torch")  # warm-up (allocator, dispatch)
+    kernel = _kernel_backend(b.device)
+    backends = ["numba", "torch"] if kernel else ["torch"]
+    out["backends"] = backends
+    if kernel:  # first call of a shape: compiles (once per machine; cached on disk) or loads the cache
+        out["kernel_first_call_s"] = {}
+        for param in ("W", "KQ"):
+            t0 = time.perf_counter()
+            run_gd(datas[:1], param=param, steps=1, lr=GD_LR[param], backend="numba")
+            out["kernel_first_call_s"][param] = time.perf_counter() - t0
+        _log("kernel first call (compile, or load from the disk cache): "
+             + ", ".join(f"{p} {s:.2f} s" for p, s in out["kernel_first_call_s"].items()))
     for param in ("W", "KQ"):
         init = _gd_init(param, R, d, seed=2)
-        _log(f"gd {param}: ours, {R} instances x {steps} steps, best of {sz.gd_repeats}")
-        t_ours, res = _timeit(lambda init=init, param=param: run_gd(
-            datas, param=param, steps=steps, lr=GD_LR[param], init=init, device=b.device), sz.gd_repeats)
-        _sync(b.device)
+        res_by, t_by = {}, {}
+        for be in backends:
+            _log(f"gd {param}: ours ({be}), {R} instances x {steps} steps, best of {sz.gd_repeats}")
+            t_by[be], res_by[be] = _timeit(lambda init=init, param=param, be=be: run_gd(
+                datas, param=param, steps=steps, lr=GD_LR[param], init=init, device=b.device, backend=be),
+                sz.gd_repeats)
+            _sync(b.device)
+        best = backends[0]  # what run_gd(backend="auto") takes at this size
+        t_ours, res = t_by[best], res_by[best]
         k = min(sz.gd_naive_subset, R)
         _log(f"gd {param}: naive autograd loop, {k} of {R} instances (extrapolated per instance)")
         naive_times, corrs = [], []
@@ -353,18 +375,29 @@ def bench_gd(b: Bench) -> None:
         flops = gd_step_flops(n, T, d, param) * R * steps
         achieved = flops / t_ours
         cmin = float(np.min(corrs))
-        out[param] = {"ours_s": t_ours, "naive_per_instance_s": per_naive, "naive_measured_instances": k,
+        agree = {be: float(min(_corr(res_by[be].W[i], res.W[i]) for i in range(R))) for be in backends}
+        out[param] = {"backend": best, "ours_s": t_ours, "naive_per_instance_s": per_naive,
+                      "naive_measured_instances": k,
                       "naive_extrapolated_s": t_naive, "ratio": ratio, "corr_min": cmin, "corrs": corrs,
                       "flop_per_instance_step": gd_step_flops(n, T, d, param), "ours_flops": achieved,
                       "ours_us_per_step": t_ours / steps * 1e6,
                       "ours_ns_per_instance_step": t_ours / (R * steps) * 1e9,
-                      "naive_us_per_step": per_naive / steps * 1e6}
+                      "naive_us_per_step": per_naive / steps * 1e6,
+                      "by_backend": {be: {"s": t_by[be], "ratio": t_naive / t_by[be], "flops": flops / t_by[be],
+                                          "corr_min_vs_ours": agree[be]} for be in backends}}
         for key in ("ours_s", "naive_extrapolated_s", "ratio", "corr_min", "ours_flops"):
             b.record("gd", param, key, out[param][key])
+        for be in backends:
+            b.record("gd", f"{param}-{be}", "seconds", t_by[be])
+            b.record("gd", f"{param}-{be}", "ratio", t_naive / t_by[be])
         ok = ratio >= GD_TARGET
-        b.rows.append(Row("gd", f"GD {param}: {R} inst x {steps} steps (n{n} T{T} d{d})", _fmt_s(t_ours),
+        b.rows.append(Row("gd", f"GD {param}: {R} inst x {steps} steps (n{n} T{T} d{d}), {best}", _fmt_s(t_ours),
                           f"{_fmt_s(t_naive)} (x{R}/{k} extrap.)", f"{ratio:.0f}x", f">= {GD_TARGET:.0f}x",
                           f"corr min {cmin:.6f} (> {GD_CORR_MIN})", ok and cmin > GD_CORR_MIN))
+        for be in backends[1:]:
+            b.rows.append(Row("gd", f"GD {param}: the same on the {be} path (CPU and CUDA, any head)",
+                              _fmt_s(t_by[be]), _fmt_s(t_naive), f"{t_naive / t_by[be]:.0f}x", "-",
+                              f"corr min vs {best} {agree[be]:.9f}", None))
     # achievable FLOP/s on this machine: a same-shape batched matmul and one large GEMM
     dev = b.device
     A = torch.randn(R, d, d, dtype=torch.float64, device=dev)
@@ -396,18 +429,22 @@ def bench_gd(b: Bench) -> None:
     b.record("gd", "reference", "gemm_flops", gemm_flops)
     for param in ("W", "KQ"):
         f = out[param]["ours_flops"]
+        for v in out[param]["by_backend"].values():
+            v["fraction_of_bmm"] = v["flops"] / bmm_flops
+            v["fraction_of_gemm"] = v["flops"] / gemm_flops
         fn = gd_step_flops(n, T, d, param) * steps / out[param]["naive_per_instance_s"]
         out[param]["naive_flops"] = fn
         out[param]["fraction_of_bmm"] = f / bmm_flops
         out[param]["fraction_of_gemm"] = f / gemm_flops
-        b.rows.append(Row("gd", f"GD {param}: achieved FLOP/s ({out[param]['flop_per_instance_step']} FLOP/inst-step)",
+        b.rows.append(Row("gd", f"GD {param} ({out[param]['backend']}): achieved FLOP/s "
+                          f"({out[param]['flop_per_instance_step']} FLOP/inst-step)",
                           _fmt_flops(f), _fmt_flops(fn), f"{f / bmm_flops:.0%} of bmm", "-",
                           f"same-shape bmm {R}x{d}x{d}: {_fmt_flops(bmm_flops)}; GEMM {N}: {_fmt_flops(gemm_flops)}"
                           f" ({f / gemm_flops:.1%} of it)", None))
-    # where ours' time goes
+    # where the torch path's time goes (the kernels are one opaque call)
     out["profile"] = {}
     for param in ("W", "KQ"):
-        _log(f"gd {param}: torch.profiler over {sz.profile_steps} steps")
+        _log(f"gd {param}: torch.profiler over {sz.profile_steps} steps of the torch path")
         out["profile"][param] = _profile_ops(datas, param, sz.profile_steps, b.device)
     b.results["gd"] = out
 
@@ -489,17 +526,23 @@ def bench_gd_curve(b: Bench) -> None:
     n, T, d = sz.gd_shape
     Rmax = max(sz.curve_R)
     datas = _gd_data(sz.gd_shape, Rmax, seed=5)
+    backends = ["numba", "torch"] if _kernel_backend(b.device) else ["torch"]
     out: dict[str, Any] = {"shape": {"n": n, "T": T, "d": d}, "steps": sz.curve_steps, "device": b.device,
-                           "R": list(sz.curve_R), "W": [], "KQ": []}
-    for param in ("W", "KQ"):
-        for R in sz.curve_R:
-            reps = 3 if R * sz.curve_steps <= 200_000 else 1
-            t, _ = _timeit(lambda R=R, param=param: run_gd(datas[:R], param=param, steps=sz.curve_steps, lr=GD_LR[param],
-                                                         device=b.device), reps)
-            per = t / (R * sz.curve_steps)
-            out[param].append(per)
-            b.record("gd-curve", f"{param}@R={R}", "s_per_instance_step", per)
-            _log(f"gd-curve {param} R={R}: {per * 1e6:.2f} us per instance-step")
+                           "R": list(sz.curve_R), "backends": backends, "W": [], "KQ": []}
+    for be in backends:
+        for param in ("W", "KQ"):
+            key = param if be == backends[0] else f"{param}-{be}"
+            out[key] = []
+            if be == "numba":  # compile / cache load off the clock
+                run_gd(datas[:1], param=param, steps=1, lr=GD_LR[param], backend=be)
+            for R in sz.curve_R:
+                reps = 3 if R * sz.curve_steps <= 200_000 else 1
+                t, _ = _timeit(lambda R=R, param=param, be=be: run_gd(
+                    datas[:R], param=param, steps=sz.curve_steps, lr=GD_LR[param], device=b.device, backend=be), reps)
+                per = t / (R * sz.curve_steps)
+                out[key].append(per)
+                b.record("gd-curve", f"{param}-{be}@R={R}", "s_per_instance_step", per)
+                _log(f"gd-curve {param} ({be}) R={R}: {per * 1e6:.2f} us per instance-step")
     # naive reference: per-instance-step cost of the autograd loop, flat in R
     naive = {}
     for param in ("W", "KQ"):
@@ -514,7 +557,7 @@ def bench_gd_curve(b: Bench) -> None:
     b.results["gd-curve"] = out
     for param in ("W", "KQ"):
         best = int(np.argmin(out[param]))
-        b.rows.append(Row("gd-curve", f"GD {param} cost curve R=1..{Rmax} ({sz.curve_steps} steps)",
+        b.rows.append(Row("gd-curve", f"GD {param} ({backends[0]}) cost curve R=1..{Rmax} ({sz.curve_steps} steps)",
                           f"{out[param][best] * 1e6:.2f} us/inst-step @R={sz.curve_R[best]}",
                           f"{naive[param] * 1e6:.1f} us/inst-step",
                           f"{naive[param] / out[param][best]:.0f}x", "-",
@@ -631,8 +674,12 @@ def render_figure(b: Bench) -> bytes | None:
     for ax, g in zip(axes[0], panels, strict=True):
         res = b.results[g]
         if g == "gd-curve":
+            bes = res.get("backends", ["torch"])
             for param, col in (("W", "C0"), ("KQ", "C1")):
-                ax.loglog(res["R"], np.array(res[param]) * 1e6, "o-", color=col, label=f"ours (batched), {param}")
+                ax.loglog(res["R"], np.array(res[param]) * 1e6, "o-", color=col, label=f"ours ({bes[0]}), {param}")
+                for be in bes[1:]:
+                    ax.loglog(res["R"], np.array(res[f"{param}-{be}"]) * 1e6, "^:", color=col, alpha=0.7,
+                              label=f"ours ({be} path), {param}")
                 ax.axhline(res["naive"][param] * 1e6, color=col, ls="--", label=f"naive autograd loop, {param}")
             ax.set_xlabel("instances in one batch R")
             ax.set_ylabel("time per instance-step [us]")

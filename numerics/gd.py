@@ -13,6 +13,12 @@ products and two per-example ones per step); the projected regularisation path t
 With a linear head every step runs on preallocated buffers with in-place / ``out=`` kernels and no
 host synchronisation (per-op overhead, not arithmetic, dominates at the paper's sizes).
 
+On CPU the common case (normalised GD, linear head, no weight decay, float64) of a large enough run
+goes to the compiled kernels of :mod:`numerics.kernels` instead (``backend="auto"``): all steps of all
+instances in one compiled call, SIMD across instances, 4-7x faster than the tensor program above at
+the paper's sizes. ``backend="torch"`` forces the tensor program (the only path on CUDA, and for other
+heads, plain GD and weight decay); both paths give the same iterates up to rounding (tested).
+
 Examples
 --------
 >>> import numpy as np
@@ -257,6 +263,11 @@ KERNEL_MIN_WORK = 100_000
 
 #: Steps per kernel call: between calls Python handles signals (Ctrl-C) and progress.
 KERNEL_CHUNK = 250
+
+#: Instances per kernel call (a multiple of kernels.LANES): larger batches run block by block, so the
+#: working set (~5 KiB per instance at the paper's sizes) stays in L2 and the cost per instance-step
+#: stays flat in R instead of rising once the batch spills to memory.
+KERNEL_BLOCK = 128
 
 
 def _use_kernel(backend: str, batch, head, normalized: bool, wd: float, work: int) -> bool:
@@ -584,34 +595,45 @@ def _run_w_explicit(batch, head, W0, steps, lr, normalized, loss, record_every, 
 @torch.inference_mode()
 def _run_kernel(batch, head, param, init, steps, lr, loss, record_every, progress) -> GDResult:
     """Normalised GD through the compiled CPU kernels (numerics.kernels); the same result type as the
-    torch paths. State lives in instances-last numpy arrays between kernel calls."""
+    torch paths. State lives in instances-last numpy arrays between kernel calls, one set per block of
+    at most KERNEL_BLOCK instances (a block's working set stays in the CPU's L2 cache)."""
     X, Y, Z = batch.X, batch.Y, batch.Z
     R, n, T, d = X.shape
     m = init[0].shape[-1] if param == "KQ" else d
     mod = kernels.kernels(n, T, d, m)
     gamma = head.fixed_scores(X, Y)
-    Xs, Zs, gs = kernels.soa(_np(X)), kernels.soa(_np(Z)), kernels.soa(-_np(gamma))
     eps, tiny = float(np.finfo(np.float64).eps), float(np.finfo(np.float64).tiny)
     code = kernels.LOSS_CODES[loss]
+    Xn, Zn, gn = _np(X), _np(Z), -_np(gamma)
     if param == "W":
-        state = [kernels.soa(_np(init))]
         # the torch path's ||G||^2 floor (see NORM_FLOOR_FACTOR), per instance
         bound = (X.square().sum(-1).amax((1, 2)) * Z.square().sum(-1).amax(-1)).numpy()
-        floor = kernels.soa(np.maximum(NORM_FLOOR_FACTOR * eps * (n * T) ** 2 * bound, tiny))
-
-        def run(k: int) -> None:
-            mod.w_steps(Xs, Zs, gs, state[0], floor, k, lr, code, tiny)
-
-        def current_W() -> torch.Tensor:
-            return torch.from_numpy(kernels.aos(state[0], R))
+        floor = np.maximum(NORM_FLOOR_FACTOR * eps * (n * T) ** 2 * bound, tiny)
+        params = [_np(init)]
     else:
-        state = [kernels.soa(_np(init[0])), kernels.soa(_np(init[1]))]
+        params = [_np(init[0]), _np(init[1])]
+    blocks = []  # (slice, X, Z, gneg, floor or None, [state arrays])
+    for lo in range(0, R, KERNEL_BLOCK):
+        sl = slice(lo, min(R, lo + KERNEL_BLOCK))
+        blocks.append((sl, kernels.soa(Xn[sl]), kernels.soa(Zn[sl]), kernels.soa(gn[sl]),
+                       kernels.soa(floor[sl]) if param == "W" else None, [kernels.soa(p[sl]) for p in params]))
 
-        def run(k: int) -> None:
-            mod.kq_steps(Xs, Zs, gs, state[0], state[1], k, lr, code, tiny)
+    def run(k: int) -> None:
+        for _, Xs, Zs, gs, fl, st in blocks:
+            if param == "W":
+                mod.w_steps(Xs, Zs, gs, st[0], fl, k, lr, code, tiny)
+            else:
+                mod.kq_steps(Xs, Zs, gs, st[0], st[1], k, lr, code, tiny)
 
-        def current_W() -> torch.Tensor:
-            return torch.bmm(torch.from_numpy(kernels.aos(state[0], R)), torch.from_numpy(kernels.aos(state[1], R)).mT)
+    def state(j: int) -> np.ndarray:  # parameter j of all instances, (R, ...)
+        if not blocks:
+            return params[j][:0]
+        return np.concatenate([kernels.aos(st[j], sl.stop - sl.start) for sl, *_, st in blocks])
+
+    def current_W() -> torch.Tensor:
+        if param == "W":
+            return torch.from_numpy(state(0))
+        return torch.bmm(torch.from_numpy(state(0)), torch.from_numpy(state(1)).mT)
 
     def steps_from(k: int, stop: int) -> None:
         while k < stop:
@@ -623,9 +645,8 @@ def _run_kernel(batch, head, param, init, steps, lr, loss, record_every, progres
     its, Ws, Ls = _drive(steps_from, steps, rec, progress, current_W, lambda Wk: att.loss(X, Y, Z, Wk, head, loss))
     W = current_W()
     return GDResult(
-        W=_np(W), K=kernels.aos(state[0], R) if param == "KQ" else None,
-        Q=kernels.aos(state[1], R) if param == "KQ" else None, norms=_np(torch.linalg.matrix_norm(W)),
-        loss=_np(att.loss(X, Y, Z, W, head, loss)),
+        W=_np(W), K=state(0) if param == "KQ" else None, Q=state(1) if param == "KQ" else None,
+        norms=_np(torch.linalg.matrix_norm(W)), loss=_np(att.loss(X, Y, Z, W, head, loss)),
         iterations=np.array(its) if rec else None,
         W_traj=np.stack([_np(w) for w in Ws]) if rec else None,
         loss_traj=np.stack([_np(v) for v in Ls]) if rec else None,

@@ -369,6 +369,20 @@ def test_kernel_backend_equals_torch_backend(loss, param, m):
     np.testing.assert_allclose(one.W[0], b.W[4], rtol=1e-12, atol=1e-12 * np.abs(b.W[4]).max())
 
 
+@needs_numba
+def test_kernel_blocks_of_instances_give_the_same_iterates(monkeypatch):
+    datas = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(8), R=21)
+    for param in ("W", "KQ"):
+        kw = dict(param=param, steps=60, lr=0.05, seed=list(range(21)), backend="numba", record_every=25)
+        whole = gd.run_gd(datas, **kw)
+        monkeypatch.setattr(gd, "KERNEL_BLOCK", 8)  # 21 instances in blocks of 8, 8 and 5
+        blocked = gd.run_gd(datas, **kw)
+        monkeypatch.undo()
+        np.testing.assert_allclose(blocked.W_traj, whole.W_traj, rtol=1e-12, atol=1e-12 * np.abs(whole.W).max())
+        if param == "KQ":
+            np.testing.assert_allclose(blocked.K, whole.K, rtol=1e-12, atol=1e-14)
+
+
 def test_backend_choice_and_errors(monkeypatch):
     datas = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(1), R=2)
     with pytest.raises(InvalidInputError, match="backend must be one of"):
