@@ -32,6 +32,7 @@ Examples
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -234,6 +235,15 @@ def run_gd(
     use_kernel = _use_kernel(backend, batch, h, normalized, wd, R * steps)
     if param == "KQ":
         m = _check_m(m, d)
+    if use_kernel:
+        try:
+            kernels.kernels(n, T, d, m if param == "KQ" else d)
+        except InvalidInputError as exc:  # e.g. no writable kernel cache: auto falls back, numba reports it
+            if backend == "numba":
+                raise
+            warnings.warn(f"{exc}; GD takes the torch path", RuntimeWarning, stacklevel=2)
+            use_kernel = False
+    if param == "KQ":
         if init is None:
             K0 = init_scale * _normal((d, m), R, seed)
             Q0 = init_scale * _normal((d, m), R, [s + 1 for s in seed] if not isinstance(seed, (int, np.integer)) else seed + 1)

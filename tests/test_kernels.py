@@ -48,6 +48,24 @@ def test_unwritable_kernel_cache_is_a_clear_error(tmp_path, monkeypatch):
         kn.kernels(1, 2, 3, 4)
 
 
+@needs_numba
+def test_auto_backend_falls_back_to_torch_without_a_kernel_cache(tmp_path, monkeypatch):
+    from numerics import gd
+    from numerics.data import random_unit_sphere
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv("ATTNSVM_KERNEL_CACHE", str(blocker / "sub"))
+    monkeypatch.setattr(kn, "_MODULES", {})
+    monkeypatch.setattr(gd, "KERNEL_MIN_WORK", 0)
+    datas = random_unit_sphere(2, 3, 4, rng=np.random.default_rng(0), R=2)
+    with pytest.warns(RuntimeWarning, match="torch path"):
+        res = gd.run_gd(datas, steps=5, lr=0.1)
+    assert res.backend == "torch"
+    with pytest.raises(InvalidInputError, match="not writable"):
+        gd.run_gd(datas, steps=5, lr=0.1, backend="numba")
+
+
 def test_no_numba_switch(monkeypatch):
     monkeypatch.setenv("ATTNSVM_NO_NUMBA", "1")
     assert not kn.available()
