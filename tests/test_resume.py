@@ -1,6 +1,7 @@
 """Interrupts, resume and determinism, through real subprocesses (SIGINT / SIGTERM)."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -37,7 +38,7 @@ def test_interrupt_keeps_finished_instances_and_resume_completes(tmp_path, sig):
     part = tmp_path / "part"
     proc = subprocess.Popen([sys.executable, "-m", "checks", "check", "slow-sum", "--plugin", PLUGIN, "--out",
                              str(part), "--no-progress"], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, ATTNSVM_TEST_SLEEP="0.25"))
     results = part / "results.jsonl"
     deadline = time.time() + 60
     while time.time() < deadline:
