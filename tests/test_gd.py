@@ -370,6 +370,22 @@ def test_kernel_backend_equals_torch_backend(loss, param, m):
 
 
 @needs_numba
+def test_kernel_backend_keeps_centred_scores_deep_in_saturation():
+    """Regression: compiled with fastmath=True, the most-attended token's weight (g_r - g_r) - m' = -m'
+    came out 0 once the logit gaps passed ~36 (as if computed g_r - (g_r + m')): (K, Q)-GD froze at
+    ||W|| ~ 130 while the torch path went on to ~800 (kq-gd-nuclear's setting, found by the full profile)."""
+    rng = np.random.default_rng(0)
+    datas = [random_unit_sphere(4, 5, 8, rng=rng) for _ in range(3)]
+    K0, Q0 = 0.3 * rng.standard_normal((3, 8, 8)), 0.3 * rng.standard_normal((3, 8, 8))
+    kw = dict(param="KQ", steps=5000, lr=0.005, init=(K0, Q0))
+    a = gd.run_gd(datas, backend="torch", **kw)
+    b = gd.run_gd(datas, backend="numba", **kw)
+    assert np.all(a.norms > 300)
+    np.testing.assert_allclose(b.norms, a.norms, rtol=1e-6)
+    assert min(corr(a.W[r], b.W[r]) for r in range(3)) > 1 - 1e-9
+
+
+@needs_numba
 def test_kernel_blocks_of_instances_give_the_same_iterates(monkeypatch):
     datas = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(8), R=21)
     for param in ("W", "KQ"):
