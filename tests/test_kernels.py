@@ -39,6 +39,19 @@ def test_vectorised_exp_within_one_ulp_and_flushes_below_min_normal(tmp_path, mo
     assert list(tmp_path.glob("attnsvm_gd_*_n2_T3_d2_m2.py"))  # generated into the configured cache
 
 
+def test_new_kernel_version_prunes_stale_modules(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNSVM_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.setattr(kn, "_MODULES", {})
+    stale = tmp_path / "attnsvm_gd_000000000000_n2_T3_d2_m2.py"
+    stale.write_text("# an older kernel source")
+    (tmp_path / "__pycache__").mkdir()
+    stale_cache = tmp_path / "__pycache__" / "attnsvm_gd_000000000000_n2_T3_d2_m2.w_steps-1.py311.nbi"
+    stale_cache.write_text("x")
+    kn.kernels(2, 3, 2, 2)
+    assert not stale.exists() and not stale_cache.exists()
+    assert (tmp_path / f"attnsvm_gd_{kn._VERSION}_n2_T3_d2_m2.py").exists()
+
+
 def test_unwritable_kernel_cache_is_a_clear_error(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("x")
