@@ -685,6 +685,7 @@ def render_figure(b: Bench) -> bytes | None:
             ax.set_ylabel("time per instance-step [us]")
             s = res["shape"]
             ax.set_title(f"batched GD cost ({res['device']}, n={s['n']} T={s['T']} d={s['d']})")
+            ax.legend(fontsize=7, loc="upper right", bbox_to_anchor=(1.0, 0.92))  # below the naive lines
         elif g == "svm-curve":
             x = [n * T * d for n, T, d in res["shapes"]]
             for key, col, ls, lab in (("fro", "C0", "o-", "ours, Frobenius"), ("nuc", "C1", "o-", "ours, nuclear"),
@@ -703,7 +704,8 @@ def render_figure(b: Bench) -> bytes | None:
             ax.set_title(f"catalogue, total {res['total_s']:.0f} s")
             ax.tick_params(axis="y", labelsize=7)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend() is None:
+            ax.legend(fontsize=7)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
