@@ -144,6 +144,34 @@ def _token_weights(E, gneg, i, c, cmax, ri, V, KB, loss_code):
 
 
 @njit(cache=True, fastmath=_FM, boundscheck=False, nogil=True, error_model="numpy")
+def _logits(X, U, i, E):
+    """E[t] = x_it^T u (T, R) for u = U (D, R), the query's image W z_i."""
+    R = E.shape[1]
+    for t in range(T):
+        for r in range(R):
+            s = 0.0
+            for a in range(D):
+                s += X[i, t, a, r] * U[a, r]
+            E[t, r] = s
+
+
+@njit(cache=True, fastmath=_FM, boundscheck=False, nogil=True, error_model="numpy")
+def _attend(X, c, cmax, tiny, gx):
+    """gx_i = X_i^T c_i / max |c| (N, D, R): only the direction of the gradient matters, and the
+    rescale keeps it representable when the softmax saturates. cmax is overwritten."""
+    R = c.shape[2]
+    for r in range(R):
+        cmax[r] = 1.0 / max(cmax[r], tiny)
+    for i in range(N):
+        for a in range(D):
+            for r in range(R):
+                s = 0.0
+                for t in range(T):
+                    s += c[i, t, r] * X[i, t, a, r]
+                gx[i, a, r] = s * cmax[r]
+
+
+@njit(cache=True, fastmath=_FM, boundscheck=False, nogil=True, error_model="numpy")
 def w_steps(X, Z, gneg, W, floor, steps, lr, loss_code, tiny):
     """``steps`` normalised GD steps on W (D, D, R) in place. X (N, T, D, R), Z (N, D, R), gneg = -gamma
     (N, T, R), floor (R,) of ||G||_F^2."""
@@ -168,22 +196,9 @@ def w_steps(X, Z, gneg, W, floor, steps, lr, loss_code, tiny):
                     for b in range(D):
                         s += W[a, b, r] * Z[i, b, r]
                     U[a, r] = s
-            for t in range(T):  # logits x_it^T W z_i
-                for r in range(R):
-                    s = 0.0
-                    for a in range(D):
-                        s += X[i, t, a, r] * U[a, r]
-                    E[t, r] = s
+            _logits(X, U, i, E)  # x_it^T W z_i
             _token_weights(E, gneg, i, c, cmax, ri, V, KB, loss_code)
-        for r in range(R):
-            cmax[r] = 1.0 / max(cmax[r], tiny)  # only the direction matters: max |c| = 1
-        for i in range(N):
-            for a in range(D):  # gx_i = X_i^T c_i
-                for r in range(R):
-                    s = 0.0
-                    for t in range(T):
-                        s += c[i, t, r] * X[i, t, a, r]
-                    gx[i, a, r] = s * cmax[r]
+        _attend(X, c, cmax, tiny, gx)
         for r in range(R):
             nrm[r] = 0.0
         for a in range(D):  # G = sum_i gx_i z_i^T
@@ -236,22 +251,9 @@ def kq_steps(X, Z, gneg, K, Q, steps, lr, loss_code, tiny):
                     for b in range(M):
                         s += K[a, b, r] * ZQ[i, b, r]
                     U[a, r] = s
-            for t in range(T):
-                for r in range(R):
-                    s = 0.0
-                    for a in range(D):
-                        s += X[i, t, a, r] * U[a, r]
-                    E[t, r] = s
+            _logits(X, U, i, E)
             _token_weights(E, gneg, i, c, cmax, ri, V, KB, loss_code)
-        for r in range(R):
-            cmax[r] = 1.0 / max(cmax[r], tiny)
-        for i in range(N):
-            for a in range(D):
-                for r in range(R):
-                    s = 0.0
-                    for t in range(T):
-                        s += c[i, t, r] * X[i, t, a, r]
-                    gx[i, a, r] = s * cmax[r]
+        _attend(X, c, cmax, tiny, gx)
         for r in range(R):
             nk[r] = 0.0
             nq[r] = 0.0
