@@ -4,17 +4,19 @@ per-instance research-code baseline, measured in the same process, reported as r
 Groups (``--only GROUP``, repeatable; default: all but a *fresh* catalogue run):
 
 ``gd``         100 instances x 2000 normalised GD steps at n=6, T=8, d=10, for W and for (K, Q):
-               ours = one batched :func:`numerics.gd.run_gd` call; naive = one instance at a time
-               through torch autograd (a Python loop, ``torch.autograd.grad``, normalised step),
-               measured on a subset and extrapolated per instance. Both from the same init; the
-               final directions must agree (corr > 0.98). Also ours' achieved FLOP/s against a
+               ours = one batched :func:`numerics.gd.run_gd` call, on the compiled CPU kernels
+               (what ``backend="auto"`` takes at this size) and on the torch path; naive = one
+               instance at a time through torch autograd (a Python loop, ``torch.autograd.grad``,
+               normalised step), measured on a subset and extrapolated per instance. All from the
+               same init; the final directions must agree (corr > 0.98). Also the kernels' compile
+               time (fresh cache) and a later process's first call, ours' achieved FLOP/s against a
                same-shape batched matmul and a large GEMM measured in the same run, and a
-               torch.profiler breakdown of where ours' time goes.
+               torch.profiler breakdown of where the torch path's time goes.
 ``svm``        Frobenius Att-SVM at n=10, T=10, d=20: :func:`numerics.svm.solve_att_svm` vs
                :func:`numerics.svm.naive_att_svm` (one cvxpy constraint per token pair, default
                solver), same optimal value to 1e-6 relative; nuclear norm: ranks (ours: relative
                singular-value gap on a certified solution; naive: #sigma > 1e-7) and time ratio.
-``gd-curve``   time per instance-step of batched GD from 1 to 10^4 instances (log grid).
+``gd-curve``   time per instance-step of batched GD from 1 to 10^4 instances (log grid), per backend.
 ``svm-curve``  SVM solve time vs (n, T, d), both norms, ours and naive.
 ``catalogue``  quick-profile time of the whole theorem catalogue and where it goes, read from
                reports/latest/results.jsonl (per-theorem sum of ``seconds``); with ``--only catalogue``
