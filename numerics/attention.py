@@ -358,6 +358,12 @@ def grad_KQ(X: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, K: torch.Tensor, 
 
 # -- the token Gram operator (GD in logit space) --------------------------------------------------
 
+def gram_entry_bound(X: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
+    """max_t |x_it|^2 max_i |z_i|^2 (R,): an entrywise bound on the token Gram M (see TokenGram), so
+    eps * bound * ||c||_1^2 bounds the rounding error of c^T M = ||G||_F^2."""
+    return X.square().sum(-1).amax((1, 2)) * Z.square().sum(-1).amax(-1)
+
+
 class TokenGram:
     """M_(it),(j tau) = (x_it . x_j tau)(z_i . z_j): for G = sum_j X_j^T c_j z_j^T,
     X_i G z_i = (M c)_i and ||G||_F^2 = c^T M c.
@@ -380,8 +386,7 @@ class TokenGram:
             self.M = (XX * K.view(R, n, 1, n, 1)).view(R, n * T, n * T).contiguous()  # (R, nT, nT), symmetric
         else:
             self.K = K
-        # |c^T M c| rounding bound: |M| <= max_t |x|^2 max_i |z|^2 entrywise (used as a floor of ||G||^2)
-        self.entry_bound = (Xf.square().sum(-1).amax(-1) * Z.square().sum(-1).amax(-1)).view(R, 1, 1)  # (R, 1, 1)
+        self.entry_bound = gram_entry_bound(X, Z).view(R, 1, 1)  # (R, 1, 1)
 
     def apply(self, c: torch.Tensor) -> torch.Tensor:
         """M c for token weights c (R, n, T) -> (R, n, T)."""

@@ -341,6 +341,13 @@ def _record_points(steps: int, record_every: int | None) -> set[int]:
     return set(range(0, steps + 1, record_every)) | {steps}
 
 
+def _norm_floor(entry_bound: torch.Tensor, nT: int) -> torch.Tensor:
+    """Floor of the computed ||G||_F^2 (see NORM_FLOOR_FACTOR) for token weights rescaled to max |c| = 1
+    (so ||c||_1 <= nT and the rounding bound is eps * bound * (nT)^2)."""
+    eps, tiny = torch.finfo(entry_bound.dtype).eps, torch.finfo(entry_bound.dtype).tiny
+    return (NORM_FLOOR_FACTOR * eps * nT ** 2 * entry_bound).clamp_min(tiny)
+
+
 #: Logit-space W-GD re-centres each row of logits on its maximum only every few steps: a normalised
 #: step moves a logit by at most lr * |x_it| |z_i| (|X_i G z_i| <= ||G||_F |x_it| |z_i|), so between
 #: re-centrings no row maximum drifts by more than this (exp stays within e^{+-SHIFT_DRIFT_MAX}: no
@@ -356,10 +363,8 @@ def _run_w(batch, head, W0, steps, lr, normalized, loss, record_every, progress)
     R, n, T, d = X.shape
     gram = att.TokenGram(X, Z)
     gamma = head.fixed_scores(X, Y)  # (R, n, T) or None (general head)
-    eps = torch.finfo(X.dtype).eps
     tiny = torch.finfo(X.dtype).tiny
-    # c is rescaled to max |c| = 1 below, so ||c||_1 <= nT and the rounding bound is a constant
-    floor = (NORM_FLOOR_FACTOR * eps * (n * T) ** 2 * gram.entry_bound).clamp_min_(tiny)  # (R, 1, 1)
+    floor = _norm_floor(gram.entry_bound, n * T)  # (R, 1, 1)
     # State: LA[0] = logits X_i W z_i up to a per-row shift, LA[1] = -A, the accumulated token weights
     # with W = W0 + sum_j X_j^T LA[1]_j z_j^T. Both move along CM = [M c, c] in one fused update.
     LA = torch.empty((2, R, n, T), dtype=X.dtype, device=X.device)
@@ -612,13 +617,11 @@ def _run_kernel(batch, head, param, init, steps, lr, loss, record_every, progres
     m = init[0].shape[-1] if param == "KQ" else d
     mod = kernels.kernels(n, T, d, m)
     gamma = head.fixed_scores(X, Y)
-    eps, tiny = float(np.finfo(np.float64).eps), float(np.finfo(np.float64).tiny)
+    tiny = float(np.finfo(np.float64).tiny)
     code = kernels.LOSS_CODES[loss]
     Xn, Zn, gn = _np(X), _np(Z), -_np(gamma)
     if param == "W":
-        # the torch path's ||G||^2 floor (see NORM_FLOOR_FACTOR), per instance
-        bound = (X.square().sum(-1).amax((1, 2)) * Z.square().sum(-1).amax(-1)).numpy()
-        floor = np.maximum(NORM_FLOOR_FACTOR * eps * (n * T) ** 2 * bound, tiny)
+        floor = _norm_floor(att.gram_entry_bound(X, Z), n * T).numpy()  # the torch path's, per instance
         params = [_np(init)]
     else:
         params = [_np(init[0]), _np(init[1])]

@@ -25,7 +25,7 @@ these kernels: every run takes the torch path).
 Examples
 --------
 >>> import numpy as np
->>> X = np.zeros((1, 2, 3, 2)); Z = np.ones((1, 2, 2)); g = np.zeros((1, 2, 3))
+>>> X = np.zeros((1, 2, 3, 2))
 >>> soa(X).shape   # (R, n, T, d) -> (n, T, d, R8)
 (2, 3, 2, 8)
 """
