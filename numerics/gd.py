@@ -282,8 +282,8 @@ KERNEL_BLOCK = 128
 
 def _use_kernel(backend: str, batch, head, normalized: bool, wd: float, work: int) -> bool:
     """Whether this run takes the compiled kernels (``backend="numba"`` where they do not apply: error)."""
-    if backend == "torch":
-        return False
+    if backend == "torch" or (backend == "auto" and work < KERNEL_MIN_WORK):
+        return False  # (before kernels.available(): a small run does not even import numba)
     why = None
     if not normalized:
         why = "normalized=False"
@@ -301,7 +301,7 @@ def _use_kernel(backend: str, batch, head, normalized: bool, wd: float, work: in
         if why is not None:
             raise InvalidInputError(f"backend='numba' does not apply to this run: {why}; use backend='torch' or 'auto'")
         return True
-    return why is None and work >= KERNEL_MIN_WORK
+    return why is None
 
 
 def _drive(steps_from, steps: int, rec: set[int], progress: bool, current_W, loss_of):
