@@ -126,16 +126,32 @@ def test_plain_gd_and_relu_head_match_autograd():
 
 
 def test_batched_equals_per_instance_and_determinism():
+    """Batched GD is the per-instance program run side by side.
+
+    Equality is tested where it is well-conditioned: over 10 steps the batched and single runs differ
+    only by BLAS reduction order (~1e-15 per step), so 1e-10 is a wide margin on any CPU. Over long runs
+    the (K, Q) trajectory amplifies those roundings (measured: 5e-9 at step 200, ~1 % relative at
+    step 300 on AVX-512 vs AVX2), so there only what the theory says is stable is compared: the
+    direction W/||W|| (corr > 0.999) and the token each example selects. The same call twice in one
+    process is bit-identical (determinism is a property of one machine).
+    """
     datas = random_unit_sphere(4, 5, 6, rng=np.random.default_rng(5), R=3)
     seeds = [11, 12, 13]
     for param in ("W", "KQ"):
         batched = gd.run_gd(datas, param=param, steps=300, lr=0.1, seed=seeds)
         again = gd.run_gd(datas, param=param, steps=300, lr=0.1, seed=seeds)
         np.testing.assert_array_equal(batched.W, again.W)
+        short = gd.run_gd(datas, param=param, steps=10, lr=0.1, seed=seeds)
         for r, dt in enumerate(datas):
+            single_short = gd.run_gd(dt, param=param, steps=10, lr=0.1, seed=[seeds[r]])
+            np.testing.assert_allclose(single_short.W[0], short.W[r], rtol=1e-10, atol=1e-10)
+            np.testing.assert_allclose(single_short.loss[0], short.loss[r], rtol=1e-10)
             single = gd.run_gd(dt, param=param, steps=300, lr=0.1, seed=[seeds[r]])
-            np.testing.assert_allclose(single.W[0], batched.W[r], rtol=1e-10, atol=1e-10)
-            np.testing.assert_allclose(single.loss[0], batched.loss[r], rtol=1e-10)
+            a, b = single.W[0].ravel(), batched.W[r].ravel()
+            assert a @ b / (np.linalg.norm(a) * np.linalg.norm(b)) > 0.999
+            sel_a = [int(np.argmax(dt.X[i] @ single.W[0] @ dt.Z[i])) for i in range(dt.n)]
+            sel_b = [int(np.argmax(dt.X[i] @ batched.W[r] @ dt.Z[i])) for i in range(dt.n)]
+            assert sel_a == sel_b
     a = gd.run_gd(datas, steps=50, lr=0.1, seed=1)
     b = gd.run_gd(datas, steps=50, lr=0.1, seed=1)
     c = gd.run_gd(datas, steps=50, lr=0.1, seed=2)
@@ -380,9 +396,12 @@ def test_kernel_backend_keeps_centred_scores_deep_in_saturation():
     kw = dict(param="KQ", steps=5000, lr=0.005, init=(K0, Q0))
     a = gd.run_gd(datas, backend="torch", **kw)
     b = gd.run_gd(datas, backend="numba", **kw)
-    assert np.all(a.norms > 300)
-    np.testing.assert_allclose(b.norms, a.norms, rtol=1e-6)
-    assert min(corr(a.W[r], b.W[r]) for r in range(3)) > 1 - 1e-9
+    # 5000 steps: the backends differ by reduction order (FMA, SIMD width), so compare what is stable
+    # deep in saturation -- the norm (the bug froze it at ~130 vs ~800) and the direction -- with
+    # tolerances far from rounding yet far tighter than the regression's factor 6.
+    assert np.all(a.norms > 300) and np.all(b.norms > 300)
+    np.testing.assert_allclose(b.norms, a.norms, rtol=1e-3)
+    assert min(corr(a.W[r], b.W[r]) for r in range(3)) > 1 - 1e-6
 
 
 @needs_numba
