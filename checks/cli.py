@@ -24,8 +24,26 @@ HANDLERS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the project's error contract: one line on stderr naming the problem, exit 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def seed_arg(text: str) -> int:
+    """A root seed: a non-negative integer (numpy's SeedSequence takes no negative entropy)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="attnsvm",
         description="Check the theorems of 'Transformers as Support Vector Machines' numerically and symbolically.",
     )
@@ -33,15 +51,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("list", help="list the theorem catalogue")
     s.add_argument("--json", action="store_true", help="machine-readable output")
-    s.add_argument("--plugin", action="append", default=[], metavar="FILE.py", help="also load theorems from FILE.py")
+    s.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
+                   help="also load theorems from FILE.py (repeat the option for several files)")
 
     s = sub.add_parser("check", help="run theorem checks and write reports")
     s.add_argument("ids", nargs="*", metavar="ID", help="theorem ids (default: all); a theorem's control runs with it")
-    s.add_argument("--profile", choices=["quick", "full", "paper"], default="quick")
-    s.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
-    s.add_argument("--device", default="cpu", help="torch device: cpu or cuda (default cpu)")
+    s.add_argument("--profile", choices=["quick", "full", "paper"], default=None, help="instance budget (default quick)")
+    s.add_argument("--seed", type=seed_arg, default=None, help="root seed, a non-negative integer (default 0)")
+    s.add_argument("--device", default=None, help="torch device: cpu or cuda (default cpu)")
     s.add_argument("--data", metavar="FILE.npz|digits", help="run theorems that apply to given data on it")
-    s.add_argument("--plugin", action="append", default=[], metavar="FILE.py", help="load extra theorems from FILE.py")
+    s.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
+                   help="load extra theorems from FILE.py (repeat the option for several files)")
     s.add_argument("--out", default="reports", metavar="DIR", help="report directory (default reports/)")
     s.add_argument("--baseline", metavar="FILE", help="compare verdicts with a baseline report; exit 1 on change")
     s.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
@@ -58,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("assumptions", help="how often each hypothesis holds over a grid of (n,T,d)")
     s.add_argument("--grid", default=None, help="e.g. n=5,T=5,d=2:4:6:8 (colon-separated values)")
     s.add_argument("--trials", type=int, default=50)
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=seed_arg, default=0)
     s.add_argument("--out", default="reports/assumptions", metavar="DIR")
     s.add_argument("--dask", metavar="ADDRESS", help="run on a Dask distributed cluster")
     s.add_argument("--workers", type=int, default=None, help="local process pool size")
@@ -67,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("reproduce", help="regenerate one of the paper's experiments")
     s.add_argument("name", metavar="NAME", help="gd-paths | local-convergence | svm-rank | global-vs-d | multi-token")
     s.add_argument("--trials", type=int, default=None)
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=seed_arg, default=0)
     s.add_argument("--out", default="reports/reproduce", metavar="DIR")
     s.add_argument("--dask", metavar="ADDRESS", help="run on a Dask distributed cluster")
     s.add_argument("--workers", type=int, default=None, help="local process pool size")

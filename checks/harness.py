@@ -94,22 +94,35 @@ class TheoremResult:
     finding: str | None = None
     seconds: float = 0.0
     given_data: bool = False  # ran on user-given data (--data): a VACUOUS verdict then describes the data
+    max_inconclusive: float = 0.0  # PASS needs inconclusive <= this share of the non-vacuous instances
+    #: where the theorem's documented finding was seen, "profile/seed S" -> instances
+    finding_seen: dict[str, list[int]] = field(default_factory=dict)
+    #: this run FAILed exactly on documented counterexamples (a subset of finding_seen for its profile/seed)
+    known_finding: bool = False
+    replay: bool = False  # one instance replayed (--instance): the verdict is that instance's outcome
 
     def to_json(self) -> dict[str, Any]:
         return _jsonable(asdict(self))
 
 
-def verdict_of(counts: dict[str, int], min_confirmed: int) -> str:
-    """ARCHITECTURE.md: FAIL if any refuted; ERROR if any error; PASS if enough confirmed;
-    VACUOUS if too few instances met the hypotheses; otherwise INCONCLUSIVE."""
+def verdict_of(counts: dict[str, int], min_confirmed: int, max_inconclusive: float = 1.0) -> str:
+    """FAIL if any refuted; ERROR if any error; VACUOUS if too few instances met the hypotheses; PASS if
+    enough were confirmed AND at most ``max_inconclusive`` of the non-vacuous ones stayed undecided;
+    otherwise INCONCLUSIVE.
+
+    >>> c = dict(instances=8, confirmed=6, refuted=0, vacuous=0, inconclusive=2, error=0)
+    >>> verdict_of(c, 5, 0.25), verdict_of(c, 5, 0.2)
+    ('PASS', 'INCONCLUSIVE')
+    """
     if counts["refuted"] > 0:
         return "FAIL"
     if counts["error"] > 0:
         return "ERROR"
-    if counts["confirmed"] >= min_confirmed:
-        return "PASS"
-    if counts["instances"] - counts["vacuous"] < min_confirmed:
+    eligible = counts["instances"] - counts["vacuous"]
+    if eligible < min_confirmed:
         return "VACUOUS"
+    if counts["confirmed"] >= min_confirmed and counts["inconclusive"] <= max_inconclusive * eligible + 1e-12:
+        return "PASS"
     return "INCONCLUSIVE"
 
 
@@ -252,8 +265,11 @@ def _summarise(values: list[float]) -> dict[str, float]:
 
 
 def aggregate(cls: type[Theorem], results: Sequence[InstanceResult], *, profile: str, seed: int,
-              extra_args: str = "", not_applicable: str | None = None, given_data: bool = False) -> TheoremResult:
-    """Counts, hypothesis rates, metric summaries and the verdict of one theorem."""
+              extra_args: str = "", not_applicable: str | None = None, given_data: bool = False,
+              replay: bool = False) -> TheoremResult:
+    """Counts, hypothesis rates, metric summaries and the verdict of one theorem. With ``replay`` (one
+    instance replayed with --instance) the verdict is that instance's outcome: confirmed -> PASS,
+    refuted -> FAIL, vacuous -> VACUOUS, inconclusive -> INCONCLUSIVE, error -> ERROR."""
     results = sorted(results, key=lambda r: r.instance)
     counts = {"instances": len(results), **{o: 0 for o in OUTCOMES}}
     for r in results:
@@ -277,13 +293,13 @@ def aggregate(cls: type[Theorem], results: Sequence[InstanceResult], *, profile:
     for r in results:
         if r.outcome != "confirmed" and r.reason:
             key = f"{r.outcome}: {r.reason}"
-            key = key if len(key) <= 160 else key[:157] + "..."
             reasons[key] = reasons.get(key, 0) + 1
-    min_conf = cls.profile(profile).min_confirmed
-    if not_applicable:
-        verdict = "VACUOUS"
-    else:
-        verdict = verdict_of(counts, min_conf)
+    prof = cls.profile(profile)
+    min_conf, max_inc = (1, 1.0) if replay else (prof.min_confirmed, prof.max_inconclusive)
+    verdict = "VACUOUS" if not_applicable else verdict_of(counts, min_conf, max_inc)
+    seen = set(cls.finding_seen.get((profile, int(seed)), ())) if not given_data else set()
+    refuted = {r.instance for r in results if r.outcome == "refuted"}
+    known = bool(verdict == "FAIL" and refuted and refuted <= seen)
     return TheoremResult(
         id=cls.id, title=cls.title, reference=cls.reference, statement=cls.statement, expected=cls.expected,
         verdict=verdict, counts=counts, hypotheses=hyp_rates, metrics=metrics,
@@ -293,6 +309,8 @@ def aggregate(cls: type[Theorem], results: Sequence[InstanceResult], *, profile:
         reasons=dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:10]), not_applicable=not_applicable,
         finding=cls.finding,
         seconds=float(sum(r.seconds for r in results)), given_data=bool(given_data),
+        max_inconclusive=max_inc, known_finding=known, replay=bool(replay),
+        finding_seen={f"{p}/seed {s_}": list(ks) for (p, s_), ks in cls.finding_seen.items()},
     )
 
 

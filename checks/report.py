@@ -27,24 +27,46 @@ def safe_name(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", s)
 
 
-#: Statuses that are not findings: as expected, not applicable to the given data, or (on given data) vacuous
-#: because the data do not meet the theorem's hypotheses — a statement about the data, named in the reasons.
-QUIET = ("ok", "n/a", "hyp. unmet")
+#: Statuses that do not fail the run: as expected, not applicable to the given data, (on given data) vacuous
+#: because the data do not meet the theorem's hypotheses — a statement about the data, named in the reasons —
+#: or a FAIL on exactly the documented counterexamples of a known finding (same profile, seed and instances).
+#: Every other status fails the run (exit 1): UNEXPECTED, CONTROL NOT REFUTED, ERROR.
+QUIET = ("ok", "n/a", "hyp. unmet", "KNOWN FINDING")
 
 
 def status_of(t: TheoremResult) -> str:
-    """'ok' when the verdict is what the catalogue expects; otherwise a short flag for humans."""
+    """'ok' when the verdict is what the catalogue expects; otherwise a short flag for humans.
+
+    A control is refuted only by FAIL: a control that comes out PASS, VACUOUS or INCONCLUSIVE has lost
+    the power to refute its false claim (CONTROL NOT REFUTED), and an ERROR is an ERROR either way.
+    """
     if t.not_applicable:
         return "n/a"
     if t.verdict == t.expected:
         return "ok"
     if t.given_data and t.verdict == "VACUOUS":
         return "hyp. unmet"
-    if t.finding and t.verdict == "FAIL":
+    if t.known_finding:
         return "KNOWN FINDING"
-    if t.control_of and t.verdict == "PASS":
+    if t.verdict == "ERROR":
+        return "ERROR"
+    if t.control_of:
         return "CONTROL NOT REFUTED"
     return "UNEXPECTED"
+
+
+def _finding_line(t: TheoremResult, bold: str = "") -> str:
+    """The known finding, said as what this run shows: reproduced here, or only seen elsewhere."""
+    where = "; ".join(f"{k}, instance{'s' if len(v) > 1 else ''} {', '.join(map(str, v))}"
+                      for k, v in t.finding_seen.items())
+    if t.known_finding:
+        return f"{bold}Known finding, reproduced in this run{bold} (seen on {where}): {t.finding}"
+    return f"Known finding, not drawn in this run (seen on {where}): {t.finding}"
+
+
+def fails_run(t: TheoremResult) -> bool:
+    """Whether this theorem's result makes `attnsvm check` exit 1 (and junit count a failure/error)."""
+    return status_of(t) not in QUIET
 
 
 def report_dict(run: dict[str, Any], theorems: Sequence[TheoremResult]) -> dict[str, Any]:
@@ -79,7 +101,7 @@ def summary_rows(theorems: Sequence[TheoremResult]) -> list[list[str]]:
     rows = []
     for t in theorems:
         c = t.counts
-        rows.append([t.id, t.expected, t.verdict, status_of(t), str(c["instances"]), str(c["confirmed"]),
+        rows.append([t.id, t.expected, "n/a" if t.not_applicable else t.verdict, status_of(t), str(c["instances"]), str(c["confirmed"]),
                      str(c["refuted"]), str(c["vacuous"]), str(c["inconclusive"]), str(c["error"])])
     return rows
 
@@ -105,7 +127,7 @@ def write_markdown(out: Path, rep: dict[str, Any], theorems: Sequence[TheoremRes
         L.append(f"\ndata: `{run['data']}`")
     L += ["", "| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
     L += ["| " + " | ".join(r) + " |" for r in summary_rows(theorems)]
-    flagged = [t for t in theorems if status_of(t) not in QUIET]
+    flagged = [t for t in theorems if status_of(t) not in ("ok", "n/a", "hyp. unmet")]
     if flagged:
         L += ["", "## Findings (verdict differs from expectation)", ""]
         for t in flagged:
@@ -118,12 +140,13 @@ def write_markdown(out: Path, rep: dict[str, Any], theorems: Sequence[TheoremRes
         if t.hypotheses_text:
             L.append(f"\nHypotheses implemented: {t.hypotheses_text}")
         if t.finding:
-            L.append(f"\n**Known finding**: {t.finding}")
+            L.append(f"\n{_finding_line(t, '**')}")
         if t.not_applicable:
             L.append(f"\n**Not applicable to the given data**: {t.not_applicable}")
             continue
         L.append(f"\nVerdict **{t.verdict}** (expected {t.expected}); "
-                 f"{t.counts['confirmed']}/{t.counts['instances']} confirmed, PASS needs {t.min_confirmed}.")
+                 f"{t.counts['confirmed']}/{t.counts['instances']} confirmed, PASS needs {t.min_confirmed} "
+                 f"and at most {t.max_inconclusive:.0%} of the non-vacuous instances inconclusive.")
         if status_of(t) == "hyp. unmet":
             L.append("\n**The given data do not meet this theorem's hypotheses** (reasons below), so its claim says "
                      "nothing about them.")
@@ -145,26 +168,29 @@ def write_markdown(out: Path, rep: dict[str, Any], theorems: Sequence[TheoremRes
 
 
 def write_junit(out: Path, theorems: Sequence[TheoremResult]) -> None:
-    fails = sum(1 for t in theorems if status_of(t) not in QUIET and t.verdict in ("FAIL", "PASS"))
-    errors = sum(1 for t in theorems if t.verdict == "ERROR" and t.expected != "ERROR")
-    skipped = sum(1 for t in theorems if t.not_applicable or t.verdict in ("VACUOUS", "INCONCLUSIVE"))
+    """One testcase per theorem, consistent with the exit code: a failure or error exactly where
+    :func:`fails_run`; skipped (with the reason) for n/a, hypotheses unmet on given data and known findings."""
+    errors = sum(1 for t in theorems if fails_run(t) and t.verdict == "ERROR")
+    fails = sum(1 for t in theorems if fails_run(t)) - errors
+    skipped = sum(1 for t in theorems if not fails_run(t) and status_of(t) != "ok")
     total_time = sum(t.seconds for t in theorems)
     L = ['<?xml version="1.0" encoding="UTF-8"?>',
          f'<testsuite name="attnsvm" tests="{len(theorems)}" failures="{fails}" errors="{errors}" '
          f'skipped="{skipped}" time="{total_time:.3f}">']
+    q = {'"': "&quot;"}
     for t in theorems:
         L.append(f'  <testcase classname="attnsvm.{xml_escape(t.control_of or t.id)}" '
                  f'name="{xml_escape(t.id)}" time="{t.seconds:.3f}">')
-        msg = xml_escape(f"expected {t.expected}, got {t.verdict}; counts {t.counts}; replay: {t.reproduce}",
-                         {'"': "&quot;"})
-        if t.not_applicable:
-            L.append(f'    <skipped message="{xml_escape(t.not_applicable, {chr(34): "&quot;"})}"/>')
-        elif t.verdict == "ERROR":
-            L.append(f'    <error message="{msg}"/>')
-        elif t.verdict in ("VACUOUS", "INCONCLUSIVE"):
+        st = status_of(t)
+        msg = xml_escape(f"{st}: expected {t.expected}, got {t.verdict}; counts {t.counts}; replay: {t.reproduce}", q)
+        if fails_run(t):
+            L.append(f'    <{"error" if t.verdict == "ERROR" else "failure"} message="{msg}"/>')
+        elif t.not_applicable:
+            L.append(f'    <skipped message="{xml_escape("not applicable: " + t.not_applicable, q)}"/>')
+        elif st == "KNOWN FINDING":
+            L.append(f'    <skipped message="{xml_escape("known finding: " + (t.finding or ""), q)}"/>')
+        elif st != "ok":
             L.append(f'    <skipped message="{msg}"/>')
-        elif t.verdict != t.expected:
-            L.append(f'    <failure message="{msg}"/>')
         L.append("  </testcase>")
     L.append("</testsuite>")
     write_text(out / "junit.xml", "\n".join(L) + "\n")
@@ -274,12 +300,13 @@ def write_html(out: Path, rep: dict[str, Any], theorems: Sequence[TheoremResult]
         if t.hypotheses_text:
             H.append(f"<p>Hypotheses implemented: {html.escape(t.hypotheses_text)}</p>")
         if t.finding:
-            H.append(f"<p class='bad'>Known finding: {html.escape(t.finding)}</p>")
+            H.append(f"<p class='{'bad' if t.known_finding else 'na'}'>{html.escape(_finding_line(t))}</p>")
         if t.not_applicable:
             H.append(f"<p class='na'>Not applicable to the given data: {html.escape(t.not_applicable)}</p>")
             continue
         H.append(f"<p>Verdict <b>{t.verdict}</b> (expected {t.expected}): {t.counts['confirmed']}/"
-                 f"{t.counts['instances']} confirmed; PASS needs {t.min_confirmed}. Counts: "
+                 f"{t.counts['instances']} confirmed; PASS needs {t.min_confirmed} and at most "
+                 f"{t.max_inconclusive:.0%} of the non-vacuous instances inconclusive. Counts: "
                  f"{html.escape(json.dumps(t.counts))}</p>")
         if status_of(t) == "hyp. unmet":
             H.append("<p class='na'>The given data do not meet this theorem's hypotheses (reasons below), so its "

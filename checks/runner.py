@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from numerics.errors import InvalidInputError
 
 from . import catalogue, report
 from .harness import InstanceResult, TheoremResult, aggregate, run_instances
-from .theorem import Theorem
+from .theorem import PROFILES, Theorem
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -110,34 +110,53 @@ def _sigterm(signum, frame):  # noqa: ARG001
     raise KeyboardInterrupt
 
 
-def run_check(
-    ids: Sequence[str] = (),
-    *,
-    profile: str = "quick",
-    seed: int = 0,
-    device: str = "cpu",
-    data_spec: str | None = None,
-    plugins: Sequence[str] = (),
-    out: str | Path = "reports",
-    resume: bool = False,
-    progress: bool = True,
-    only_instance: int | None = None,
-    figures: bool = True,
-) -> tuple[int, dict[str, Any], list[TheoremResult]]:
-    """Run a check and write every report file; returns (exit code without baseline, report, results)."""
-    out = Path(out)
+@dataclass
+class CheckConfig:
+    """What one `attnsvm check` run does: the arguments that decide its results (run.json keeps them, so
+    --resume continues exactly that run)."""
+
+    ids: list[str] = field(default_factory=list)
+    profile: str = "quick"
+    seed: int = 0
+    device: str = "cpu"
+    data: str | None = None
+    plugins: list[str] = field(default_factory=list)
+    instance: int | None = None
+
+    def to_json(self, run_id: str) -> dict[str, Any]:
+        return {"ids": list(self.ids), "profile": self.profile, "seed": self.seed, "device": self.device,
+                "data": self.data, "plugins": [str(p) for p in self.plugins], "instance": self.instance,
+                "run_id": run_id}
+
+
+def _resumed_config(out: Path, given: dict[str, Any]) -> tuple[CheckConfig, str | None]:
+    """The configuration stored in ``out/run.json``; an explicitly given argument that differs from it is
+    refused (resuming with another profile or other ids would silently re-run the old configuration)."""
     cfg_path = out / "run.json"
-    if resume:
-        if not cfg_path.exists():
-            raise InvalidInputError(f"--resume: no run to resume in {out} (missing run.json)")
+    if not cfg_path.exists():
+        raise InvalidInputError(f"--resume: no run to resume in {out} (missing run.json)")
+    try:
         cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-        ids, profile, seed, device = cfg["ids"], cfg["profile"], cfg["seed"], cfg["device"]
-        data_spec, plugins, only_instance = cfg.get("data"), cfg.get("plugins", []), cfg.get("instance")
-    load_catalogue(plugins)
-    selected = catalogue.select(list(ids))
-    if only_instance is not None:
-        selected = [c for c in selected if not ids or c.id in ids]
-    data = load_data_arg(data_spec)
+        stored = CheckConfig(ids=list(cfg["ids"]), profile=cfg["profile"], seed=int(cfg["seed"]),
+                             device=cfg["device"], data=cfg.get("data"), plugins=list(cfg.get("plugins", [])),
+                             instance=cfg.get("instance"))
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise InvalidInputError(f"--resume: {cfg_path} is not an attnsvm run.json ({exc})") from None
+    conflicts = []
+    for key, value in given.items():
+        if value in (None, [], ()):
+            continue  # not given on the command line: the stored value applies
+        have = getattr(stored, key)
+        if (sorted(map(str, value)) if isinstance(value, list) else value) != (
+                sorted(map(str, have)) if isinstance(have, list) else have):
+            conflicts.append(f"--{key} {value!r} (the run in {out} used {have!r})")
+    if conflicts:
+        raise InvalidInputError("--resume continues the run as it was started; conflicting argument(s): "
+                                + "; ".join(conflicts) + ". Drop them, or start a new run with another --out")
+    return stored, cfg.get("run_id")
+
+
+def _check_device(device: str) -> None:
     if device.startswith("cuda"):
         import torch
 
@@ -145,60 +164,84 @@ def run_check(
             raise InvalidInputError(f"--device {device}: CUDA is not available on this machine")
     elif device != "cpu":
         raise InvalidInputError(f"--device must be cpu or cuda, got {device!r}")
-    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    run = {"id": f"{started.replace(':', '').replace('+0000', 'Z')}-s{seed}", "started": started,
-           "profile": profile, "seed": seed, "device": device, "versions": versions(), "git": git_sha(),
-           "data": data_spec, "ids": [c.id for c in selected], "interrupted": False}
-    from numerics import tolerances
 
-    run["tolerances"] = tolerances.as_dict()
-    previous: dict[tuple[str, int], InstanceResult] = {}
-    if resume:
-        run["id"] = cfg.get("run_id", run["id"])
-        run["resumed"] = True
-        for r in read_results(out / "results.jsonl"):
-            previous[(r.theorem, r.instance)] = r
-    else:
-        out.mkdir(parents=True, exist_ok=True)
-        for stale in ("report.json", "report.md", "report.html", "junit.xml"):
-            (out / stale).unlink(missing_ok=True)
-    from numerics.fileio import write_text
 
-    write_text(cfg_path, json.dumps({"ids": list(ids), "profile": profile, "seed": seed, "device": device,
-                                     "data": data_spec, "plugins": [str(p) for p in plugins],
-                                     "instance": only_instance, "run_id": run["id"]}, indent=1))
-    extra = (f" --data {data_spec}" if data_spec else "") + (f" --device {device}" if device != "cpu" else "")
-    extra += "".join(f" --plugin {p}" for p in plugins)
-    plan: list[tuple[type[Theorem], list[int], str | None]] = []
+def _plan(cfg: CheckConfig, data: Any) -> list[tuple[type[Theorem], list[int], str | None]]:
+    """(theorem, instance indices to run, reason it does not apply to the given data) per selected theorem."""
+    if cfg.seed < 0:
+        raise InvalidInputError(f"--seed must be a non-negative integer, got {cfg.seed}")
+    if cfg.profile not in PROFILES:
+        raise InvalidInputError(f"--profile must be one of {', '.join(PROFILES)}, got {cfg.profile!r}")
+    selected = catalogue.select(list(cfg.ids))
+    if cfg.instance is not None:
+        if not cfg.ids:
+            raise InvalidInputError("--instance K replays one instance of the theorem(s) named: give their ids "
+                                    "(the counterexample's .replay.txt has the whole command)")
+        selected = [c for c in selected if c.id in cfg.ids]
+        for c in selected:
+            n = c.profile(cfg.profile).instances
+            if not 0 <= cfg.instance < n:
+                raise InvalidInputError(f"--instance {cfg.instance}: {c.id} has instances 0..{n - 1} on the "
+                                        f"{cfg.profile} profile")
+    plan = []
     for cls in selected:
         na = cls().not_applicable(data) if data is not None else None
-        ks = [only_instance] if only_instance is not None else list(range(cls.profile(profile).instances))
+        ks = [cfg.instance] if cfg.instance is not None else list(range(cls.profile(cfg.profile).instances))
         plan.append((cls, [] if na else ks, na))
-    total = sum(len(ks) for _, ks, _ in plan)
+    return plan
+
+
+def _run_metadata(cfg: CheckConfig, plan, run_id: str | None) -> dict[str, Any]:
+    from numerics import tolerances
+
+    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return {"id": run_id or f"{started.replace(':', '').replace('+0000', 'Z')}-s{cfg.seed}", "started": started,
+            "profile": cfg.profile, "seed": cfg.seed, "device": cfg.device, "versions": versions(),
+            "git": git_sha(), "data": cfg.data, "ids": [c.id for c, _, _ in plan], "interrupted": False,
+            "tolerances": tolerances.as_dict(), **({"resumed": True} if run_id else {})}
+
+
+def _extra_args(cfg: CheckConfig) -> str:
+    """The arguments besides id/profile/seed that a replay line needs."""
+    extra = (f" --data {cfg.data}" if cfg.data else "") + (f" --device {cfg.device}" if cfg.device != "cpu" else "")
+    return extra + "".join(f" --plugin {p}" for p in cfg.plugins)
+
+
+def _execute(cfg: CheckConfig, plan, data, out: Path, previous: dict, run: dict, progress: bool):
+    """Run the plan, streaming each finished instance to results.jsonl and the partial report.json;
+    returns (theorem results, instance results per theorem, interrupted?)."""
+    extra = _extra_args(cfg)
+    replay = cfg.instance is not None
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=total, unit="inst", file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
-    stream = _Stream(out / "results.jsonl", fresh=not resume)
+        bar = tqdm(total=sum(len(ks) for _, ks, _ in plan), unit="inst", file=sys.stderr, dynamic_ncols=True,
+                   mininterval=0.5)
+    stream = _Stream(out / "results.jsonl", fresh=not previous and not run.get("resumed"))
     results: list[TheoremResult] = []
     per_thm: dict[str, list[InstanceResult]] = {}
     old_term = signal.signal(signal.SIGTERM, _sigterm)
     interrupted = False
+
+    def summary(cls, na=None):
+        return aggregate(cls, per_thm.get(cls.id, []), profile=cfg.profile, seed=cfg.seed, extra_args=extra,
+                         not_applicable=na, given_data=data is not None, replay=replay)
+
     try:
         for cls, ks, na in plan:
-            done = [previous[(cls.id, k)] for k in ks if (cls.id, k) in previous]
+            collected = [previous[(cls.id, k)] for k in ks if (cls.id, k) in previous]
             todo = [k for k in ks if (cls.id, k) not in previous]
-            collected = list(done)
             per_thm[cls.id] = collected
             if bar is not None:
                 bar.set_description(cls.id)
-                bar.update(len(done))
+                bar.update(len(collected))
 
             def on_result(r: InstanceResult, inst: Any, cls=cls, collected=collected) -> None:
                 if r.outcome == "refuted" and inst is not None:
-                    replay = f"attnsvm check {cls.id} --profile {profile} --seed {seed} --instance {r.instance}{extra}"
-                    rel = report.save_counterexample(out, cls.id, r.instance, inst, replay)
+                    line = (f"attnsvm check {cls.id} --profile {cfg.profile} --seed {cfg.seed} "
+                            f"--instance {r.instance}{extra}")
+                    rel = report.save_counterexample(out, cls.id, r.instance, inst, line)
                     if rel:
                         r = replace(r, counterexample=rel)
                 stream.write(r)
@@ -207,25 +250,26 @@ def run_check(
                     bar.update(1)
 
             if todo:
-                run_instances(cls, todo, profile=profile, seed=seed, device=device, data=data, on_result=on_result)
-            results.append(aggregate(cls, collected, profile=profile, seed=seed, extra_args=extra,
-                                     not_applicable=na, given_data=data is not None))
+                run_instances(cls, todo, profile=cfg.profile, seed=cfg.seed, device=cfg.device, data=data,
+                              on_result=on_result)
+            results.append(summary(cls, na))
             report.write_json(out, run, results)  # keep a readable partial report after every theorem
     except KeyboardInterrupt:
         interrupted = True
         run["interrupted"] = True
         done_ids = {t.id for t in results}
-        for cls, _ks, _na in plan:
-            if cls.id not in done_ids and per_thm.get(cls.id):
-                results.append(aggregate(cls, per_thm[cls.id], profile=profile, seed=seed, extra_args=extra,
-                                         given_data=data is not None))
+        results += [summary(cls) for cls, _, _ in plan if cls.id not in done_ids and per_thm.get(cls.id)]
     finally:
         signal.signal(signal.SIGTERM, old_term)
         stream.close()
         if bar is not None:
             bar.close()
+    return results, per_thm, interrupted
+
+
+def _render(out: Path, run: dict, plan, results, per_thm, figures: bool) -> dict[str, Any]:
     rep = report.write_json(out, run, results)
-    if figures and not interrupted:
+    if figures and not run.get("interrupted"):
         by_id = {c.id: c for c, _, _ in plan}
         for t in results:
             if not t.not_applicable:
@@ -233,69 +277,137 @@ def run_check(
     report.write_markdown(out, rep, results)
     report.write_html(out, rep, results)
     report.write_junit(out, results)
+    return rep
+
+
+def run_check(
+    ids: Sequence[str] = (),
+    *,
+    profile: str | None = None,
+    seed: int | None = None,
+    device: str | None = None,
+    data_spec: str | None = None,
+    plugins: Sequence[str] = (),
+    out: str | Path = "reports",
+    resume: bool = False,
+    progress: bool = True,
+    only_instance: int | None = None,
+    figures: bool = True,
+) -> tuple[int, dict[str, Any], list[TheoremResult]]:
+    """Run a check and write every report file; returns (exit code without baseline, report, results).
+
+    Arguments left as None take their defaults (quick, 0, cpu), or with ``resume`` the stored run's values;
+    an argument given with ``resume`` must match the stored run (else InvalidInputError).
+    Exit code: 0 when every theorem's status is quiet (:func:`checks.report.fails_run`), 1 otherwise,
+    130 when interrupted.
+    """
+    out = Path(out)
+    given = {"ids": list(ids), "profile": profile, "seed": seed, "device": device, "data": data_spec,
+             "plugins": list(plugins), "instance": only_instance}
+    run_id = None
+    if resume:
+        cfg, run_id = _resumed_config(out, given)
+    else:
+        cfg = CheckConfig(ids=list(ids), profile=profile or "quick", seed=0 if seed is None else int(seed),
+                          device=device or "cpu", data=data_spec, plugins=list(plugins), instance=only_instance)
+    load_catalogue(cfg.plugins)
+    plan = _plan(cfg, None)  # validate ids, seed, profile and --instance before loading data
+    data = load_data_arg(cfg.data)
+    if data is not None:
+        plan = _plan(cfg, data)
+    _check_device(cfg.device)
+    run = _run_metadata(cfg, plan, run_id)
+    if data is not None and getattr(data, "notes", ()):
+        run["data_notes"] = list(data.notes)
+    previous: dict[tuple[str, int], InstanceResult] = {}
+    if resume:
+        previous = {(r.theorem, r.instance): r for r in read_results(out / "results.jsonl")}
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in ("report.json", "report.md", "report.html", "junit.xml"):
+            (out / stale).unlink(missing_ok=True)
+    from numerics.fileio import write_text
+
+    write_text(out / "run.json", json.dumps(cfg.to_json(run["id"]), indent=1))
+    results, per_thm, interrupted = _execute(cfg, plan, data, out, previous, run, progress)
+    rep = _render(out, run, plan, results, per_thm, figures)
     if interrupted:
         return 130, rep, results
-    bad = [t for t in results if (not t.control_of and t.verdict == "ERROR")
-           or (not t.control_of and t.verdict == "FAIL" and not t.finding)
-           or (t.control_of and t.verdict == "ERROR")]
-    return (1 if bad else 0), rep, results
+    return (1 if any(report.fails_run(t) for t in results) else 0), rep, results
 
 
 class BaselineMismatch(Exception):
     """The baseline was made with another profile, seed or dataset: its verdicts are not comparable."""
 
 
-def compare_baseline(results: Sequence[TheoremResult], baseline: str | Path,
-                     run: dict[str, Any] | None = None) -> list[str]:
-    """Lines naming every theorem whose verdict differs from the baseline report. With ``run`` (this
-    run's metadata), raises :class:`BaselineMismatch` when profile, seed or data differ."""
+def load_baseline(baseline: str | Path) -> dict[str, Any]:
+    """Read and validate a baseline report.json (done before a run, so a bad file costs no run time)."""
     path = Path(baseline)
     if not path.is_file():
         raise InvalidInputError(f"--baseline {path}: no such file")
     try:
         base = json.loads(path.read_text(encoding="utf-8"))
         verdicts = {t["id"]: t["verdict"] for t in base["theorems"]}
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise InvalidInputError(f"--baseline {path}: not an attnsvm report.json ({exc})") from None
-    if run is not None:
         brun = base.get("run", {})
+        if not isinstance(brun, dict):
+            raise TypeError("'run' is not an object")
+    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(f"--baseline {path}: not an attnsvm report.json ({exc})") from None
+    return {"path": str(path), "verdicts": verdicts, "run": brun}
+
+
+def compare_baseline(results: Sequence[TheoremResult], baseline: str | Path | dict[str, Any],
+                     run: dict[str, Any] | None = None) -> list[str]:
+    """Lines naming every theorem whose verdict differs from the baseline report. With ``run`` (this
+    run's metadata), raises :class:`BaselineMismatch` when profile, seed or data differ."""
+    base = baseline if isinstance(baseline, dict) else load_baseline(baseline)
+    if run is not None:
         for key in ("profile", "seed", "data"):
-            if brun.get(key) != run.get(key):
-                raise BaselineMismatch(f"baseline {path} is for {key} {brun.get(key)!r}, this run has "
-                                       f"{run.get(key)!r}: verdicts are not comparable, comparison skipped")
-    changes = []
-    for t in results:
-        if t.id in verdicts and verdicts[t.id] != t.verdict:
-            changes.append(f"{t.id}: {verdicts[t.id]} -> {t.verdict}")
-    return changes
+            if base["run"].get(key) != run.get(key):
+                raise BaselineMismatch(f"baseline {base['path']} is for {key} {base['run'].get(key)!r}, this run "
+                                       f"has {run.get(key)!r}: verdicts are not comparable, comparison skipped")
+    verdicts = base["verdicts"]
+    return [f"{t.id}: {verdicts[t.id]} -> {t.verdict}" for t in results
+            if t.id in verdicts and verdicts[t.id] != t.verdict]
+
+
+def _print_replay(out: Path, results: Sequence[TheoremResult]) -> None:
+    """What each replayed instance did (--instance K): its outcome, reason and metrics."""
+    wanted = {t.id for t in results}
+    for r in read_results(out / "results.jsonl"):
+        if r.theorem in wanted:
+            why = f": {r.reason}" if r.reason else " (every hypothesis and prediction held)"
+            print(f"  {r.theorem} instance {r.instance}: {r.outcome}{why}")
+            if r.metrics:
+                shown = {k: v for k, v in r.metrics.items() if not isinstance(v, (list, dict))}
+                print(f"    metrics: {json.dumps(shown)[:2000]}")
 
 
 def cmd_check(args) -> int:
-    if args.baseline and not Path(args.baseline).is_file():
-        raise InvalidInputError(f"--baseline {args.baseline}: no such file")
+    base = load_baseline(args.baseline) if args.baseline else None
     code, rep, results = run_check(
         args.ids, profile=args.profile, seed=args.seed, device=args.device, data_spec=args.data,
         plugins=args.plugin, out=args.out, resume=args.resume, progress=not args.no_progress,
         only_instance=args.instance,
     )
+    for note in rep["run"].get("data_notes", []):
+        print(f"note: {note}", file=sys.stderr)
     print(report.text_table(results))
     out = Path(args.out)
     print(f"\nreport: {out / 'report.html'}  (also report.md, report.json, junit.xml, results.jsonl)")
-    flagged = [t for t in results if report.status_of(t) not in report.QUIET]
-    for t in flagged:
-        print(f"  {report.status_of(t)}: {t.id} expected {t.expected}, got {t.verdict}; replay: {t.reproduce}")
-    if args.instance is not None:
-        for t in results:
-            for line in read_results(out / "results.jsonl"):
-                if line.theorem == t.id:
-                    print(f"  {t.id} instance {line.instance}: {line.outcome} {line.reason} {line.metrics}")
+    for t in results:
+        st = report.status_of(t)
+        if st not in ("ok", "n/a", "hyp. unmet"):
+            print(f"  {st}: {t.id} expected {t.expected}, got {t.verdict}; replay: {t.reproduce}")
+    if rep["run"].get("ids") and any(t.replay for t in results):
+        _print_replay(out, results)
     if code == 130:
         print("interrupted: finished instances are in results.jsonl; `attnsvm check --resume --out "
               f"{out}` finishes the run", file=sys.stderr)
         return 130
-    if args.baseline:
+    if base is not None:
         try:
-            changes = compare_baseline(results, args.baseline, rep["run"])
+            changes = compare_baseline(results, base, rep["run"])
         except BaselineMismatch as exc:
             print(f"\n{exc}")
             return code

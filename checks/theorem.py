@@ -36,6 +36,7 @@ instance becomes inconclusive). Raising :class:`numerics.errors.SolverError` mak
 
 from __future__ import annotations
 
+import ast
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -55,16 +56,23 @@ class Profile:
     min_confirmed: int
     params: dict[str, Any] = field(default_factory=dict)
     batch: int = 16  # instances prepared together (batched GD); small enough to interrupt quickly
+    #: PASS also needs inconclusive <= max_inconclusive * (instances - vacuous): a check that leaves many
+    #: instances undecided has not shown the claim, however many others it confirmed.
+    max_inconclusive: float = 0.25
 
     def __post_init__(self):
         if self.instances < 1 or not (1 <= self.min_confirmed <= self.instances):
             raise ValueError(f"bad profile: instances={self.instances}, min_confirmed={self.min_confirmed}")
+        if not 0.0 <= self.max_inconclusive <= 1.0:
+            raise ValueError(f"bad profile: max_inconclusive={self.max_inconclusive} must lie in [0, 1]")
 
 
+#: quick draws few instances, so one undecided instance is 1/8 of it: a quarter may stay undecided there;
+#: the larger profiles have the budget to decide, so at most a fifth.
 DEFAULT_PROFILES = {
-    "quick": Profile(instances=8, min_confirmed=5),
-    "full": Profile(instances=60, min_confirmed=50),
-    "paper": Profile(instances=200, min_confirmed=150),
+    "quick": Profile(instances=8, min_confirmed=5, max_inconclusive=0.25),
+    "full": Profile(instances=60, min_confirmed=50, max_inconclusive=0.2),
+    "paper": Profile(instances=200, min_confirmed=150, max_inconclusive=0.2),
 }
 
 
@@ -131,12 +139,12 @@ class Theorem:
     accepts_data: ClassVar[bool] = False
     #: A documented finding: the reconstructed claim is known to be false under the hypotheses
     #: implemented (a genuine counterexample), with the reason. The check keeps its expectation and
-    #: its verdict; the report flags it as a known finding, pytest treats it as a strict xfail, and
-    #: it does not fail the exit code (like an expected-fail control). Never set this to hide a bug.
+    #: its verdict. Never set this to hide a bug.
     finding: ClassVar[str | None] = None
-    #: profiles (at the default seed) on which the finding's counterexample is drawn: pytest's strict
-    #: xfail applies there only
-    finding_profiles: ClassVar[tuple[str, ...]] = PROFILES
+    #: Where the finding's counterexamples were seen: {(profile, seed): (instance, ...)}. A FAIL whose
+    #: refuted instances are all listed here for this run's profile and seed is reported as KNOWN FINDING
+    #: and does not fail the run (pytest: a strict xfail there); any other refutation fails the run.
+    finding_seen: ClassVar[dict[tuple[str, int], tuple[int, ...]]] = {}
     #: metric plotted per instance in the report figure (defaults to the first numeric metric)
     plot_metric: ClassVar[str | None] = None
 
@@ -189,6 +197,7 @@ class Theorem:
             "expected": cls.expected,
             "control_of": cls.control_of,
             "finding": cls.finding,
+            "finding_seen": {f"{p}/seed {s}": list(ks) for (p, s), ks in cls.finding_seen.items()},
         }
 
 
@@ -200,6 +209,32 @@ def _attr_order(cls: type) -> list[str]:
                 names.remove(name)
             names.append(name)
     return names
+
+
+def _constant_methods(cls: type) -> list[str]:
+    """Names of assume_*/check_* methods defined in ``cls`` whose whole body returns a constant
+    (``return True``, ``return held()``): they cannot fail, so they check nothing."""
+    import textwrap
+
+    out = []
+    for name, fn in vars(cls).items():
+        if not (name.startswith(("assume_", "check_")) and inspect.isfunction(fn)):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        body = [b for b in tree.body[0].body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+        if len(body) == 1 and isinstance(body[0], ast.Return) and _is_constant(body[0].value):
+            out.append(name)
+    return out
+
+
+def _is_constant(node: ast.AST | None) -> bool:
+    if node is None or isinstance(node, ast.Constant):
+        return True
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("held", "failed")
+            and all(isinstance(a, ast.Constant) for a in node.args) and not node.keywords)
 
 
 # -- registry ---------------------------------------------------------------------------------
@@ -222,10 +257,22 @@ def register(cls: type[Theorem]) -> type[Theorem]:
     for name in cls.profiles:
         if name not in PROFILES:
             problems.append(f"unknown profile {name!r}")
+    problems += [f"{name} always returns the same thing: a hypothesis or prediction that cannot fail is not a "
+                 f"check (a subclass drops an inherited one with `{name} = None`)" for name in _constant_methods(cls)]
     if problems:
         raise TypeError(f"theorem {cls.__name__} ({cls.id!r}): " + "; ".join(problems))
     if cls.control_of and "finding" not in vars(cls):
         cls.finding = None  # a control does not inherit its theorem's finding
+        cls.finding_seen = {}
+    if bool(cls.finding) != bool(cls.finding_seen):
+        problems.append("finding and finding_seen go together: a finding names where it was seen "
+                        "({(profile, seed): (instance, ...)}), and finding_seen needs the finding's text")
+    for key, ks in cls.finding_seen.items():
+        if not (isinstance(key, tuple) and len(key) == 2 and key[0] in PROFILES and isinstance(key[1], int)
+                and isinstance(ks, tuple) and ks and all(isinstance(k, int) for k in ks)):
+            problems.append(f"finding_seen entry {key!r}: {ks!r} must be (profile, seed): (instance, ...)")
+    if problems:
+        raise TypeError(f"theorem {cls.__name__} ({cls.id!r}): " + "; ".join(problems))
     existing = REGISTRY.get(cls.id)
     if existing is not None and existing is not cls and existing.__qualname__ != cls.__qualname__:
         raise TypeError(f"duplicate theorem id {cls.id!r}: {existing.__module__}.{existing.__qualname__} and "

@@ -49,6 +49,25 @@ def _to_numpy(name: str, a: Any) -> np.ndarray:
     return arr
 
 
+def _float64_note(name: str, a: np.ndarray) -> str | None:
+    """The .npz contract is float64. Narrower floats, integers and booleans convert exactly, so they are
+    accepted with a note saying so; a conversion that would round (wider floats, integers beyond 2**53)
+    is refused, since checking a theorem on silently rounded data is a wrong answer.
+
+    >>> _float64_note("X", np.zeros(2, np.float32))
+    'X: float32 converted to float64 (exact)'
+    """
+    kind, dt = a.dtype.kind, a.dtype
+    if dt == np.float64 or kind not in "fiub":
+        return None  # float64 already, or a type _to_numpy rejects with its own message
+    if kind == "f" and dt.itemsize > 8:
+        raise InvalidInputError(f"{name} has dtype {dt}, which does not convert to float64 exactly; save it as "
+                                "float64")
+    if kind in "iu" and a.size and int(np.abs(a.astype(object)).max()) > 2**53:
+        raise InvalidInputError(f"{name} has {dt} entries beyond 2**53, which float64 cannot hold exactly")
+    return f"{name}: {dt} converted to float64 (exact)"
+
+
 class AttentionData:
     """One attention dataset (X, Y, Z, v), validated on construction, float64, read-only.
 
@@ -64,7 +83,7 @@ class AttentionData:
         Linear head. Required by anything that needs token scores.
     """
 
-    __slots__ = ("X", "Y", "_Z", "v")
+    __slots__ = ("X", "Y", "_Z", "v", "notes")
 
     def __init__(self, X: Any, Y: Any, Z: Any = None, v: Any = None):
         X = _to_numpy("X", X)
@@ -88,6 +107,7 @@ class AttentionData:
             if v.shape != (d,):
                 raise InvalidInputError(f"v must have shape (d,) = ({d},) to match X, got {v.shape}")
         self.X, self.Y, self._Z, self.v = X, Y, Z, v
+        self.notes: tuple[str, ...] = ()  # what loading changed (e.g. float32 converted to float64)
 
     # -- shape -------------------------------------------------------------------------------
     @property
@@ -202,9 +222,12 @@ class AttentionData:
         except Exception as exc:  # numpy raises assorted errors on truncated/corrupt members
             raise InvalidInputError(f"{path}: corrupt .npz file ({type(exc).__name__}: {exc})") from None
         try:
-            return cls(arrays["X"], arrays["Y"], arrays.get("Z"), arrays.get("v"))
+            notes = tuple(n for k in ("X", "Z", "v") if k in arrays for n in [_float64_note(k, arrays[k])] if n)
+            data = cls(arrays["X"], arrays["Y"], arrays.get("Z"), arrays.get("v"))
         except InvalidInputError as exc:
             raise InvalidInputError(f"{path}: {exc}") from None
+        data.notes = tuple(f"{path}: {n}" for n in notes)
+        return data
 
 
 # -- random families ------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import Profile, Theorem, decide, held, register, undecided
+from checks import Profile, Theorem, decide, register, undecided
 from checks.strategies import b2_data, local_alpha_data
 from numerics.data import AttentionData
 from numerics.gd import run_gd
@@ -126,7 +126,7 @@ class GDGlobal(Theorem):
         "steps: undecided). This refutes the normalised-GD reading of 'from any initialisation', not the "
         "small-step GD theorem; unchanged by the token-weight fix."
     )
-    finding_profiles = ("full", "paper")
+    finding_seen = {("full", 0): (56,), ("paper", 0): (56,)}
 
     def not_applicable(self, data):
         return need_head(data)
@@ -267,16 +267,16 @@ class GDGlobalControl(GDGlobal):
             s["allow_undecided"] = False  # the control's claim is refuted by a stalled run in the wrong cone
         return states
 
-    def assume_B1_or_B2(self, inst, st, ctx):  # the control drops B.1/B.2 on purpose
-        return True
+    assume_B1_or_B2 = None  # the control drops B.1/B.2 on purpose: its data satisfy neither
+
+    def assume_neither_B1_nor_B2(self, inst, st, ctx):
+        out = GDGlobal.assume_B1_or_B2(self, inst, st, ctx)
+        return decide(out.status == "failed", "the data satisfy B.1 or B.2, so the control would test the theorem")
 
     def assume_alpha_locally_optimal(self, inst, st, ctx):
         from numerics.svm import is_locally_optimal
         data, a = inst["data"], inst["alpha"]
         return bool(np.any(a != optimal_tokens(data).index)) and is_locally_optimal(data, a)
 
-    def check_selects_opt(self, inst, st, ctx):
-        return held()
-
-    def check_plain_gd_trend(self, inst, st, ctx):
-        return held()
+    check_selects_opt = None  # the control's false claim is the direction alone
+    check_plain_gd_trend = None

@@ -204,7 +204,7 @@ class GenSVM(_GenBase):
         "falling from ~1e-18 to ~1e-88..1e-177 (GD stays in the span of the token differences to 1e-13: not a "
         "numerical leak; err_dir ≈ err_svmeq: it is W^dir's direction that is wrong, not the R fit)."
     )
-    finding_profiles = ("paper",)
+    finding_seen = {("paper", 0): (404, 832, 1337)}
 
 
 @register

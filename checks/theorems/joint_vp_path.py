@@ -194,7 +194,7 @@ class JointVPPath(_JointBase):
                "p^rlx) flattens at 0.0171 / 0.0116 — no larger R can rescue it. With r = 4R the same instances do reach "
                "p^rlx (1 − corr < 1e-5 at R = 16): the relaxed p-SVM is the limit when r grows faster than R, or at r = R "
                "when the excess exceeds q_s − q_ns at p^rlx.")
-    finding_profiles = ("paper",)
+    finding_seen = {("paper", 0): (177, 199)}
 
 
 @register

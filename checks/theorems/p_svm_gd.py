@@ -203,8 +203,7 @@ class PSvmGDControl(_PromptBase):
     def instance(self, rng, ctx):
         return self._local_fixture(rng, 0.9)
 
-    def assume_locally_optimal(self, inst, state, ctx):
-        return True  # deliberately dropped: that is the false variant
+    assume_locally_optimal = None  # deliberately dropped: that is the false variant
 
     def assume_p_svm_differs(self, inst, state, ctx):
         # the claim is refutable only where (1, 0) is not the global direction the tie drives GD to

@@ -177,6 +177,7 @@ class SeqSVM(_SeqBase):
                "(the trapped query has no active constraint). Seen with step 0.1 and 0.01 and with plain GD. The "
                "global GD claim for sequences needs more than per-query B.2; causal data trap more rarely "
                "(3 of 200 in the paper profile, see causal-svm).")
+    finding_seen = {("quick", 0): (0,)}  # full/paper seed-0 instances: see the control's replay lines
 
 
 class _OtherTarget:
@@ -235,7 +236,7 @@ class CausalSVM(_SeqBase):
                "(‖W‖ ≈ 600–800) give 0.674, 0.796, 0.421, and step 0.01 (‖W‖ ≈ 39) traps the same query. Same mechanism "
                "as seq-svm's finding (a query locked onto a non-optimal key); per-query B.2 is not sufficient for the "
                "global causal claim either.")
-    finding_profiles = ("paper",)
+    finding_seen = {("paper", 0): (108, 174, 182)}
 
     def check_masked_keys(self, inst, state, ctx):
         sol = state["sol"]
