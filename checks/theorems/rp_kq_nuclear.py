@@ -41,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from checks import Profile, decide, register
-from checks.theorems.rp_w_frobenius import RPWFrobenius, control_not_applicable, refine_control
+from checks.theorems.rp_w_frobenius import RPWFrobenius, control_not_applicable
 
 RADII = 2.0 ** np.arange(0, 7)  # 1..64, not THEORY.md's 128: see the module docstring
 GIVEN_RADII = RADII
@@ -124,9 +124,6 @@ class RPKQNuclearControl(RPKQNuclear):
 
     def other(self, st):
         return st["nuc"].W
-
-    def refine(self, out, other, st):
-        return refine_control(out, other, st)
 
     def check_nuclear_norm(self, inst, st, ctx):
         return decide(True, "")

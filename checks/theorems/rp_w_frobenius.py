@@ -252,7 +252,10 @@ class RPWFrobenius(Theorem):
             cand = np.full(len(radii), np.inf)
             if nuc is not None and nuc.feasible:
                 D = fro.W if self.param == "W" else nuc.W
-                cand = ball_candidate_loss(data, D, radii, fro.objective if self.param == "W" else nuc.objective)
+                # the ball's own norm of D, computed here (not the solver's reported objective): the candidate
+                # R·D/‖D‖ must lie in the ball whatever the solver returned
+                nD = float(np.linalg.norm(D)) if self.param == "W" else float(np.linalg.svd(D, compute_uv=False).sum())
+                cand = ball_candidate_loss(data, D, radii, nD)
             cand = np.minimum(cand, rescaled_path_loss(data, rp.W[:, j], radii, nuclear=self.param != "W"))
             out.append({"W": rp.W[:, j], "active": rp.constraint_active[:, j], "norms": rp.norms[:, j],
                         "loss": rp.loss[:, j], "cand_loss": cand,
@@ -310,8 +313,9 @@ class RPWFrobenius(Theorem):
         return self.refine(out, other, st)
 
     def refine(self, out: Outcome, other: float, st) -> Outcome:
-        """Hook for the controls (the theorem keeps judge_path's outcome)."""
-        return out
+        """An error still shrinking above the threshold is refuted when the path is already within sep/4 of
+        the other solution (``refine_control``: the same rule for the theorem and its control)."""
+        return refine_control(out, other, st)
 
     def check_constraint_active(self, inst, st, ctx):
         # Judged on the resolved radii only, like every prediction (module docstring): beyond them the
@@ -376,10 +380,10 @@ def separated(st, sep_min: float):
 
 
 def refine_control(out: Outcome, other: float, st) -> Outcome:
-    """The controls' decision rule on top of judge_path: an error above the threshold that is still shrinking
-    is undecided for the theorem, but for a control it is refuted when the path is already within
-    sep / SEPARATION_K of the *other* solution (the theorem's target): by the angle argument of SEPARATION_K the
-    path is then provably more than sep / SEPARATION_K from the control's target, and approaching the other."""
+    """The decision rule on top of judge_path, for the theorems and their controls alike: an error above the
+    threshold that is still shrinking is refuted (not undecided) when the path is already within
+    sep / SEPARATION_K of the *other* solution: by the angle argument of SEPARATION_K the path is then provably
+    more than sep / SEPARATION_K from the claimed target, and it is the other solution it approaches."""
     thr = separation(st) / SEPARATION_K
     if out.status == "undecided" and "still shrinking" in out.reason and other < thr:
         return failed(f"the path is within {other:.3g} < sep/{SEPARATION_K:g} = {thr:.3g} of the other solution, "
@@ -404,9 +408,6 @@ class RPWFrobeniusControl(RPWFrobenius):
 
     def other(self, st):
         return st["fro"].W
-
-    def refine(self, out, other, st):
-        return refine_control(out, other, st)
 
     def check_margin(self, inst, st, ctx):
         return decide(True, "")
