@@ -123,7 +123,8 @@ def test_controls_that_could_not_fail_on_the_data_are_not_applicable(digits):
     X = np.array([[[1.0], [-1.0]], [[1.0], [0.5]]])  # n = 2, T = 2, d = 1
     tiny = AttentionData(X, np.array([1.0, -1.0]), np.array([[1.0], [1.0]]), np.array([1.0]))
     assert "min(n, d) = 1" in REGISTRY["svm-rank-bound-control"]().not_applicable(tiny)
-    assert "T >= 3" in REGISTRY["svm-feasibility-control"]().not_applicable(tiny)
+    assert REGISTRY["svm-feasibility-control"]().not_applicable(tiny) is None  # d = 1 = max(T-1, n) - 1: the boundary
+    assert "d = 16" in REGISTRY["svm-feasibility-control"]().not_applicable(digits)
     assert REGISTRY["svm-rank-bound-control"]().not_applicable(digits) is None
     # on digits: the controls of theorems whose hypotheses the digits miss
     assert "d = 16 < n = 60" in REGISTRY["kq-gd-nuclear-control"]().not_applicable(digits)

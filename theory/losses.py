@@ -55,6 +55,10 @@ LOSSES: dict[str, sp.Expr] = {
 #: Losses kept as negative controls: they must FAIL Assumption A.
 CONTROL_LOSSES: dict[str, sp.Expr] = {
     "squared": (1 - U) ** 2,
+    # strictly decreasing and C^1 (ell'(u) = -1 - sqrt|u| < 0, continuous), but ell' is not Lipschitz at 0
+    # (|ell'(u) - ell'(0)| / |u| = 1/sqrt|u| -> oo): fails only the Lipschitz half of Assumption A
+    "sqrt-kink": sp.Piecewise((-U - sp.Rational(2, 3) * U ** sp.Rational(3, 2), U >= 0),
+                              (-U + sp.Rational(2, 3) * (-U) ** sp.Rational(3, 2), True)),
 }
 
 
@@ -109,6 +113,9 @@ class AssumptionAResult:
     derivative_bound: sp.Expr | None  # max |ell'| on [-B, B]
     lipschitz_constant: sp.Expr | None  # max |ell''| on [-B, B]
     latex: str
+    #: (u0, limit) where |ell'(u) - ell'(u0)| / |u - u0| -> oo as u -> u0 inside [-B, B]: ell' is provably not
+    #: Lipschitz there (a refutation); None when no such point was found
+    lipschitz_counter: tuple | None = None
 
     @property
     def holds(self) -> bool:
@@ -142,6 +149,40 @@ def _abs_max(f: sp.Expr, I: sp.Interval) -> sp.Expr:
     return sp.Abs(hi) if sp.N(abs(hi)) >= sp.N(abs(lo)) else sp.Abs(lo)
 
 
+def _candidate_points(d1: sp.Expr, d2: sp.Expr, B: sp.Expr) -> list:
+    """Points of [-B, B] where ell' may fail to be Lipschitz: the breakpoints of a piecewise ell' and the
+    singularities of (each piece of) ell''."""
+    pts: set = set()
+    for f in (d1, d2):
+        pieces = f.args if isinstance(f, sp.Piecewise) else ((f, sp.true),)
+        for expr, cond in pieces:
+            try:
+                pts |= set(sp.singularities(expr, U))
+            except (NotImplementedError, ValueError, TypeError):
+                pass
+            for rel in cond.atoms(sp.core.relational.Relational):
+                sol = sp.solveset(sp.Eq(rel.lhs, rel.rhs), U, sp.S.Reals)
+                if isinstance(sol, sp.FiniteSet):
+                    pts |= set(sol)
+    return sorted((p for p in pts if p.is_real and -B <= p <= B), key=lambda p: abs(p))
+
+
+def _non_lipschitz_point(d1: sp.Expr, d2: sp.Expr, B: sp.Expr) -> tuple | None:
+    """A point u0 of [-B, B] with |ell'(u) - ell'(u0)| / |u - u0| -> oo as u -> u0 from one side (ell' is then
+    not Lipschitz on [-B, B]: the difference quotients are unbounded), from exact one-sided limits; or None.
+    A discontinuous ell'' alone does not refute Lipschitz continuity (ell' = -1 - |u| is Lipschitz)."""
+    for u0 in _candidate_points(d1, d2, B):
+        q = sp.Abs((d1 - d1.subs(U, u0)) / (U - u0))
+        for side in ("+", "-"):
+            try:
+                lim = sp.limit(q, U, u0, side)
+            except (NotImplementedError, ValueError, TypeError):
+                continue
+            if lim in (sp.oo, -sp.oo, sp.zoo):
+                return (u0, sp.oo)
+    return None
+
+
 @cache
 def _assumption_a(name: str, expr: sp.Expr, B: sp.Expr) -> AssumptionAResult:
     d1 = sp.diff(expr, U)
@@ -160,9 +201,13 @@ def _assumption_a(name: str, expr: sp.Expr, B: sp.Expr) -> AssumptionAResult:
         u0 = _pick_point(bad)
         decreasing, counter, method = False, (u0, sp.nsimplify(d1.subs(U, u0))), "solveset"
     # 2. ell'' exists and is continuous on R  =>  ell' bounded and Lipschitz on [-B, B].
-    dom = continuous_domain(d2, U, sp.S.Reals) & continuous_domain(d1, U, sp.S.Reals)
-    smooth = dom == sp.S.Reals
-    smooth_counter = None if smooth else (_pick_point(sp.S.Reals - dom),)
+    try:
+        dom = continuous_domain(d2, U, sp.S.Reals) & continuous_domain(d1, U, sp.S.Reals)
+        smooth = dom == sp.S.Reals
+        smooth_counter = None if smooth else (_pick_point(sp.S.Reals - dom),)
+    except NotImplementedError:  # e.g. a piecewise ell'': smoothness not shown, no point named
+        smooth, smooth_counter = False, None
+    lip_counter = None if smooth else _non_lipschitz_point(d1, d2, B)
     I = sp.Interval(-B, B)
     dbound = lconst = None
     if smooth:
@@ -179,7 +224,7 @@ def _assumption_a(name: str, expr: sp.Expr, B: sp.Expr) -> AssumptionAResult:
         name=name, loss=expr, derivative=d1, second_derivative=d2,
         decreasing=decreasing, decreasing_counter=counter, decreasing_method=method,
         smooth=smooth, smooth_counter=smooth_counter, bounded=bounded, lipschitz=lipschitz,
-        B=B, derivative_bound=dbound, lipschitz_constant=lconst, latex=tex,
+        B=B, derivative_bound=dbound, lipschitz_constant=lconst, latex=tex, lipschitz_counter=lip_counter,
     )
 
 

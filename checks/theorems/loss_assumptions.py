@@ -22,9 +22,16 @@ Predictions (each instance):
   Lipschitz on [-B, B] with the exact constants sup|l'| and sup|l''| that sympy computes; cross-checked: the
   grid values of |l'| and the grid difference quotients of l' on [-B, B] stay below those constants.
 
-Negative control ``loss-assumptions-control``: the squared loss (1 - u)^2 (and parametrised (a - u)^2,
-c (1 - u)^2) claimed to satisfy Assumption A. Refuted by theory's counter-value u0 with l'(u0) >= 0
-(for (1 - u)^2: u0 = 1, l'(1) = 0), re-evaluated numerically here, and by the grid.
+Negative control ``loss-assumptions-control`` (at the boundary of Assumption A): losses that are strictly
+decreasing and C^1 but whose derivative is not Lipschitz on a bounded interval -- the "sqrt kink"
+l(u) = -c u - a (2/3) sign(u - u1) |u - u1|^{3/2}, l'(u) = -c - a sqrt|u - u1| < 0 (continuous, bounded on
+[-B, B], and with |l'(u) - l'(u1)| / |u - u1| = a / sqrt|u - u1| -> oo), with c = a = 1, u1 = 0 first, then random
+rationals c, a in [1/2, 3] and u1 in [-B/2, B/2]. Such a loss passes ``decreasing`` (and every check of the
+derivative's sign or boundedness); it is refuted only by ``bounded_lipschitz``, and only by a proof that the
+difference quotient diverges (theory.losses.assumption_a's ``lipschitz_counter``: an exact one-sided limit),
+cross-checked on a numeric sequence of difference quotients. (A discontinuous l'' alone does not refute:
+l' = -1 - |u| is Lipschitz; such a loss comes out undecided.) The earlier control, the squared loss, failed
+only the "decreasing" half, which a check of the sign alone would already refute.
 """
 
 from __future__ import annotations
@@ -35,7 +42,8 @@ import mpmath
 import numpy as np
 import sympy as sp
 
-from checks import Profile, Theorem, failed, held, register
+from checks import Profile, Theorem, failed, held, register, undecided
+from theory.losses import CONTROL_LOSSES as LOSSES_CONTROL
 from theory.losses import LOSSES, assumption_a
 from theory.model import U
 
@@ -119,7 +127,8 @@ class LossAssumptions(Theorem):
         f1, d1 = _numeric(inst.expr)
         fmp = sp.lambdify(U, d1, "mpmath")
         grid = np.linspace(-50 * inst.B, 50 * inst.B, SIGN_GRID_POINTS)
-        vals = [fmp(mpmath.mpf(float(u))) for u in grid]
+        with np.errstate(all="ignore"):
+            vals = [fmp(mpmath.mpf(float(u))) for u in grid]
         top = max(vals)  # mpmath: no underflow, no overflow
         grid_max = float(top) if top != 0 else 0.0
         m = {"grid_max_derivative": grid_max, "B": inst.B}
@@ -134,6 +143,23 @@ class LossAssumptions(Theorem):
 
     def check_bounded_lipschitz(self, inst, state, ctx):
         r = self.proof(inst)
+        if r.lipschitz_counter is not None:
+            u0 = float(r.lipschitz_counter[0])
+            f1, d1 = _numeric(inst.expr)
+            f0 = float(d1.subs(U, r.lipschitz_counter[0]))  # exact l'(u0): the lambdified form may divide by u - u0
+            hs = 10.0 ** -np.arange(2, 9, 2)  # difference quotients of l' at u0 + h and u0 - h
+            with np.errstate(all="ignore"):  # numpy's select evaluates both branches of a piecewise l'
+                quot = np.fmax(np.abs(f1(u0 + hs) - f0) / hs, np.abs(f1(u0 - hs) - f0) / hs)
+            m = {"counter_u": u0, "quotient_growth": float(quot[-1] / quot[0])}
+            if np.all(np.diff(quot) > 0):
+                return failed(f"{inst.name}: l' is not Lipschitz at u = {u0:g}: |l'(u) - l'(u0)| / |u - u0| -> oo "
+                              f"(sympy limit; numerically {quot[0]:.3g} -> {quot[-1]:.3g} as |u - u0| = 1e-2 -> 1e-8)",
+                              **m)
+            return undecided(f"{inst.name}: sympy finds a diverging difference quotient at {u0:g} but the grid "
+                             "does not confirm it", **m)
+        if not r.smooth and r.smooth_counter is None:
+            return undecided(f"{inst.name}: l'' not shown continuous and no point found where l' fails to be "
+                             "Lipschitz: the proof machinery cannot decide")
         if not (r.smooth and r.bounded and r.lipschitz):
             where = f" (l'' not continuous at {r.smooth_counter[0]})" if r.smooth_counter else ""
             return failed(f"{inst.name}: l' not shown bounded and Lipschitz on [-{inst.B}, {inst.B}]{where}")
@@ -151,23 +177,29 @@ class LossAssumptions(Theorem):
         return held(**m)
 
 
+def sqrt_kink(c=1, a=1, u1=0) -> sp.Expr:
+    """l(u) = -c u - a (2/3) sign(u - u1) |u - u1|^{3/2}: strictly decreasing, C^1, l' not Lipschitz at u1."""
+    w = U - u1
+    R = sp.Rational(2, 3)
+    return -c * U + a * sp.Piecewise((-R * w ** sp.Rational(3, 2), w >= 0), (R * (-w) ** sp.Rational(3, 2), True))
+
+
 @register
 class LossAssumptionsControl(LossAssumptions):
     id = "loss-assumptions-control"
-    title = "Control: the squared loss (1 - u)^2 satisfies Assumption A (false)"
-    statement = r"\ell(u) = (1-u)^2:\ \ell'(u) < 0\ \forall u \in \mathbb{R}\ (\text{false})"
+    title = "Control: a strictly decreasing C^1 loss whose l' is not Lipschitz satisfies Assumption A (false)"
+    statement = (r"\ell(u) = -cu - \tfrac23 a\,\mathrm{sign}(u-u_1)|u-u_1|^{3/2}:\ "
+                 r"\ell' \text{ Lipschitz on } [-B, B]\ (\text{false at } u_1)")
     expected = "FAIL"
     control_of = "loss-assumptions"
-    hypotheses_text = "none; instances: (1 - u)^2, then (a - u)^2 and c (1 - u)^2 with random rationals a, c"
+    hypotheses_text = ("none; instances: the sqrt-kink loss -u - (2/3) sign(u)|u|^{3/2}, then -c u - a (2/3) "
+                       "sign(u - u1)|u - u1|^{3/2} with random rationals c, a in [1/2, 3], u1 in [-B/2, B/2]")
     plot_metric = "counter_u"
 
     def instance(self, rng, ctx):
         k = ctx.instance
         B = int(rng.integers(1, 21))
         if k == 0:
-            return LossInstance("squared", (1 - U) ** 2, 10)
-        if k % 2:
-            a = _rational(rng, -2.0, 2.0)
-            return LossInstance(f"({a} - u)^2", (a - U) ** 2, B)
-        c = _rational(rng, 0.5, 3.0)
-        return LossInstance(f"{c} (1 - u)^2", c * (1 - U) ** 2, B)
+            return LossInstance("sqrt-kink", LOSSES_CONTROL["sqrt-kink"], 10)
+        c, a, u1 = _rational(rng, 0.5, 3.0), _rational(rng, 0.5, 3.0), _rational(rng, -B / 2, B / 2)
+        return LossInstance(f"sqrt-kink(c = {c}, a = {a}, u1 = {u1})", sqrt_kink(c, a, u1), B)

@@ -28,8 +28,12 @@ subset the direction is right (1 − corr ≈ 8e-4) but the factors no longer ba
 ‖K Q^T‖_⋆ / R ≈ 0.89, so the path point is not the constrained minimiser (an optimisation budget, not a
 property of the path).
 
-Control (``rp-kq-nuclear-control``): "the (K, Q) path → the Frobenius solution W^mm", on instances where
-the two solutions differ (corr < 0.98).
+The directional threshold of (1) is per instance, min(3e-2, sep/4) with sep = 1 − corr(W^mm, W^mm_⋆), under
+the hypothesis ``solutions_separated`` (sep ≥ SEP_MIN = 0.04); see rp_w_frobenius.SEPARATION_K for why 4.
+
+Control (``rp-kq-nuclear-control``, at the boundary): "the (K, Q) path → the Frobenius solution W^mm", with
+the same per-instance threshold sep/4 on the same separated instances; refuted when the error to W^mm stalls
+above sep/4, or still shrinks while the path is already within sep/4 of W^mm_⋆ (then provably > sep/4 from W^mm).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from checks import Profile, decide, register
-from checks.theorems.rp_w_frobenius import RPWFrobenius, control_not_applicable, solutions_differ
+from checks.theorems.rp_w_frobenius import RPWFrobenius, control_not_applicable
 
 RADII = 2.0 ** np.arange(0, 7)  # 1..64, not THEORY.md's 128: see the module docstring
 GIVEN_RADII = RADII
@@ -46,15 +50,19 @@ GIVEN_RADII = RADII
 #: 300 steps / 2 restarts broke the trend, 1500 steps / 4 restarts reach a lower loss at R = 32 and 64 (by
 #: 1e-12 to 1e-5 relative): the shorter path had not found the constrained minimiser.
 PATH_STEPS, RESTARTS = 1500, 4
-#: Final directional threshold at the largest judged R (observed 1e-3–2e-2 at R = 64; the factored path
-#: converges like log R / R).
+#: Cap of the per-instance directional threshold min(CORR_ERR_MAX, sep/4) at the largest judged R (observed
+#: 5e-4–2e-2 at R = 64; the factored path converges like log R / R). See rp_w_frobenius.SEPARATION_K.
 CORR_ERR_MAX = 3e-2
+#: ``solutions_separated``: sep = 1 − corr(W^mm, W^mm_⋆) ≥ 0.04, so sep/4 ≥ 1e-2 is within the (K, Q) path's
+#: budget (full profile, seed 0: 61 of 72 instances have sep ≥ 0.04; with the path's errors at R = 64 the
+#: threshold sep/4 is met on ~85 % of them, the rest still shrinking: undecided).
+SEP_MIN = 0.04
 #: ‖K Q^T‖_⋆ ≤ (‖K‖² + ‖Q‖²)/2 = R (AM–GM); a balanced minimiser attains it. 5% covers the finite-step
 #: imbalance of the factors at small R; the upper slack is rounding.
 NUC_RATIO_MIN, NUC_RATIO_SLACK = 0.95, 1e-9
 
 PROFILES = {
-    "quick": Profile(instances=10, min_confirmed=6, batch=10),
+    "quick": Profile(instances=12, min_confirmed=6, batch=12),
     "full": Profile(instances=72, min_confirmed=50, batch=36),
     "paper": Profile(instances=200, min_confirmed=170, batch=50),
 }
@@ -76,6 +84,7 @@ class RPKQNuclear(RPWFrobenius):
     given_radii = GIVEN_RADII
     path_steps, restarts = PATH_STEPS, RESTARTS
     corr_err_max = CORR_ERR_MAX
+    sep_min = SEP_MIN
 
     def assume_m_ge_n(self, inst, st, ctx):
         data = inst["data"]
@@ -83,6 +92,9 @@ class RPKQNuclear(RPWFrobenius):
 
     def target(self, st):
         return st["nuc"].W
+
+    def other(self, st):
+        return st["fro"].W
 
     def check_margin(self, inst, st, ctx):  # replaced by the nuclear-norm identity below
         return decide(True, "")
@@ -100,18 +112,18 @@ class RPKQNuclearControl(RPKQNuclear):
     id = "rp-kq-nuclear-control"
     title = "Control: the (K, Q) regularisation path converges to the Frobenius solution (false)"
     statement = r"K_RQ_R^\top/R\to W^{mm}/\|W^{mm}\|_F"
-    hypotheses_text = RPKQNuclear.hypotheses_text + "; corr(W^mm, W^mm_⋆) < 0.98"
+    hypotheses_text = RPKQNuclear.hypotheses_text + "; threshold sep/4 (the theorem's, see SEPARATION_K)"
     expected = "FAIL"
     control_of = "rp-kq-nuclear"
 
     def not_applicable(self, data):
-        return control_not_applicable(data, m_ge_n=True)
-
-    def assume_solutions_differ(self, inst, st, ctx):
-        return solutions_differ(st)
+        return control_not_applicable(data, m_ge_n=True, sep_min=self.sep_min)
 
     def target(self, st):
         return st["fro"].W
+
+    def other(self, st):
+        return st["nuc"].W
 
     def check_nuclear_norm(self, inst, st, ctx):
         return decide(True, "")

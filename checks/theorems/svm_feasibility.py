@@ -25,10 +25,23 @@ otherwise the instances are vacuous with the numbers in the reason (digits: n = 
 below-threshold share is not measured on given data (there is no dimension to lower). The control is
 not applicable to given data unless they have d = 1 and T ≥ 3 (its claim is about such data).
 
-Negative control (``svm-feasibility-control``): "Att-SVM is feasible for every α when d = 1", on generic
-d = 1 data with T ≥ 3: an α selecting a middle token (neither the largest nor smallest x_it z_i) is
-infeasible, and the refutation requires the solver's Farkas certificate (λ ≥ 0, Σ λ_it (x_iα − x_it) z_i = 0,
-Σ λ = 1) to verify.
+Negative control (``svm-feasibility-control``, at the boundary): "Att-SVM is feasible for every α when
+d = max(T − 1, n) − 1", on Gaussian data (generic in the Lebesgue sense). Refuted only by an α whose solver
+answer is a verified Farkas certificate (λ ≥ 0, Σ λ_it (x_iα − x_it) z_i^T = 0, Σ λ = 1). The family is drawn
+from the two regimes where the boundary is refutable, measured (seed 0, 20 Gaussian draws each, every α):
+d = T − 2 ≥ n — an α is infeasible iff some x_iα lies in the convex hull of that example's other tokens
+(n, T, d) = (1, 4, 2): 6/20 draws refuted, (2, 4, 2): 13/20, (3, 5, 3): 6/20; and d = T − 1 = n − 1 (the
+queries dependent *and* the difference cones full-dimensional): (3, 3, 2): 20/20.
+
+Findings (why the family is restricted, and where the threshold is not tight):
+* in the n-direction the threshold is sufficient, not necessary: at d = n − 1 with T − 1 < d, generic data were
+  feasible for every α on all draws ((n, T, d) = (3, 2, 2), (4, 2, 3), (4, 3, 3): 0/20 refuted) — the
+  difference cones are lower-dimensional and generically meet only at 0;
+* on *unit-sphere* data (the theorem's former family) the T-direction is not tight either: tokens on a sphere
+  are in convex position, so no token lies in the hull of the others and every α is feasible at d = T − 2
+  (≥ n); the refutable boundary needs Lebesgue-generic (e.g. Gaussian) data, so the theorem's family now draws
+  Gaussian data too.
+The former control ("feasible when d = 1") was far below the threshold.
 """
 
 from __future__ import annotations
@@ -38,7 +51,7 @@ import itertools
 import numpy as np
 
 from checks import Profile, Theorem, decide, register, undecided
-from numerics.data import random_unit_sphere
+from numerics.data import AttentionData, random_unit_sphere
 from numerics.svm import solve_att_svm
 
 from ._given import given_metrics
@@ -58,6 +71,16 @@ PROFILES = {
     "full": Profile(instances=60, min_confirmed=50),
     "paper": Profile(instances=200, min_confirmed=180),
 }
+
+
+#: The control's (n, T) at d = max(T − 1, n) − 1: the regimes where the boundary is refutable (module docstring).
+BOUNDARY_SHAPES = ((1, 4), (2, 4), (3, 5), (3, 3), (4, 4))
+
+
+def gaussian_data(n: int, T: int, d: int, *, rng: np.random.Generator) -> AttentionData:
+    """Lebesgue-generic data: i.i.d. N(0, 1) tokens and queries (cross-attention), random labels, v = 1."""
+    return AttentionData(rng.standard_normal((n, T, d)), rng.choice([-1.0, 1.0], size=n),
+                         rng.standard_normal((n, d)), np.ones(d))
 
 
 def _full_rank(M: np.ndarray) -> tuple[bool, float]:
@@ -103,8 +126,8 @@ class SVMFeasibility(Theorem):
             return {"data": ctx.data, "below": None}
         n, T = int(rng.integers(1, 5)), int(rng.integers(2, 6))
         d = max(T - 1, n) + int(rng.integers(0, 3))
-        return {"data": random_unit_sphere(n, T, d, rng=rng), "below": random_unit_sphere(n, T, max(d - 1, 1), rng=rng)
-                if d > 1 else None}
+        make = random_unit_sphere if ctx.instance % 2 == 0 else gaussian_data  # Gaussian: see the control
+        return {"data": make(n, T, d, rng=rng), "below": make(n, T, max(d - 1, 1), rng=rng) if d > 1 else None}
 
     def assume_overparameterised(self, inst, state, ctx):
         data = inst["data"]
@@ -138,43 +161,44 @@ class SVMFeasibility(Theorem):
 @register
 class SVMFeasibilityControl(SVMFeasibility):
     id = "svm-feasibility-control"
-    title = "Control: Att-SVM is feasible for every alpha when d = 1 (false)"
-    statement = r"d = 1 \Rightarrow \text{Att-SVM}(\alpha) \text{ feasible } \forall \alpha"
-    hypotheses_text = "d = 1, T >= 3; generic data: distinct token values x_it z_i in every example, z_i != 0"
+    title = "Control: Att-SVM is feasible for every alpha at d = max(T-1, n) - 1 (false on generic data)"
+    statement = r"d = \max(T-1, n) - 1 \Rightarrow \text{Att-SVM}(\alpha) \text{ feasible } \forall \alpha"
+    hypotheses_text = ("d = max(T-1, n) - 1 >= 1; Gaussian data, generic as in the theorem where it applies: rank Z = "
+                       "min(n, d), no two tokens of an example equal")
     expected = "FAIL"
     control_of = "svm-feasibility"
     plot_metric = "infeasible_verified"
 
     def not_applicable(self, data):
-        if data.d == 1 and data.T >= 3:
+        if data.d == max(data.T - 1, data.n) - 1:
             return None
-        return (f"the control's claim is about d = 1 data with T >= 3 (a middle token cannot be selected); "
-                f"the given data have d = {data.d}, T = {data.T}")
+        return (f"the control's claim is about d = max(T-1, n) - 1; the given data have d = {data.d}, n = {data.n}, "
+                f"T = {data.T}")
 
     def instance(self, rng, ctx):
         if ctx.data is not None:
             return {"data": ctx.data, "below": None}
-        n, T = int(rng.integers(1, 4)), int(rng.integers(3, 6))
-        X = rng.standard_normal((n, T, 1))
-        from numerics.data import AttentionData
+        n, T = BOUNDARY_SHAPES[ctx.instance % len(BOUNDARY_SHAPES)]
+        return {"data": gaussian_data(n, T, max(T - 1, n) - 1, rng=rng), "below": None}
 
-        return {"data": AttentionData(X, rng.choice([-1.0, 1.0], size=n), rng.standard_normal((n, 1)),
-                                      np.ones(1)), "below": None}
-
-    assume_overparameterised = None
+    def assume_overparameterised(self, inst, state, ctx):  # replaced: the boundary, one below the threshold
+        data = inst["data"]
+        bound = max(data.T - 1, data.n)
+        return decide(data.d == bound - 1 >= 1, f"d = {data.d} is not max(T-1, n) - 1 = {bound - 1}")
 
     def assume_generic(self, inst, state, ctx):
         data = inst["data"]
-        vals = data.X[:, :, 0] * data.Z[:, :1]  # (n, T) scalar scores x_it z_i
-        srt = np.sort(vals, axis=1)
-        gap = float(np.min(np.diff(srt, axis=1)))
-        return decide(data.d == 1 and data.T >= 3 and gap > GENERIC_RTOL and np.all(data.Z != 0),
-                      "not generic d = 1 data", min_value_gap=gap)
+        s = np.linalg.svd(data.Z, compute_uv=False)
+        okz = s[-1] > GENERIC_RTOL * s[0] if data.n <= data.d else s[min(data.n, data.d) - 1] > GENERIC_RTOL * s[0]
+        gaps = [np.linalg.norm(data.X[i, t] - data.X[i, u]) for i in range(data.n) for t in range(data.T)
+                for u in range(t)]
+        return decide(bool(okz) and min(gaps) > GENERIC_RTOL, "queries rank-deficient or two tokens (nearly) equal",
+                      min_token_gap=float(min(gaps)))
 
     def check_feasible_for_every_alpha(self, inst, state, ctx):
         data = inst["data"]
         alphas, enumerated = _alphas(data.T, data.n, ctx.rng)
-        feas, infeas, _verified = 0, 0, 0
+        feas, infeas = 0, 0
         for a in alphas:
             sol = solve_att_svm(data, a, norm="fro")
             if sol.feasible:

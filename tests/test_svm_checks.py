@@ -1,0 +1,104 @@
+"""Power of the rebuilt SVM / path / loss checks: each theorem PASSes, its boundary control FAILs for the reason
+that matters, and a sabotage of the component it depends on makes it FAIL."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from checks import catalogue
+from checks.harness import run_instances, run_theorem
+from checks.theorem import REGISTRY
+from theory.losses import assumption_a
+from theory.model import U
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _catalogue():
+    catalogue.load_builtin()
+
+
+# -- loss-assumptions ---------------------------------------------------------------------------
+def test_sqrt_kink_is_decreasing_c1_but_not_lipschitz():
+    r = assumption_a("sqrt-kink")
+    assert r.decreasing and not r.holds
+    assert r.lipschitz_counter == (0, sp.oo)
+
+
+def test_discontinuous_second_derivative_alone_does_not_refute_lipschitz():
+    r = assumption_a(-U - U * sp.Abs(U) / 2)  # l' = -1 - |u|: Lipschitz, l'' = -sign(u) discontinuous
+    assert r.decreasing and r.lipschitz_counter is None
+
+
+def test_loss_control_refuted_by_lipschitz_only():
+    res = run_instances(REGISTRY["loss-assumptions-control"], range(4), profile="quick", seed=0)
+    assert all(r.outcome == "refuted" for r in res)
+    assert all(r.predictions == {"decreasing": "held", "bounded_lipschitz": "failed"} for r in res)
+    assert run_theorem(REGISTRY["loss-assumptions-control"], profile="quick", seed=0).verdict == "FAIL"
+
+
+# -- svm-feasibility ------------------------------------------------------------------------------
+def test_feasibility_control_at_boundary_refuted_by_farkas():
+    cls = REGISTRY["svm-feasibility-control"]
+    res = run_instances(cls, range(8), profile="quick", seed=0)
+    refuted = [r for r in res if r.outcome == "refuted"]
+    assert refuted and all(r.metrics["infeasible_verified"] > 0 for r in refuted)
+    for r in res:  # every instance sits exactly one below the threshold
+        assert r.hypotheses["overparameterised"] is True
+    assert run_theorem(REGISTRY["svm-feasibility"], profile="quick", seed=0).verdict == "PASS"
+
+
+def test_feasibility_sabotage_dropped_certificate_check(monkeypatch):
+    """A solver whose infeasibility answers carry no verified certificate cannot refute the control."""
+    from dataclasses import replace
+
+    import checks.theorems.svm_feasibility as mod
+
+    real = mod.solve_att_svm
+
+    def unverified(*a, **k):
+        sol = real(*a, **k)
+        return sol if sol.feasible else replace(sol, certificate=replace(sol.certificate, verified=False))
+
+    monkeypatch.setattr(mod, "solve_att_svm", unverified)
+    assert run_theorem(REGISTRY["svm-feasibility-control"], profile="quick", seed=0).verdict != "FAIL"
+
+
+# -- regularisation paths ---------------------------------------------------------------------------
+def test_separation_threshold_makes_theorem_and_control_exclusive():
+    """1 − cos θ_p < (1 − cos θ_s)/4 implies 1 − cos(θ_s − θ_p) ≥ (1 − cos θ_s)/4 (SEPARATION_K = 4)."""
+    from checks.theorems.rp_w_frobenius import SEPARATION_K
+
+    th_s = np.linspace(1e-3, np.pi, 400)[:, None]
+    sep = 1 - np.cos(th_s)
+    th_p = np.arccos(1 - sep / SEPARATION_K) * np.linspace(0, 0.999999, 200)[None]  # every path error below sep/K
+    assert np.all(1 - np.cos(th_s - th_p) >= sep / SEPARATION_K - 1e-15)
+
+
+def test_rp_w_frobenius_passes_and_control_fails():
+    r = run_theorem(REGISTRY["rp-w-frobenius"], profile="quick", seed=0)
+    c = run_theorem(REGISTRY["rp-w-frobenius-control"], profile="quick", seed=0)
+    assert r.verdict == "PASS" and c.verdict == "FAIL"
+
+
+def test_rp_w_frobenius_fails_when_the_svm_returns_the_other_norm(monkeypatch):
+    """Sabotage: the Frobenius SVM answers with the nuclear solution (and vice versa)."""
+    import checks.theorems.rp_w_frobenius as mod
+
+    real = mod.solve_att_svm
+    monkeypatch.setattr(mod, "solve_att_svm",
+                        lambda data, *a, norm="fro", **k: real(data, *a, norm="nuc" if norm == "fro" else "fro", **k))
+    assert run_theorem(REGISTRY["rp-w-frobenius"], profile="quick", seed=0).verdict == "FAIL"
+
+
+@pytest.mark.slow
+def test_rp_kq_nuclear_passes_control_fails_and_sabotage_fails(monkeypatch):
+    assert run_theorem(REGISTRY["rp-kq-nuclear"], profile="quick", seed=0).verdict == "PASS"
+    assert run_theorem(REGISTRY["rp-kq-nuclear-control"], profile="quick", seed=0).verdict == "FAIL"
+    import checks.theorems.rp_w_frobenius as mod
+
+    real = mod.solve_att_svm
+    monkeypatch.setattr(mod, "solve_att_svm",
+                        lambda data, *a, norm="fro", **k: real(data, *a, norm="nuc" if norm == "fro" else "fro", **k))
+    assert run_theorem(REGISTRY["rp-kq-nuclear"], profile="quick", seed=0).verdict == "FAIL"
