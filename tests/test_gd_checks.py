@@ -1,0 +1,124 @@
+"""Power of the GD-based theorem checks (issue 14): each must be refuted when its optimiser is sabotaged.
+
+The sabotage replaces the GD function a theorem module imported (``run_gd``, ``run_prompt_gd``,
+``run_seq_gd``) by a fake with the same signature: ``noop`` returns the initialisation at every recorded
+step (an optimiser that never moves), ``ascent`` climbs the loss (normalised or plain steps along +grad L).
+Every rebuilt theorem must come out FAIL under the no-op on the quick profile, PASS unsabotaged, and its
+negative control must come out FAIL.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from checks import catalogue
+from checks.harness import run_theorem
+from checks.theorem import REGISTRY
+from numerics import attention as att
+from numerics.data import AttentionData
+from numerics.gd import GDResult
+from numerics.prompt import PromptGDResult
+from numerics.sequence import SeqGDResult
+
+catalogue.load_builtin()
+
+
+def _records(steps: int, every: int | None, default: int = 20) -> np.ndarray:
+    every = max(1, steps // default) if every is None else int(every)
+    its = list(range(0, steps + 1, every))
+    return np.array(its if its[-1] == steps else its + [steps])
+
+
+def _datas(data):
+    return [data] if isinstance(data, AttentionData) else list(data)
+
+
+def fake_run_gd(mode: str):
+    """A stand-in for numerics.gd.run_gd: ``noop`` never moves, ``ascent`` steps along +grad L."""
+
+    def run(data, *, steps, lr, normalized=True, init=None, record_every=None, param="W", device="cpu",
+            seed=0, init_scale=0.01, **_):
+        datas = _datas(data)
+        R, d = len(datas), datas[0].d
+        if param == "KQ":
+            K0, Q0 = (np.broadcast_to(np.asarray(a, float), (R, d, d)) for a in init)
+            W = np.einsum("rij,rkj->rik", K0, Q0)
+        elif init is None:
+            W = init_scale * np.random.default_rng(seed if isinstance(seed, int) else 0).standard_normal((R, d, d))
+        else:
+            W = np.array(np.broadcast_to(np.asarray(init, float), (R, d, d)))
+        its = _records(steps, record_every, default=steps if record_every is None else 20)
+        traj = [W.copy()]
+        if mode == "ascent":
+            b = att.batch_from_data(datas)
+            Wt = torch.as_tensor(W)
+            for k in range(1, steps + 1):
+                g = att.grad_W(b.X, b.Y, b.Z, Wt, b.linear_head())
+                if normalized:
+                    g = g / torch.linalg.matrix_norm(g).clamp_min(1e-300)[:, None, None]
+                Wt = Wt + lr * g
+                if k in its:
+                    traj.append(Wt.numpy().copy())
+        else:
+            traj = [W.copy() for _ in its]
+        P = np.stack(traj)
+        return GDResult(W=P[-1], K=None, Q=None, norms=np.linalg.norm(P[-1], axis=(1, 2)), loss=np.zeros(R),
+                        iterations=its, W_traj=P, loss_traj=np.zeros((len(its), R)), param=param,
+                        normalized=normalized, lr=lr, steps=steps)
+
+    return run
+
+
+def noop_run_prompt_gd(keys, gamma, *, steps, lr, init=None, record_every=None, **_):
+    K = np.asarray(keys, float)
+    R, dk = (K.shape[0], K.shape[-1]) if K.ndim == 4 else (1, K.shape[-1])
+    p0 = np.zeros((R, dk)) if init is None else np.asarray(init, float).reshape(R, dk)
+    its = _records(steps, record_every)
+    P = np.stack([p0] * len(its))
+    return PromptGDResult(p=P[-1], p_traj=P, iterations=its, loss=np.zeros((len(its), R)),
+                          norms=np.linalg.norm(P, axis=-1), stalled=np.zeros(R, bool))
+
+
+def noop_run_seq_gd(X, gamma, *, steps, lr, init=None, record_every=None, **_):
+    Xa = np.asarray(X, float)
+    R, d = Xa.shape[0], Xa.shape[-1]
+    W0 = np.zeros((R, d, d)) if init is None else np.asarray(init, float).reshape(R, d, d)
+    its = _records(steps, record_every)
+    P = np.stack([W0] * len(its))
+    return SeqGDResult(W=P[-1], W_traj=P, iterations=its, loss=np.zeros((len(its), R)),
+                       norms=np.linalg.norm(P, axis=(-2, -1)), stalled=np.zeros(R, bool))
+
+
+def _verdict(tid: str) -> tuple[str, dict]:
+    r = run_theorem(REGISTRY[tid], profile="quick", seed=0)
+    return r.verdict, r.counts
+
+
+# -- gd-local ----------------------------------------------------------------------------------
+def test_gd_local_passes_and_control_fails():
+    v, c = _verdict("gd-local")
+    assert v == "PASS" and c["inconclusive"] == 0, c
+    v, c = _verdict("gd-local-control")
+    assert v == "FAIL", c
+
+
+@pytest.mark.parametrize("mode", ["noop", "ascent"])
+def test_gd_local_refutes_a_sabotaged_optimiser(monkeypatch, mode):
+    import checks.theorems.gd_local as mod
+
+    monkeypatch.setattr(mod, "run_gd", fake_run_gd(mode))
+    v, c = _verdict("gd-local")
+    assert v == "FAIL" and c["refuted"] == c["instances"] - c["vacuous"], c
+
+
+def test_gd_local_starts_on_the_cone_boundary():
+    from checks.theorems.gd_local import MU, boundary_start
+    from numerics.tokens import corr
+
+    rng = np.random.default_rng(3)
+    Wa = rng.standard_normal((5, 5))
+    W0 = boundary_start(Wa, 42.0, rng.standard_normal((5, 5)))
+    assert abs(float(corr(W0, Wa)) - (1 - MU)) < 1e-13
+    assert abs(np.linalg.norm(W0) - 42.0) < 1e-10
