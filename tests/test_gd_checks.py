@@ -122,3 +122,66 @@ def test_gd_local_starts_on_the_cone_boundary():
     W0 = boundary_start(Wa, 42.0, rng.standard_normal((5, 5)))
     assert abs(float(corr(W0, Wa)) - (1 - MU)) < 1e-13
     assert abs(np.linalg.norm(W0) - 42.0) < 1e-10
+
+
+# -- gd-global (plain GD, η ≤ 1/L_W) and gd-global-normalized -------------------------------------
+def test_smoothness_bound_bounds_the_gradient_lipschitz_constant():
+    """L̄_W ≥ the largest Hessian eigenvalue magnitude, found by power iteration on finite-difference
+    Hessian-vector products (∇L(W + hV) − ∇L(W − hV)) / 2h at random W of several scales."""
+    from checks.strategies import b1_data, b2_data
+    from checks.theorems.gd_global import smoothness_bound
+    from numerics.data import random_unit_sphere
+
+    rng = np.random.default_rng(0)
+    for data in (b2_data(4, 6, 8, rng=rng), b1_data(3, 4, 12, rng=rng), random_unit_sphere(5, 4, 6, rng=rng)):
+        b = att.batch_from_data(data)
+
+        def grad(W, b=b):
+            return att.grad_W(b.X, b.Y, b.Z, torch.as_tensor(W[None]), b.linear_head())[0].numpy()
+
+        L = smoothness_bound(data)
+        worst = 0.0
+        for scale in (0.0, 0.5, 2.0):
+            W = scale * rng.standard_normal((data.d, data.d))
+            V = rng.standard_normal(W.shape)
+            for _ in range(60):
+                V /= np.linalg.norm(V)
+                HV = (grad(W + 1e-5 * V) - grad(W - 1e-5 * V)) / 2e-5
+                V = HV
+            worst = max(worst, float(np.linalg.norm(HV)))
+        assert 0 < worst <= L, (worst, L)
+
+
+def test_gd_global_control_does_not_assume_b():
+    ctl = REGISTRY["gd-global-control"]
+    assert "B1_or_B2" not in ctl.hypothesis_names() and "neither_B1_nor_B2" in ctl.hypothesis_names()
+    for tid in ("gd-global", "gd-global-normalized"):
+        assert "B1_or_B2" in REGISTRY[tid].hypothesis_names()
+        assert REGISTRY[tid].finding is None
+
+
+def test_gd_global_family_has_b1_and_b2_instances():
+    r = run_theorem(REGISTRY["gd-global"], profile="quick", seed=0)
+    assert r.verdict == "PASS" and r.counts["inconclusive"] == 0, r.counts
+    assert r.hypotheses["B1_or_B2"]["held"] == r.counts["instances"]
+    assert r.hypotheses["step_below_1_over_L"]["held"] == r.counts["instances"]
+
+
+@pytest.mark.parametrize("tid", ["gd-global-control", "gd-global-normalized-control"])
+def test_gd_global_controls_fail(tid):
+    assert _verdict(tid)[0] == "FAIL"
+
+
+def test_gd_global_normalized_passes():
+    v, c = _verdict("gd-global-normalized")
+    assert v == "PASS" and c["inconclusive"] == 0, c
+
+
+@pytest.mark.parametrize("tid,mode", [("gd-global", "noop"), ("gd-global-normalized", "noop"),
+                                      ("gd-global-normalized", "ascent")])
+def test_gd_global_refutes_a_sabotaged_optimiser(monkeypatch, tid, mode):
+    import checks.theorems.gd_global as mod
+
+    monkeypatch.setattr(mod, "run_gd", fake_run_gd(mode))
+    v, c = _verdict(tid)
+    assert v == "FAIL" and c["refuted"] == c["instances"] - c["vacuous"], c
