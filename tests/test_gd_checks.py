@@ -185,3 +185,51 @@ def test_gd_global_refutes_a_sabotaged_optimiser(monkeypatch, tid, mode):
     monkeypatch.setattr(mod, "run_gd", fake_run_gd(mode))
     v, c = _verdict(tid)
     assert v == "FAIL" and c["refuted"] == c["instances"] - c["vacuous"], c
+
+
+# -- kq-gd-nuclear, p-svm-gd, seq-svm, causal-svm: no progress is refuted, not inconclusive ----------
+@pytest.mark.parametrize("tid,module,name,fake", [
+    ("kq-gd-nuclear", "checks.theorems.kq_gd_nuclear", "run_gd", fake_run_gd("noop")),
+    ("p-svm-gd", "checks.theorems.p_svm_gd", "run_prompt_gd", noop_run_prompt_gd),
+    ("seq-svm", "checks.theorems.seq_svm", "run_seq_gd", noop_run_seq_gd),
+    ("causal-svm", "checks.theorems.seq_svm", "run_seq_gd", noop_run_seq_gd),
+])
+def test_a_no_op_optimiser_is_refuted_not_inconclusive(monkeypatch, tid, module, name, fake):
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module(module), name, fake)
+    v, c = _verdict(tid)
+    assert v == "FAIL" and c["inconclusive"] == 0 and c["refuted"] == c["instances"] - c["vacuous"], c
+
+
+def test_p_svm_gd_local_starts_on_the_cone_boundary():
+    """A local start already within CORR_TOL of p^mm_α: only the ten-fold fall gives the check power."""
+    from checks.theorems import p_svm_gd as mod
+
+    r = run_theorem(REGISTRY["p-svm-gd"], profile="quick", seed=0)
+    assert r.verdict == "PASS" and r.counts["inconclusive"] == 0
+    assert r.metrics["start_gap"]["min"] < mod.CORR_TOL  # some starts are already "converged" by the old test
+
+
+def test_controls_have_no_constant_hypothesis_or_prediction():
+    assert "locally_optimal" not in REGISTRY["p-svm-gd-control"].hypothesis_names()
+    assert "tied_support_token" in REGISTRY["p-svm-gd-control"].hypothesis_names()
+    assert "beats_frobenius" not in REGISTRY["kq-gd-nuclear-control"].prediction_names()
+
+
+def test_causal_masking_certified_exactly_once():
+    """Structural facts the causal-svm check no longer re-tests per instance (they cannot fail there): the
+    causal SVM has no constraint on keys t > k (λ = 0, margin +inf) and the causal softmax gives them 0 mass."""
+    from checks.theorems.seq_svm import _seq_instance
+    from numerics.sequence import seq_probs
+    from numerics.svm import solve_seq_svm
+
+    inst = _seq_instance(np.random.default_rng(0), causal=True)
+    sol = solve_seq_svm(inst["X"], inst["gamma"], causal=True)
+    n, T = inst["X"].shape[:2]
+    future = np.triu(np.ones((T, T), bool), 1)[None].repeat(n, 0)
+    assert sol.certificate.verified
+    assert np.all(sol.lam[future] == 0) and np.all(np.isinf(sol.margins[future]))
+    W = np.random.default_rng(1).standard_normal((inst["X"].shape[-1],) * 2) * 50
+    s = seq_probs(torch.as_tensor(inst["X"][None]), torch.as_tensor(W[None]), True)[0].numpy()
+    assert np.all(s[future] == 0.0)
