@@ -20,7 +20,7 @@ Minimal example (a complete plugin file, see ``examples/plugin_theorem.py``)::
         statement = r"s_i(W) \\in \\Delta^{T-1}"
         profiles = {"quick": Profile(instances=10, min_confirmed=10)}
 
-        def instance(self, rng, profile):
+        def instance(self, rng, ctx):
             return random_unit_sphere(3, 4, 5, rng=rng)
 
         def check_sums(self, data, state, ctx):
@@ -39,7 +39,7 @@ from __future__ import annotations
 import ast
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -57,13 +57,14 @@ class Profile:
     params: dict[str, Any] = field(default_factory=dict)
     batch: int = 16  # instances prepared together (batched GD); small enough to interrupt quickly
     #: PASS also needs inconclusive <= max_inconclusive * (instances - vacuous): a check that leaves many
-    #: instances undecided has not shown the claim, however many others it confirmed.
-    max_inconclusive: float = 0.25
+    #: instances undecided has not shown the claim, however many others it confirmed. None: the bound of
+    #: the profile of that name in DEFAULT_PROFILES (resolved by Theorem.profile).
+    max_inconclusive: float | None = None
 
     def __post_init__(self):
         if self.instances < 1 or not (1 <= self.min_confirmed <= self.instances):
             raise ValueError(f"bad profile: instances={self.instances}, min_confirmed={self.min_confirmed}")
-        if not 0.0 <= self.max_inconclusive <= 1.0:
+        if self.max_inconclusive is not None and not 0.0 <= self.max_inconclusive <= 1.0:
             raise ValueError(f"bad profile: max_inconclusive={self.max_inconclusive} must lie in [0, 1]")
 
 
@@ -124,7 +125,7 @@ class Context:
 
 class Theorem:
     """Base class of every theorem and negative control. Subclass, set the class attributes, add
-    ``instance`` (or ``instances``), optional ``prepare``, ``assume_*`` and ``check_*`` methods."""
+    ``instance``, optional ``prepare``, ``assume_*`` and ``check_*`` methods."""
 
     id: ClassVar[str] = ""
     title: ClassVar[str] = ""
@@ -184,9 +185,11 @@ class Theorem:
 
     @classmethod
     def profile(cls, name: str) -> Profile:
-        if name in cls.profiles:
-            return cls.profiles[name]
-        return DEFAULT_PROFILES[name]
+        """The theorem's profile ``name``, its inconclusive bound filled in from the default profile."""
+        p = cls.profiles.get(name, DEFAULT_PROFILES[name])
+        if p.max_inconclusive is None:
+            p = replace(p, max_inconclusive=DEFAULT_PROFILES[name].max_inconclusive)
+        return p
 
     @classmethod
     def describe(cls) -> dict[str, Any]:
@@ -233,8 +236,10 @@ def _constant_methods(cls: type) -> list[str]:
 def _is_constant(node: ast.AST | None) -> bool:
     if node is None or isinstance(node, ast.Constant):
         return True
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("held", "failed")
-            and all(isinstance(a, ast.Constant) for a in node.args) and not node.keywords)
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in ("held", "failed", "undecided", "decide")
+            and all(isinstance(a, ast.Constant) for a in node.args)
+            and all(isinstance(k.value, ast.Constant) for k in node.keywords))
 
 
 # -- registry ---------------------------------------------------------------------------------
