@@ -139,6 +139,12 @@ class Theorem:
     finding_profiles: ClassVar[tuple[str, ...]] = PROFILES
     #: metric plotted per instance in the report figure (defaults to the first numeric metric)
     plot_metric: ClassVar[str | None] = None
+    #: Numeric components the check relies on, by name from ``numerics.sabotage.COMPONENTS`` ("gd",
+    #: "kq-gd", "regpath", "prompt-gd", "seq-gd", "vp-path", "gradient", "softmax", "causal-mask",
+    #: "optimal-token", "svm-fro", "svm-nuc", "certificate", "rank"). ``attnsvm power`` runs the theorem
+    #: under every sabotage of these components and expects each to change its verdict (README, "Power
+    #: analysis"). Empty: nothing numeric to sabotage (e.g. a symbolic check).
+    depends_on: ClassVar[tuple[str, ...]] = ()
 
     # -- instance family --------------------------------------------------------------------
     def instance(self, rng: np.random.Generator, ctx: Context) -> Any:
@@ -189,6 +195,7 @@ class Theorem:
             "expected": cls.expected,
             "control_of": cls.control_of,
             "finding": cls.finding,
+            "depends_on": list(cls.depends_on),
         }
 
 
@@ -204,6 +211,19 @@ def _attr_order(cls: type) -> list[str]:
 
 # -- registry ---------------------------------------------------------------------------------
 REGISTRY: dict[str, type[Theorem]] = {}
+
+
+def _depends_on_problems(deps: Any) -> list[str]:
+    """What is wrong with a ``depends_on`` declaration (empty when it is a tuple of known components)."""
+    from numerics.sabotage import COMPONENTS
+
+    if not isinstance(deps, tuple) or not all(isinstance(c, str) for c in deps):
+        return [f"depends_on must be a tuple of component names, got {deps!r}"]
+    unknown = [c for c in deps if c not in COMPONENTS]
+    if unknown:
+        return [f"depends_on names unknown component(s) {', '.join(map(repr, unknown))}; known: "
+                f"{', '.join(COMPONENTS)}"]
+    return []
 
 
 def register(cls: type[Theorem]) -> type[Theorem]:
@@ -222,6 +242,7 @@ def register(cls: type[Theorem]) -> type[Theorem]:
     for name in cls.profiles:
         if name not in PROFILES:
             problems.append(f"unknown profile {name!r}")
+    problems.extend(_depends_on_problems(cls.depends_on))
     if problems:
         raise TypeError(f"theorem {cls.__name__} ({cls.id!r}): " + "; ".join(problems))
     if cls.control_of and "finding" not in vars(cls):

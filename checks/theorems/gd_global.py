@@ -102,6 +102,7 @@ def b2_holds(data: AttentionData, opt: np.ndarray) -> bool:
 @register
 class GDGlobal(Theorem):
     id = "gd-global"
+    depends_on = ("gd", "svm-fro", "optimal-token", "softmax")
     title = "GD on W converges in direction to the global Att-SVM solution W^mm"
     reference = "TLTO §3 (global convergence of GD; hypotheses reconstructed, THEORY.md §4)"
     statement = (r"\|W(k)\|_F\to\infty,\quad \frac{W(k)}{\|W(k)\|_F}\to\frac{W^{mm}}{\|W^{mm}\|_F}"
@@ -229,6 +230,7 @@ class GDGlobal(Theorem):
 @register
 class GDGlobalControl(GDGlobal):
     id = "gd-global-control"
+    depends_on = ("gd", "svm-fro", "optimal-token", "softmax")
     title = "Control: 'from any initialisation' on data with a locally optimal non-global α (false)"
     statement = r"W(k)/\|W(k)\|\to W^{mm}/\|W^{mm}\|\ \text{from } W(0)\in C_{\mu,R}(W^{mm}_\alpha)"
     hypotheses_text = ("logistic loss; unique opt; Att-SVM(opt) and Att-SVM(α) feasible; α ≠ opt locally optimal; "

@@ -74,6 +74,7 @@ def init_multiplier(data, alpha, W_alpha) -> float:
 @register
 class GDLocal(Theorem):
     id = "gd-local"
+    depends_on = ("gd", "svm-fro", "optimal-token")
     title = "GD from the cone of a locally optimal W^mm_α converges to W^mm_α"
     reference = "TLTO §3 (local convergence of GD, locally optimal directions)"
     statement = (r"\alpha\ \text{locally optimal},\ W(0)\in C_{\mu,R}(W^{mm}_\alpha)\Rightarrow "
@@ -162,6 +163,7 @@ class GDLocal(Theorem):
 @register
 class GDLocalControl(GDLocal):
     id = "gd-local-control"
+    depends_on = ("gd", "svm-fro", "optimal-token")
     title = "Control: the local claim for an α that is NOT locally optimal (false)"
     statement = r"\alpha\ \text{not locally optimal},\ W(0)\in C_{\mu,R}(W^{mm}_\alpha)\Rightarrow W(k)\in C_{\mu,R}(W^{mm}_\alpha)"
     hypotheses_text = ("logistic loss; α ≠ opt; Att-SVM(α) feasible; α NOT locally optimal (a support token scores "

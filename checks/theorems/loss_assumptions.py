@@ -84,6 +84,7 @@ def _numeric(expr: sp.Expr):
 @register
 class LossAssumptions(Theorem):
     id = "loss-assumptions"
+    depends_on = ()
     title = "Each catalogue loss satisfies Assumption A"
     reference = "TLTO (arXiv 2308.16898) §2, Assumption A; THEORY.md §4"
     statement = (r"\ell \in \{\log(1+e^{-u}),\ e^{-u},\ -u\}:\ \ell'(u) < 0\ \forall u\in\mathbb{R},\ "
@@ -154,6 +155,7 @@ class LossAssumptions(Theorem):
 @register
 class LossAssumptionsControl(LossAssumptions):
     id = "loss-assumptions-control"
+    depends_on = ()
     title = "Control: the squared loss (1 - u)^2 satisfies Assumption A (false)"
     statement = r"\ell(u) = (1-u)^2:\ \ell'(u) < 0\ \forall u \in \mathbb{R}\ (\text{false})"
     expected = "FAIL"

@@ -89,6 +89,7 @@ def _solve_all(data, alphas) -> tuple[int, int, list[bool]]:
 @register
 class SVMFeasibility(Theorem):
     id = "svm-feasibility"
+    depends_on = ("svm-fro",)
     title = "If d >= max(T-1, n), Att-SVM is feasible for every alpha (generic data)"
     reference = "TLTO (arXiv 2308.16898) §3, over-parameterisation feasibility theorem"
     statement = r"d \ge \max(T-1, n) \Rightarrow \text{Att-SVM}(\alpha) \text{ feasible } \forall \alpha \in [T]^n"
@@ -138,6 +139,7 @@ class SVMFeasibility(Theorem):
 @register
 class SVMFeasibilityControl(SVMFeasibility):
     id = "svm-feasibility-control"
+    depends_on = ("svm-fro",)
     title = "Control: Att-SVM is feasible for every alpha when d = 1 (false)"
     statement = r"d = 1 \Rightarrow \text{Att-SVM}(\alpha) \text{ feasible } \forall \alpha"
     hypotheses_text = "d = 1, T >= 3; generic data: distinct token values x_it z_i in every example, z_i != 0"
