@@ -148,6 +148,12 @@ class Theorem:
     finding_seen: ClassVar[dict[tuple[str, int], tuple[int, ...]]] = {}
     #: metric plotted per instance in the report figure (defaults to the first numeric metric)
     plot_metric: ClassVar[str | None] = None
+    #: Numeric components the check relies on, by name from ``numerics.sabotage.COMPONENTS`` ("gd",
+    #: "kq-gd", "regpath", "prompt-gd", "seq-gd", "vp-path", "gradient", "softmax", "causal-mask",
+    #: "optimal-token", "svm-fro", "svm-nuc", "certificate", "rank"). ``attnsvm power`` runs the theorem
+    #: under every sabotage of these components and expects each to change its verdict (README, "Power
+    #: analysis"). Empty: nothing numeric to sabotage (e.g. a symbolic check).
+    depends_on: ClassVar[tuple[str, ...]] = ()
 
     # -- instance family --------------------------------------------------------------------
     def instance(self, rng: np.random.Generator, ctx: Context) -> Any:
@@ -201,6 +207,7 @@ class Theorem:
             "control_of": cls.control_of,
             "finding": cls.finding,
             "finding_seen": {f"{p}/seed {s}": list(ks) for (p, s), ks in cls.finding_seen.items()},
+            "depends_on": list(cls.depends_on),
         }
 
 
@@ -246,6 +253,19 @@ def _is_constant(node: ast.AST | None) -> bool:
 REGISTRY: dict[str, type[Theorem]] = {}
 
 
+def _depends_on_problems(deps: Any) -> list[str]:
+    """What is wrong with a ``depends_on`` declaration (empty when it is a tuple of known components)."""
+    from numerics.sabotage import COMPONENTS
+
+    if not isinstance(deps, tuple) or not all(isinstance(c, str) for c in deps):
+        return [f"depends_on must be a tuple of component names, got {deps!r}"]
+    unknown = [c for c in deps if c not in COMPONENTS]
+    if unknown:
+        return [f"depends_on names unknown component(s) {', '.join(map(repr, unknown))}; known: "
+                f"{', '.join(COMPONENTS)}"]
+    return []
+
+
 def register(cls: type[Theorem]) -> type[Theorem]:
     """Class decorator adding a theorem (or control) to the catalogue; validates its declaration."""
     if not (isinstance(cls, type) and issubclass(cls, Theorem)):
@@ -264,6 +284,7 @@ def register(cls: type[Theorem]) -> type[Theorem]:
             problems.append(f"unknown profile {name!r}")
     problems += [f"{name} always returns the same thing: a hypothesis or prediction that cannot fail is not a "
                  f"check (a subclass drops an inherited one with `{name} = None`)" for name in _constant_methods(cls)]
+    problems.extend(_depends_on_problems(cls.depends_on))
     if problems:
         raise TypeError(f"theorem {cls.__name__} ({cls.id!r}): " + "; ".join(problems))
     if cls.control_of and "finding" not in vars(cls):

@@ -24,6 +24,7 @@ PROFILES = {
 @register
 class SoftmaxSimplex(Theorem):
     id = "softmax-simplex"
+    depends_on = ("softmax",)
     title = "Attention probabilities lie on the simplex (plugin example)"
     reference = "TLTO §2 (definition of the softmax map)"
     statement = r"s_i(W) = \mathbb{S}(X_i W z_i) \in \Delta^{T-1}\ \text{for all } W"
@@ -46,6 +47,7 @@ class SoftmaxSimplex(Theorem):
 @register
 class SoftmaxSimplexControl(SoftmaxSimplex):
     id = "softmax-simplex-control"
+    depends_on = ("softmax",)
     title = "Control: every attention probability is at least 1/T (false)"
     statement = r"s_{it}(W) \ge 1/T"
     expected = "FAIL"

@@ -172,6 +172,7 @@ def doubling_points(its: np.ndarray, steps: int = STEPS, doublings: int = DOUBLI
 @register
 class GDGlobal(Theorem):
     id = "gd-global"
+    depends_on = ("gd", "svm-fro", "optimal-token", "softmax")
     title = "Plain GD on W (step η ≤ 1/L_W) converges in direction to the global Att-SVM solution W^mm"
     reference = "TLTO §3 (global convergence of GD; hypotheses reconstructed, THEORY.md §4)"
     statement = (r"\eta\le 1/L_W:\ \|W(k)\|_F\to\infty,\quad "
@@ -282,6 +283,7 @@ class GDGlobal(Theorem):
 @register
 class GDGlobalControl(GDGlobal):
     id = "gd-global-control"
+    depends_on = ("gd", "svm-fro", "optimal-token", "softmax")
     title = "Control: the global claim on data where neither B.1 nor B.2 holds, started in a locally optimal cone (false)"
     statement = (r"\neg(B.1\vee B.2),\ \langle\nabla L(W(0)),W^{mm}\rangle<0\Rightarrow "
                  r"W(k)/\|W(k)\|\to W^{mm}/\|W^{mm}\|")

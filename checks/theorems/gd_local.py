@@ -116,6 +116,7 @@ def boundary_start(W_alpha: np.ndarray, R: float, direction: np.ndarray, mu: flo
 @register
 class GDLocal(Theorem):
     id = "gd-local"
+    depends_on = ("gd", "svm-fro", "optimal-token")
     title = "GD from the cone of a locally optimal W^mm_α converges to W^mm_α"
     reference = "TLTO §3 (local convergence of GD, locally optimal directions)"
     statement = (r"\alpha\ \text{locally optimal},\ W(0)\in C_{\mu,R}(W^{mm}_\alpha)\Rightarrow "
@@ -217,6 +218,7 @@ class GDLocal(Theorem):
 @register
 class GDLocalControl(GDLocal):
     id = "gd-local-control"
+    depends_on = ("gd", "svm-fro", "optimal-token")
     title = "Control: the local claim for an α with a support token tied with α_i (not locally optimal; false)"
     statement = (r"\gamma_{i\alpha_i}=\gamma_{it},\ t\in\mathcal T_i(\alpha),\ W(0)\in\partial C_{\mu,R}(W^{mm}_\alpha)"
                  r"\Rightarrow W(k)\in C_{\mu,R}(W^{mm}_\alpha),\ W(k)/\|W(k)\|\to W^{mm}_\alpha/\|W^{mm}_\alpha\|")

@@ -77,6 +77,7 @@ def rising(c: np.ndarray) -> bool:
 @register
 class KQGDNuclear(Theorem):
     id = "kq-gd-nuclear"
+    depends_on = ("kq-gd", "svm-nuc", "optimal-token", "softmax")
     title = "GD on (K, Q) converges in direction to the nuclear-norm Att-SVM⋆ solution"
     reference = "TLTO §4 experiments / open problem (reconstructed; Sheen et al. 2024 for gradient flow)"
     statement = r"\frac{K(k)Q(k)^\top}{\|K(k)Q(k)^\top\|_F}\to\frac{W^{mm}_{\star,\alpha}}{\|W^{mm}_{\star,\alpha}\|_F}"
@@ -179,6 +180,7 @@ class KQGDNuclear(Theorem):
 @register
 class KQGDNuclearControl(KQGDNuclear):
     id = "kq-gd-nuclear-control"
+    depends_on = ("kq-gd", "svm-nuc", "optimal-token", "softmax")
     title = "Control: (K, Q) GD converges to the Frobenius solution (false)"
     statement = r"\frac{K(k)Q(k)^\top}{\|K(k)Q(k)^\top\|_F}\to\frac{W^{mm}_\alpha}{\|W^{mm}_\alpha\|_F}"
     hypotheses_text = KQGDNuclear.hypotheses_text + "; the two SVM solutions differ (corr < 0.98)"

@@ -345,6 +345,7 @@ class _LandscapeBase(Theorem):
 @register
 class NoStationaryPoints(_LandscapeBase):
     id = "no-stationary-points"
+    depends_on = ("svm-fro", "optimal-token")
     title = "Under B.1 or B.2, W^mm is a descent direction at every W (no stationary points)"
     reference = "TLTO (arXiv 2308.16898) §4, global convergence under B.1/B.2 — reconstructed"
     statement = (r"\text{A, Att-SVM(opt) feasible, (B.1 or B.2)} \Rightarrow "
@@ -384,6 +385,7 @@ class NoStationaryPoints(_LandscapeBase):
 @register
 class NoStationaryPointsControl(_LandscapeBase):
     id = "no-stationary-points-control"
+    depends_on = ("svm-fro", "optimal-token")
     title = "Control: W^mm is a descent direction everywhere on generic data without B.1/B.2 (false)"
     reference = NoStationaryPoints.reference
     statement = r"\text{A, Att-SVM(opt) feasible} \Rightarrow \langle \nabla L(W), W^{mm}\rangle < 0\ \ \forall W"

@@ -122,6 +122,7 @@ class _Base(Theorem):
 @register
 class OverparamLandscape(_Base):
     id = "overparam-landscape"
+    depends_on = ()
     title = "If d >= max(n, T), some W-bar with X_i W-bar z_i = gamma_i is a descent direction everywhere"
     reference = "TLTO (arXiv 2308.16898), benign landscape under over-parameterisation — reconstructed sufficient version"
     statement = (r"d \ge \max(n,T) \Rightarrow \exists \bar W: X_i \bar W z_i = \gamma_i,\ "
@@ -172,6 +173,7 @@ class OverparamLandscape(_Base):
 @register
 class OverparamLandscapeControl(_Base):
     id = "overparam-landscape-control"
+    depends_on = ()
     title = "Control: the construction X_i W-bar z_i = gamma_i works when d < T (false when also d < n)"
     reference = OverparamLandscape.reference
     statement = r"d < T \Rightarrow \exists \bar W: X_i \bar W z_i = \gamma_i"

@@ -199,6 +199,7 @@ class _PromptBase(Theorem):
 @register
 class PSvmGD(_PromptBase):
     id = "p-svm-gd"
+    depends_on = ("prompt-gd", "svm-fro")
     title = "GD on the prompt p converges in direction to the p-SVM (global under B.2, local from the cone)"
     statement = (r"\frac{p(k)}{\|p(k)\|}\to\frac{p^{mm}_\alpha}{\|p^{mm}_\alpha\|},\quad "
                  r"p^{mm}_\alpha=\arg\min\|p\|\ \text{s.t.}\ p^\top(k_{i\alpha_i}-k_{it})\ge 1")
@@ -210,6 +211,7 @@ class PSvmGD(_PromptBase):
 @register
 class PSvmGDControl(_PromptBase):
     id = "p-svm-gd-control"
+    depends_on = ("prompt-gd", "svm-fro")
     title = "Control: local convergence to (1, 0) claimed at γ3 = 0.9, where α is not locally optimal (false)"
     statement = r"\gamma_3 = 0.9:\ p(0)\in\mathcal C_{\mu,R}((1,0)) \Rightarrow p(k)/\|p(k)\|\to(1,0)\ \text{(false)}"
     expected = "FAIL"

@@ -71,6 +71,7 @@ PROFILES = {
 @register
 class RPKQNuclear(RPWFrobenius):
     id = "rp-kq-nuclear"
+    depends_on = ("regpath", "svm-fro", "svm-nuc", "optimal-token")
     title = "The (K, Q) regularisation path converges in direction to the nuclear-norm Att-SVM⋆ solution"
     reference = "TLTO §2 (regularisation path of (K, Q))"
     statement = (r"(K_R,Q_R)=\arg\min_{\|K\|_F^2+\|Q\|_F^2\le 2R}L(KQ^\top):\quad "
@@ -109,6 +110,7 @@ class RPKQNuclear(RPWFrobenius):
 @register
 class RPKQNuclearControl(RPKQNuclear):
     id = "rp-kq-nuclear-control"
+    depends_on = ("regpath", "svm-fro", "svm-nuc", "optimal-token")
     title = "Control: the (K, Q) regularisation path converges to the Frobenius solution (false)"
     statement = r"K_RQ_R^\top/R\to W^{mm}/\|W^{mm}\|_F"
     hypotheses_text = RPKQNuclear.hypotheses_text + "; threshold sep/4 (the theorem's, see SEPARATION_K)"

@@ -209,6 +209,7 @@ def judge_path(err: np.ndarray, threshold: float, name: str, stall_fails: bool =
 @register
 class RPWFrobenius(Theorem):
     id = "rp-w-frobenius"
+    depends_on = ("regpath", "svm-fro", "svm-nuc", "optimal-token")
     title = "The W regularisation path converges in direction to the Frobenius Att-SVM solution"
     reference = "TLTO §2 (regularisation path of W)"
     statement = r"W_R=\arg\min_{\|W\|_F\le R}L(W):\quad W_R/R\to W^{mm}/\|W^{mm}\|_F"
@@ -394,6 +395,7 @@ def refine_control(out: Outcome, other: float, st) -> Outcome:
 @register
 class RPWFrobeniusControl(RPWFrobenius):
     id = "rp-w-frobenius-control"
+    depends_on = ("regpath", "svm-fro", "svm-nuc", "optimal-token")
     title = "Control: the W regularisation path converges to the nuclear-norm solution (false)"
     statement = r"W_R/R\to W^{mm}_\star/\|W^{mm}_\star\|_F"
     hypotheses_text = RPWFrobenius.hypotheses_text + "; threshold sep/4 (the theorem's, see SEPARATION_K)"

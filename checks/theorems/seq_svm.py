@@ -182,6 +182,7 @@ class _SeqBase(Theorem):
 @register
 class SeqSVM(_SeqBase):
     id = "seq-svm"
+    depends_on = ("seq-gd", "svm-fro")
     title = "GD on the sequence loss converges in direction to the sequence Att-SVM (reconstructed)"
     reference = "TLTO (arXiv 2308.16898) §6, sequence-to-sequence attention (reconstructed)"
     statement = (r"\frac{W(k)}{\|W(k)\|}\to\frac{W^{mm}_{seq}}{\|W^{mm}_{seq}\|},\ W^{mm}_{seq}=\arg\min\|W\|_F\ "
@@ -221,6 +222,7 @@ class _OtherTarget:
 @register
 class SeqSVMControl(_OtherTarget, SeqSVM):
     id = "seq-svm-control"
+    depends_on = ("seq-gd", "svm-fro")
     title = "Control: sequence GD converges to the single-query Att-SVM of position 1 (false)"
     statement = r"W(k)/\|W(k)\|\to W^{mm}_{z=x_{i1}}/\|W^{mm}_{z=x_{i1}}\|\ \text{(false)}"
     expected = "FAIL"
@@ -236,6 +238,7 @@ class SeqSVMControl(_OtherTarget, SeqSVM):
 @register
 class CausalSVM(_SeqBase):
     id = "causal-svm"
+    depends_on = ("seq-gd", "svm-fro", "causal-mask")
     causal = True
     title = "GD on the causal loss converges in direction to the causal Att-SVM; masked keys never enter (reconstructed)"
     reference = "TLTO (arXiv 2308.16898) §6, causal attention (reconstructed)"
@@ -258,6 +261,7 @@ class CausalSVM(_SeqBase):
 @register
 class CausalSVMControl(_OtherTarget, CausalSVM):
     id = "causal-svm-control"
+    depends_on = ("seq-gd", "svm-fro", "causal-mask")
     title = "Control: causal GD converges to the non-causal sequence SVM (false)"
     statement = r"W_{causal}(k)/\|W_{causal}(k)\|\to W^{mm}_{seq}/\|W^{mm}_{seq}\|\ \text{(false)}"
     expected = "FAIL"

@@ -92,6 +92,7 @@ def _full_space_fro(data, alpha) -> np.ndarray | None:
 @register
 class SVMRankBound(Theorem):
     id = "svm-rank-bound"
+    depends_on = ("svm-fro", "svm-nuc", "rank")
     title = "Att-SVM / Att-SVM* solutions have rows in span{z_i} and rank <= min(n, d)"
     reference = "TLTO (arXiv 2308.16898) §3, rank of the SVM solutions"
     statement = (r"W^{mm}_\alpha (I - P_Z) = 0,\ W^{mm}_{\star,\alpha}(I - P_Z) = 0,\ "
@@ -179,6 +180,7 @@ class SVMRankBound(Theorem):
 @register
 class SVMRankBoundControl(SVMRankBound):
     id = "svm-rank-bound-control"
+    depends_on = ("svm-fro", "svm-nuc", "rank")
     title = "Control: every Att-SVM solution has rank <= 1 (false)"
     statement = r"\operatorname{rank} W^{mm}_\alpha \le 1"
     expected = "FAIL"
