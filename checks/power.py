@@ -2,13 +2,12 @@
 
 For every selected theorem, run it once clean and once under every sabotage (numerics/sabotage.py)
 of a component it declares in ``Theorem.depends_on``, in memory, with the same profile and seed. A
-sabotage is *detected* when the theorem's verdict under it differs from its clean verdict (a PASS
-that turns FAIL, ERROR, INCONCLUSIVE or VACUOUS; `tox -e checks` compares verdicts with the
-baseline, so any change fails that run); it *SURVIVED* when the verdict is unchanged (the check
-cannot tell the broken component from the working one); it is *not relevant* when it breaks no
-component the theorem declares. A cell that runs past its time limit is TIMEOUT (power not shown).
-``fails_run`` records whether plain ``attnsvm check`` would also exit non-zero (ERROR, or FAIL
-without a documented finding).
+sabotage is *detected* when plain ``attnsvm check`` would exit non-zero under it although the clean
+run does not (checks.report.fails_run: a PASS that turns FAIL, ERROR, INCONCLUSIVE or VACUOUS; a
+known finding whose refutations are no longer exactly the documented ones); where the clean run fails
+already, when the verdict changes. It *SURVIVED* otherwise (the check cannot tell the broken
+component from the working one); it is *not relevant* when it breaks no component the theorem
+declares. A cell that runs past its time limit is TIMEOUT (power not shown).
 
 Controls are left out unless named: they are expected to FAIL, so a broken component that makes
 them fail "for the wrong reason" is not a detection. Exit code: 1 if any relevant sabotage survived
@@ -33,6 +32,7 @@ from numerics.errors import InvalidInputError
 
 from . import catalogue
 from .harness import TheoremResult, run_theorem
+from .report import fails_run
 from .theorem import Theorem
 
 SCHEMA = 1
@@ -71,13 +71,6 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
-
-
-def fails_run(res: TheoremResult) -> bool:
-    """Would this result make ``attnsvm check`` exit non-zero (the rule of checks.runner.run_check)?"""
-    if res.control_of:
-        return res.verdict == "ERROR"
-    return res.verdict == "ERROR" or (res.verdict == "FAIL" and not res.finding)
 
 
 def _summary(res: TheoremResult | None, seconds: float, error: str | None = None) -> dict[str, Any]:
@@ -146,7 +139,9 @@ def run_power(ids: Sequence[str] = (), *, profile: str = "quick", sabotages: Seq
                 cell = _run(cls, profile, seed, limit)
             if cell["verdict"] == "TIMEOUT":
                 cell["status"] = TIMEOUT
-            else:
+            elif not clean["fails_run"]:  # the usual case: detected iff `attnsvm check` would now exit 1
+                cell["status"] = DETECTED if cell["fails_run"] else SURVIVED
+            else:  # the clean run fails already (e.g. an undocumented refutation): only a change tells
                 cell["status"] = DETECTED if cell["verdict"] != clean["verdict"] else SURVIVED
             if cell["status"] == SURVIVED and cell["counts"] != clean["counts"]:
                 cell["note"] = "instance counts changed but the verdict did not"
