@@ -92,7 +92,7 @@ class Certificate:
     min_margin: float = float("nan")  # min over inequality rows of (A w − b) + 1 for b = 1 (≥ 1 − FEAS_TOL)
     primal_residual: float = float("nan")  # worst violation, relative to max(1, |b|)
     dual_min: float = float("nan")  # min λ (≥ 0), relative to max λ
-    complementarity: float = float("nan")  # max λ_s |slack_s| / max(1, max λ)
+    complementarity: float = float("nan")  # max λ_s |slack_s| / max λ (slack relative to b = 1): scale-free
     stationarity: float = float("nan")  # ‖W − Σ λ F‖ / ‖W‖ (kkt); ‖Σ λ F‖ / Σ λ ‖F‖ (farkas)
     dual_norm: float = float("nan")  # ‖Σ λ F‖_2 (sdp, must be ≤ 1 + tol)
     gap: float = float("nan")  # |primal − dual| / primal (kkt: ‖W‖² vs b^T λ; sdp: ‖W‖_* vs b^T λ)
@@ -415,7 +415,7 @@ def _certify_vector(A, b, E, e, w, lam, mu, status) -> Certificate:
     stat = float(np.linalg.norm(w - A.T @ lam - E.T @ mu)) / max(nw, 1e-300)
     lmax = float(np.max(lam, initial=0.0))
     dual_min = float(np.min(lam, initial=0.0)) / max(lmax, 1e-300)
-    comp = float(np.max(lam * np.abs(slack), initial=0.0)) / max(1.0, lmax)
+    comp = float(np.max(lam * np.abs(slack), initial=0.0)) / max(lmax, 1e-300)  # scale-free (see _certify_rows)
     gap = abs(nw**2 - float(b @ lam + e @ mu)) / max(nw**2, 1e-300)
     ok = viol <= tol.FEAS_TOL and dual_min >= -tol.KKT_TOL and comp <= tol.KKT_TOL and stat <= tol.KKT_TOL
     if nw == 0.0:
@@ -498,7 +498,9 @@ def _certify_rows(rows: _Rows, W: np.ndarray | None, lam: np.ndarray, mu: np.nda
                float(np.max(np.abs(slack[eqr]) / bs[eqr], initial=0.0)), 0.0)
     lmax = float(np.max(lam, initial=0.0))
     dual_min = float(np.min(lam, initial=0.0)) / max(lmax, 1e-300)
-    comp = float(np.max(lam * np.abs(slack[ineq]), initial=0.0)) / max(1.0, lmax)
+    # relative to max λ (not max(1, max λ)): λ scales like 1/‖F‖² with the data, and an absolute measure let
+    # (1.05 W, 1.05 λ) pass on data where ‖W‖ ~ 1e-8 (λ ~ 1e-16): slack 0.05 on the support went unnoticed
+    comp = float(np.max(lam * np.abs(slack[ineq]), initial=0.0)) / max(lmax, 1e-300)
     S = _rows_adjoint(rows, l_full)
     min_margin = float(np.min(marg[ineq] - rows.b[ineq] + 1.0, initial=np.inf))
     if norm == "fro":

@@ -574,3 +574,15 @@ def test_rank_and_solution_are_scale_invariant(scale):
         if scale > 1:
             assert np.linalg.norm(sol.W) < 1e-7
             assert int(np.sum(sol.singular_values > tol.RANK_RTOL)) == 0 != sol.rank  # absolute: wrong
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc"])
+def test_certificate_rejects_wrong_answers_at_small_scale(norm):
+    """At ‖W‖ ~ 1e-8 the multipliers are ~1e-16: a complementarity measured against max(1, max λ) was ~1e-18 for
+    (1.05 W, 1.05 λ) and the KKT certifier accepted it (found by svm-rank-bound's self-check)."""
+    base = random_unit_sphere(4, 4, 6, rng=rng(1))
+    data = AttentionData(base.X * 1e4, base.Y, base.Z * 1e4, base.v)
+    sol = solve_att_svm(data, norm=norm)
+    for lam_f in (1.0, 1.05):
+        cert = certify_att_svm(data, sol.alpha, 1.05 * sol.W, lam_f * sol.lam, norm=norm)
+        assert not cert.verified, cert.summary()
