@@ -95,7 +95,8 @@ def _png(fig) -> bytes:
 
 def solve_nuc(data, alpha):
     """Certified nuclear Att-SVM(α) by numerics.svm's solver ladder; returns (solution, retried) where
-    retried says that a later rung than the first answer certified it (see ``solution.attempts``).
+    retried says the certified answer is not the first rung's polished one (a later rung, or the first
+    rung's unpolished answer; see ``solution.attempts``).
     Raises :class:`SolverError` (with the solver's status) when no rung certifies."""
     from numerics.svm import solve_att_svm
 
