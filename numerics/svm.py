@@ -53,6 +53,8 @@ __all__ = [
     "VectorSVMSolution",
     "GenSVMResult",
     "NaiveSolution",
+    "NUC_LADDER",
+    "NUC_LADDER_FULL",
     "solve_att_svm",
     "certify_att_svm",
     "support_tokens",
@@ -90,7 +92,7 @@ class Certificate:
     min_margin: float = float("nan")  # min over inequality rows of (A w − b) + 1 for b = 1 (≥ 1 − FEAS_TOL)
     primal_residual: float = float("nan")  # worst violation, relative to max(1, |b|)
     dual_min: float = float("nan")  # min λ (≥ 0), relative to max λ
-    complementarity: float = float("nan")  # max λ_s |slack_s| / max(1, max λ)
+    complementarity: float = float("nan")  # max λ_s |slack_s| / max λ (slack relative to b = 1): scale-free
     stationarity: float = float("nan")  # ‖W − Σ λ F‖ / ‖W‖ (kkt); ‖Σ λ F‖ / Σ λ ‖F‖ (farkas)
     dual_norm: float = float("nan")  # ‖Σ λ F‖_2 (sdp, must be ≤ 1 + tol)
     gap: float = float("nan")  # |primal − dual| / primal (kkt: ‖W‖² vs b^T λ; sdp: ‖W‖_* vs b^T λ)
@@ -147,6 +149,7 @@ class SVMSolution:
     singular_values: np.ndarray | None = None
     margins: np.ndarray | None = None  # (n, T) / (n, T, T): +inf at α and masked keys
     notes: tuple[str, ...] = ()
+    attempts: tuple[str, ...] = ()  # nuclear norm: every rung of the solver ladder tried, the last one certified
 
     @property
     def feasible(self) -> bool:
@@ -412,7 +415,7 @@ def _certify_vector(A, b, E, e, w, lam, mu, status) -> Certificate:
     stat = float(np.linalg.norm(w - A.T @ lam - E.T @ mu)) / max(nw, 1e-300)
     lmax = float(np.max(lam, initial=0.0))
     dual_min = float(np.min(lam, initial=0.0)) / max(lmax, 1e-300)
-    comp = float(np.max(lam * np.abs(slack), initial=0.0)) / max(1.0, lmax)
+    comp = float(np.max(lam * np.abs(slack), initial=0.0)) / max(lmax, 1e-300)  # scale-free (see _certify_rows)
     gap = abs(nw**2 - float(b @ lam + e @ mu)) / max(nw**2, 1e-300)
     ok = viol <= tol.FEAS_TOL and dual_min >= -tol.KKT_TOL and comp <= tol.KKT_TOL and stat <= tol.KKT_TOL
     if nw == 0.0:
@@ -495,7 +498,9 @@ def _certify_rows(rows: _Rows, W: np.ndarray | None, lam: np.ndarray, mu: np.nda
                float(np.max(np.abs(slack[eqr]) / bs[eqr], initial=0.0)), 0.0)
     lmax = float(np.max(lam, initial=0.0))
     dual_min = float(np.min(lam, initial=0.0)) / max(lmax, 1e-300)
-    comp = float(np.max(lam * np.abs(slack[ineq]), initial=0.0)) / max(1.0, lmax)
+    # relative to max λ (not max(1, max λ)): λ scales like 1/‖F‖² with the data, and an absolute measure let
+    # (1.05 W, 1.05 λ) pass on data where ‖W‖ ~ 1e-8 (λ ~ 1e-16): slack 0.05 on the support went unnoticed
+    comp = float(np.max(lam * np.abs(slack[ineq]), initial=0.0)) / max(lmax, 1e-300)
     S = _rows_adjoint(rows, l_full)
     min_margin = float(np.min(marg[ineq] - rows.b[ineq] + 1.0, initial=np.inf))
     if norm == "fro":
@@ -540,9 +545,84 @@ def _att_rows(data: AttentionData, alpha: np.ndarray) -> tuple[_Rows, np.ndarray
     return _Rows(D[mask], np.ascontiguousarray(Zq), np.ones(m), np.zeros(m, dtype=bool)), mask
 
 
-def _solve_rows(rows: _Rows, *, norm: str, solver: str | None, reduce: bool = True
-                ) -> tuple[str, np.ndarray | None, np.ndarray, np.ndarray, str]:
-    """Solve an attention-type SVM given by rows; returns (status, W, λ_ineq, μ_eq, solver name)."""
+#: The nuclear-norm ladder (Att-SVM⋆): rungs tried in order until an answer passes the independent SDP
+#: certificate (:func:`_certify_rows`; its tolerances are never loosened). A rung is (solver, formulation):
+#:
+#: * "clarabel" — the dual SDP ``max b^T λ s.t. λ ≥ 0, ‖Σ λ_s F_s‖_2 ≤ 1`` at tight settings (fast; the default);
+#: * "clarabel-tight" — the same dual at tighter tolerances and a larger iteration cap;
+#: * "clarabel-primal" — the primal ``min ‖M‖_* s.t. ⟨F_s, M⟩ ≥ b_s`` (cvxpy normNuc);
+#: * "scs" — the primal by SCS (first order) at eps 1e-9, then polished;
+#:
+#: formulation "reduced": W = U M V^T in orthonormal bases of span{key differences} ⊗ span{z_i} (exact:
+#: every minimiser lies there, THEORY.md §3); "full": the unreduced SDP over all of R^{d×d} (U = V = I), which
+#: does not build the span structure in and so serves as an independent reference
+#: (``solve_att_svm(..., norm="nuc", formulation="full")``). Every rung's answer is Newton-polished on its
+#: numerical rank and active set (:func:`_nuclear_polish`); if the polished answer does not certify, the rung's
+#: raw interior-point answer is certified instead (its name then lacks "+polish"). The rung that certified is
+#: recorded in ``SVMSolution.solver`` and every attempt in ``SVMSolution.attempts``.
+NUC_LADDER: tuple[tuple[str, str], ...] = (
+    ("clarabel", "reduced"),
+    ("clarabel-tight", "reduced"),
+    ("clarabel-primal", "reduced"),
+    ("scs", "reduced"),
+    ("clarabel-primal", "full"),
+    ("clarabel", "full"),
+    ("scs", "full"),
+)
+#: The rungs of ``formulation="full"``: unreduced only, so the reference never falls back to the reduced SDP.
+NUC_LADDER_FULL: tuple[tuple[str, str], ...] = tuple(r for r in NUC_LADDER if r[1] == "full")
+NUC_SOLVERS = ("clarabel", "clarabel-tight", "clarabel-primal", "scs")
+FORMULATIONS = ("reduced", "full")
+
+#: The polish is kept only if its residual (optimality system of the factored problem) falls below this,
+#: relative to max(1, ‖M‖_F): a converged Gauss–Newton solve reaches ~1e-15; 1e-10 rejects a stalled one
+#: (which can sit at a slightly scaled, non-optimal point that fails the duality-gap certificate).
+POLISH_RTOL = 1e-10
+
+
+#: Feature rows ⟨D_s z_s^T, W⟩ are rescaled by an exact power of two κ before solving when the largest row
+#: norm ‖D_s‖‖z_s‖ lies outside [1/16, 16] (W = κ W', λ = κ² λ' (fro) or κ λ' (nuc)): the solvers' absolute
+#: thresholds (NNLS's 1e-13 feasibility test, Clarabel's absolute gap 1e-10) assume O(1) features, and data
+#: scaled by 1e4 (‖W^mm‖ ~ 1e-8) or 1e-4 (‖W^mm‖ ~ 1e8) otherwise fail. Inside the band nothing is rescaled,
+#: so the suite's unit-scale instances are solved exactly as before.
+FEATURE_SCALE_BAND = (1.0 / 16.0, 16.0)
+
+
+def _feature_scale(rows: _Rows) -> float:
+    """κ = 2^k bringing the largest feature row norm to ~1 (1.0 when already inside FEATURE_SCALE_BAND)."""
+    if rows.D.shape[0] == 0:
+        return 1.0
+    big = float(np.max(np.linalg.norm(rows.D, axis=1) * np.linalg.norm(rows.Zq, axis=1)))
+    if not np.isfinite(big) or big == 0.0 or FEATURE_SCALE_BAND[0] <= big <= FEATURE_SCALE_BAND[1]:
+        return 1.0
+    return float(2.0 ** (-round(np.log2(big))))
+
+
+def _solve_rows(rows: _Rows, *, norm: str, solver: str | None, reduce: bool = True,
+                rungs: tuple[tuple[str, str], ...] | None = None
+                ) -> tuple[str, np.ndarray | None, np.ndarray, np.ndarray, str, tuple[str, ...]]:
+    """Solve an attention-type SVM given by rows; returns (status, W, λ_ineq, μ_eq, solver name, attempts).
+
+    Feasibility is decided by the Frobenius core (a Farkas certificate when infeasible) for both norms; the
+    nuclear norm then climbs ``rungs`` (default :data:`NUC_LADDER`) until one answer certifies. Badly scaled
+    features are first rescaled by an exact power of two (:data:`FEATURE_SCALE_BAND`) and the answer mapped back.
+    """
+    kappa = _feature_scale(rows)
+    if kappa == 1.0:
+        return _solve_rows_unit(rows, norm=norm, solver=solver, reduce=reduce, rungs=rungs)
+    status, W, lam, mu, name, attempts = _solve_rows_unit(replace(rows, D=rows.D * kappa), norm=norm,
+                                                          solver=solver, reduce=reduce, rungs=rungs)
+    if status == "optimal":  # ⟨κF, W'⟩ ≥ b  ⇔  ⟨F, κW'⟩ ≥ b; multipliers: W = Σ λ F (fro), S = Σ λ F (nuc)
+        lam_k = kappa**2 if norm == "fro" else kappa
+        W, lam, mu = W * kappa, lam * lam_k, mu * lam_k
+    # infeasible: a Farkas vector of the scaled rows is one of the original rows (Σ λ κF = 0, b^T λ = 1)
+    return status, W, lam, mu, name + f"+scaled(2^{round(np.log2(kappa))})", attempts
+
+
+def _solve_rows_unit(rows: _Rows, *, norm: str, solver: str | None, reduce: bool = True,
+                     rungs: tuple[tuple[str, str], ...] | None = None
+                     ) -> tuple[str, np.ndarray | None, np.ndarray, np.ndarray, str, tuple[str, ...]]:
+    """:func:`_solve_rows` on features of unit scale."""
     d = rows.D.shape[1]
     U, V = _bases(rows) if reduce else (np.eye(d), np.eye(d))
     F = _reduced_features(rows, U, V)  # (m, r1 r2)
@@ -551,28 +631,75 @@ def _solve_rows(rows: _Rows, *, norm: str, solver: str | None, reduce: bool = Tr
                              solver=None if norm == "nuc" else solver)
     if core.status == "infeasible" or norm == "fro":
         W = None if core.w is None else U @ core.w.reshape(U.shape[1], V.shape[1]) @ V.T
-        return core.status, W, core.lam, core.mu, core.solver
+        return core.status, W, core.lam, core.mu, core.solver, ()
     if rows.eq.any():
         raise InvalidInputError("nuclear-norm SVM with equality rows is not supported; use norm='fro'")
-    return _solve_nuclear(F, rows.b, U, V, solver or "CLARABEL")
+    if rungs is None:
+        rungs = NUC_LADDER if reduce else NUC_LADDER_FULL
+    cache = {"reduced" if reduce else "full": (U, V, F)}
+    W, lam, name, attempts = _solve_nuclear_ladder(rows, rungs, cache)
+    return "optimal", W, lam, np.zeros(0), name, attempts
 
 
-def _solve_nuclear(F, b, U, V, solver):
-    """Nuclear-norm SVM in reduced coordinates, W = U M V^T.
+def _solve_nuclear_ladder(rows: _Rows, rungs, cache: dict) -> tuple[np.ndarray, np.ndarray, str, tuple[str, ...]]:
+    """Climb the ladder: the first rung whose (polished, else raw) answer certifies wins.
 
-    solver "clarabel" (default): the *dual* SDP ``max b^T λ s.t. λ ≥ 0, [[I, S(λ)], [S(λ)^T, I]] ⪰ 0``
-    with S(λ) = Σ λ_s F_s (n(T−1) variables: ~4× faster than the primal), M = −2 × (the off-diagonal
-    block of the PSD multiplier). "clarabel-primal" / "scs": the primal ``min ‖M‖_* s.t. F vec(M) ≥ b``
-    (cvxpy normNuc), λ from the constraint multipliers. Both at tight tolerances, then polished.
+    Raises :class:`SolverError` listing every attempt if none certifies; its ``status`` is "uncertified"
+    when every rung returned an answer, else the last solver status seen.
+    """
+    d = rows.D.shape[1]
+    attempts: list[str] = []
+    status = "uncertified"
+    for key, form in rungs:
+        label = f"{key}+{form}"
+        if form not in cache:
+            U, V = _bases(rows) if form == "reduced" else (np.eye(d), np.eye(d))
+            cache[form] = (U, V, _reduced_features(rows, U, V))
+        U, V, F = cache[form]
+        try:
+            M_raw, lam_raw, st = _nuclear_sdp(F, rows.b, U.shape[1], V.shape[1], key)
+        except SolverError as exc:
+            attempts.append(f"{label}: solver failed, status {exc.status!r}")
+            status = str(exc.status)
+            continue
+        cands = []
+        try:
+            M_p, lam_p, polished = _nuclear_polish(F, rows.b, M_raw, lam_raw, U.shape[1], V.shape[1])
+            if polished:
+                cands.append((M_p, lam_p, label + "+polish"))
+        except np.linalg.LinAlgError:  # SVD/lstsq did not converge: the raw answer may still certify
+            pass
+        cands.append((M_raw, lam_raw, label))
+        fails = []
+        for M, lam, name in cands:
+            W = U @ M @ V.T
+            cert = _certify_rows(rows, W, lam, np.zeros(0), "optimal", "nuc")
+            if cert.verified:
+                attempts.append(f"{name}: certified")
+                return W, lam, name, tuple(attempts)
+            fails.append(f"{name}: solver status {st!r}, {cert.summary()}")
+        attempts.append("; ".join(fails))
+        status = "uncertified"
+    raise SolverError("nuclear-norm SVM: no rung of the solver ladder certified an answer ("
+                      + " | ".join(attempts) + ")", status=status,
+                      solver="ladder[" + ", ".join(f"{k}+{f}" for k, f in rungs) + "]")
+
+
+def _nuclear_sdp(F, b, r1, r2, key):
+    """One SDP solve of the nuclear-norm SVM in coordinates M (r1 × r2); returns (M, λ, solver status).
+
+    key "clarabel" / "clarabel-tight": the *dual* SDP ``max b^T λ s.t. λ ≥ 0, [[I, S(λ)], [S(λ)^T, I]] ⪰ 0``
+    with S(λ) = Σ λ_s F_s (n(T−1) variables: ~4× faster than the primal), M = −2 × (the off-diagonal block of
+    the PSD multiplier). "clarabel-primal" / "scs": the primal ``min ‖M‖_* s.t. F vec(M) ≥ b`` (cvxpy
+    normNuc), λ from the constraint multipliers. Raises :class:`SolverError` on a solver failure or a status
+    other than optimal / optimal_inaccurate (the answer is certified by the caller either way).
     """
     import cvxpy as cp
 
-    r1, r2 = U.shape[1], V.shape[1]
-    key = solver.lower()
-    if key not in ("clarabel", "clarabel-primal", "scs"):
-        raise InvalidInputError(f"nuclear solver must be 'clarabel', 'clarabel-primal' or 'scs', got {solver!r}")
+    if key not in NUC_SOLVERS:
+        raise InvalidInputError(f"nuclear solver must be one of {', '.join(NUC_SOLVERS)}, got {key!r}")
     name = "SCS" if key == "scs" else "CLARABEL"
-    if key == "clarabel":
+    if key in ("clarabel", "clarabel-tight"):
         lam_v = cp.Variable(F.shape[0], nonneg=True)
         S = cp.reshape(F.T @ lam_v, (r1, r2), order="C")
         con = cp.bmat([[np.eye(r1), S], [S.T, np.eye(r2)]]) >> 0
@@ -581,24 +708,26 @@ def _solve_nuclear(F, b, U, V, solver):
         M = cp.Variable((r1, r2))
         con = F @ cp.vec(M, order="C") >= b
         prob = cp.Problem(cp.Minimize(cp.normNuc(M)), [con])
+    settings = _tight_settings(name)
+    if key == "clarabel-tight":
+        settings.update(tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12, tol_ktratio=1e-10, max_iter=2000)
     try:
         with warnings.catch_warnings():  # "may be inaccurate": the status is checked and the answer certified
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-            prob.solve(solver=name, **_tight_settings(name))
+            prob.solve(solver=name, **settings)
     except cp.error.SolverError as exc:
-        raise SolverError(f"{name} failed on the nuclear-norm SDP: {exc}", status="error", solver=name) from None
+        raise SolverError(f"{name} failed on the nuclear-norm SDP: {exc}", status="error", solver=key) from None
     if prob.status not in ("optimal", "optimal_inaccurate"):
         raise SolverError(f"{name} returned status {prob.status!r} on the nuclear-norm SDP; expected 'optimal'",
-                          status=prob.status, solver=name)
-    if key == "clarabel":
+                          status=prob.status, solver=key)
+    if key in ("clarabel", "clarabel-tight"):
         lam = np.maximum(np.asarray(lam_v.value, dtype=float), 0.0)
         Zd = np.asarray(con.dual_value, dtype=float)
         Mv = -(Zd[:r1, r1:] + Zd[r1:, :r1].T)  # −2 × symmetrised off-diagonal block
     else:
         Mv = np.asarray(M.value, dtype=float)
         lam = np.maximum(np.asarray(con.dual_value, dtype=float).ravel(), 0.0)
-    Mv, lam = _nuclear_polish(F, b, Mv, lam, r1, r2)
-    return "optimal", U @ Mv @ V.T, lam, np.zeros(0), key + "+reduced+polish"
+    return Mv, lam, str(prob.status)
 
 
 def _nuclear_polish(F, b, M, lam, r1, r2):
@@ -606,31 +735,30 @@ def _nuclear_polish(F, b, M, lam, r1, r2):
 
     With M = K L^T (K, L of k columns) and S(λ) = Σ_{s∈A} λ_s F_s, the optimality conditions of the
     factored problem min ½(‖K‖² + ‖L‖²) s.t. ⟨F_s, K L^T⟩ = b_s (s ∈ A) are the square system
-    K = S L, L = S^T K, ⟨F_s, K L^T⟩ = b_s. Gauss–Newton (least-squares steps: the system is invariant
-    under K, L → K R, L R) from the interior-point answer converges in a few steps; the result has
-    exact rank ≤ k, so the rank no longer depends on how small the solver drove the tail. Kept only
-    if it is feasible, λ ≥ 0 and ‖S‖_2 ≤ 1 to 1e-12 — the certificate is computed afterwards anyway.
+    K = S L, L = S^T K, ⟨F_s, K L^T⟩ = b_s. It is invariant under K, L → K R, L R for orthogonal R, so
+    its Jacobian is singular along (K A, L A), A skew; the Gauss–Newton steps are taken orthogonal to
+    those gauge directions (extra rows), else a near-singular Jacobian sends the step far along them and
+    the iteration stalls. From the interior-point answer it converges in a few steps; the result has
+    exact rank ≤ k, so the rank no longer depends on how small the solver drove the tail.
+
+    Returns (M, λ, polished): the polished answer if it converged (residual ≤ POLISH_RTOL), is feasible,
+    λ ≥ 0 and ‖S‖_2 ≤ 1 to 1e-12 — else the input and False. The certificate is computed afterwards anyway.
     """
-    try:
-        return _nuclear_newton(F, b, M, lam, r1, r2)
-    except np.linalg.LinAlgError:  # SVD/lstsq did not converge: keep the interior-point answer (certified later)
-        return M, lam
-
-
-def _nuclear_newton(F, b, M, lam, r1, r2):
     P, sv, Qt = np.linalg.svd(M, full_matrices=False)
     if sv.size == 0 or sv[0] == 0:
-        return M, lam
+        return M, lam, False
     k = int(np.sum(sv > tol.RANK_RTOL * sv[0]))
     act = np.flatnonzero(lam > 1e-7 * max(float(lam.max()), 1e-300))
     if act.size == 0:
-        return M, lam
+        return M, lam, False
     Fa = F[act].reshape(-1, r1, r2)  # (a, r1, r2)
     ba = b[act]
     K = P[:, :k] * np.sqrt(sv[:k])
     L = Qt[:k].T * np.sqrt(sv[:k])
     la = lam[act].copy()
     nK, nL, na = r1 * k, r2 * k, act.size
+    N = nK + nL + na
+    skew = [(p, q) for p in range(k) for q in range(p + 1, k)]
 
     def residual(K, L, la):
         S = np.einsum("s,sij->ij", la, Fa)
@@ -641,16 +769,23 @@ def _nuclear_newton(F, b, M, lam, r1, r2):
     for _ in range(20):
         FL = np.einsum("sij,ja->sia", Fa, L).reshape(na, -1)  # (a, r1 k): vec(F_s L)
         FK = np.einsum("sij,ia->sja", Fa, K).reshape(na, -1)  # (a, r2 k): vec(F_s^T K)
-        J = np.zeros((nK + nL + na, nK + nL + na))
+        J = np.zeros((N + len(skew), N))
         J[:nK, :nK] = np.eye(nK)
         J[:nK, nK:nK + nL] = -np.kron(S, np.eye(k))
         J[:nK, nK + nL:] = -FL.T
         J[nK:nK + nL, :nK] = -np.kron(S.T, np.eye(k))
         J[nK:nK + nL, nK:nK + nL] = np.eye(nL)
         J[nK:nK + nL, nK + nL:] = -FK.T
-        J[nK + nL:, :nK] = FL
-        J[nK + nL:, nK:nK + nL] = FK
-        step = np.linalg.lstsq(J, -r, rcond=None)[0]
+        J[nK + nL:N, :nK] = FL
+        J[nK + nL:N, nK:nK + nL] = FK
+        for g, (p, q) in enumerate(skew):  # gauge rows: the step is orthogonal to (K A_pq, L A_pq)
+            KA = np.zeros_like(K)
+            LA = np.zeros_like(L)
+            KA[:, p], KA[:, q] = K[:, q], -K[:, p]
+            LA[:, p], LA[:, q] = L[:, q], -L[:, p]
+            row = np.concatenate([KA.ravel(), LA.ravel()])
+            J[N + g, :nK + nL] = row / max(float(np.linalg.norm(row)), 1e-300)
+        step = np.linalg.lstsq(J, -np.concatenate([r, np.zeros(len(skew))]), rcond=None)[0]
         for t in (1.0, 0.5, 0.25, 0.125):  # backtracking on ‖residual‖
             K2 = K + t * step[:nK].reshape(r1, k)
             L2 = L + t * step[nK:nK + nL].reshape(r2, k)
@@ -666,9 +801,10 @@ def _nuclear_newton(F, b, M, lam, r1, r2):
     Mp = K @ L.T
     lam_p = np.zeros_like(lam)
     lam_p[act] = la
-    ok = (np.min(la) >= 0 and float(np.min(F @ Mp.ravel() - b)) >= -1e-12
+    ok = (np.linalg.norm(r) <= POLISH_RTOL * max(1.0, float(np.linalg.norm(Mp)))
+          and np.min(la) >= 0 and float(np.min(F @ Mp.ravel() - b)) >= -1e-12
           and np.linalg.norm(S, 2) <= 1 + 1e-12)
-    return (Mp, lam_p) if ok else (M, lam)
+    return (Mp, lam_p, True) if ok else (M, lam, False)
 
 
 # ================================================================================================
@@ -687,12 +823,23 @@ def certify_att_svm(data: AttentionData, alpha: Any, W: np.ndarray | None, lam: 
 
 
 def solve_att_svm(data: AttentionData, alpha: Any = None, *, norm: str = "fro", m: int | None = None,
-                  solver: str | None = None, exact: bool = False) -> SVMSolution:
+                  solver: str | None = None, exact: bool = False, formulation: str = "reduced") -> SVMSolution:
     """Att-SVM: ``W^mm_α = argmin ‖W‖  s.t. (x_{iα_i} − x_it)^T W z_i ≥ 1  ∀ i, t ≠ α_i``.
 
     norm="fro" (Frobenius; solver "nnls" (default: LDP/NNLS on the small dual, polished) or any cvxpy
-    QP solver name, e.g. "clarabel", for an independent primal solve) or "nuc" (nuclear norm, SDP;
-    solver "CLARABEL" (default) or "SCS"). alpha=None selects the optimal tokens (needs the head v).
+    QP solver name, e.g. "clarabel", for an independent primal solve) or "nuc" (nuclear norm, Att-SVM⋆,
+    an SDP). alpha=None selects the optimal tokens (needs the head v).
+
+    Nuclear norm: with solver=None the solver ladder :data:`NUC_LADDER` is climbed until an answer passes
+    the SDP certificate (tolerances never loosened); ``solution.solver`` names the rung that certified it
+    (e.g. "clarabel+reduced+polish") and ``solution.attempts`` lists every rung tried. An explicit solver
+    ("clarabel", "clarabel-tight", "clarabel-primal" or "scs") runs that rung only.
+
+    formulation="reduced" (default) solves in orthonormal bases of span{key differences} ⊗ span{z_i}
+    (W = U M V^T: the span structure is built in, exact because every minimiser lies there);
+    formulation="full" solves the *unreduced* program over all of R^{d×d} — for norm="nuc" the full-space
+    SDP ``min ‖W‖_* s.t. ⟨(x_{iα_i} − x_it) z_i^T, W⟩ ≥ 1`` (rungs :data:`NUC_LADDER_FULL`, never the reduced
+    one) — so that span membership and rank of its answer are *outcomes*, an independent reference.
     m: rank cap of the (K, Q) factorisation (nuclear only); for m < n the problem is non-convex and
     the convex relaxation is solved, with a note if its rank exceeds m. exact=True (Frobenius only)
     re-proves optimality (or infeasibility) in exact rational arithmetic; see ``certificate.exact``.
@@ -712,18 +859,27 @@ def solve_att_svm(data: AttentionData, alpha: Any = None, *, norm: str = "fro", 
         raise InvalidInputError(f"norm must be 'fro' or 'nuc', got {norm!r}")
     if exact and norm != "fro":
         raise InvalidInputError("exact=True is available for norm='fro' only (the nuclear SDP has no exact mode)")
+    if formulation not in FORMULATIONS:
+        raise InvalidInputError(f"formulation must be 'reduced' or 'full', got {formulation!r}")
+    rungs = None
+    if norm == "nuc" and solver is not None:
+        key = str(solver).lower()
+        if key not in NUC_SOLVERS:
+            raise InvalidInputError(f"nuclear solver must be one of {', '.join(NUC_SOLVERS)}, got {solver!r}")
+        rungs = ((key, formulation),)
     a = resolve_alpha(data, alpha)
     rows, mask = _att_rows(data, a)
-    status, W, lam_r, _, name = _solve_rows(rows, norm=norm, solver=solver)
+    status, W, lam_r, _, name, attempts = _solve_rows(rows, norm=norm, solver=solver, rungs=rungs,
+                                                      reduce=formulation == "reduced")
     lam = np.zeros(mask.shape)
     lam[mask] = lam_r
     cert = _certify_rows(rows, W, lam_r, np.zeros(0), status, norm)
     if exact:
         cert = _exact_att(data, a, rows, lam_r, status, cert)
-    return _finish(status, W, lam, mask, rows, cert, name, t0, a, norm, m, data.n)
+    return _finish(status, W, lam, mask, rows, cert, name, t0, a, norm, m, data.n, attempts)
 
 
-def _finish(status, W, lam, mask, rows, cert, name, t0, a, norm, m, n) -> SVMSolution:
+def _finish(status, W, lam, mask, rows, cert, name, t0, a, norm, m, n, attempts=()) -> SVMSolution:
     if not cert.verified:
         raise SolverError(f"{name}: the {cert.kind} certificate did not verify ({cert.summary()}); "
                           "try another solver", status="uncertified", solver=name)
@@ -748,7 +904,7 @@ def _finish(status, W, lam, mask, rows, cert, name, t0, a, norm, m, n) -> SVMSol
             notes.append(f"relaxation rank {rank} exceeds the cap m={m}")
     return SVMSolution(status=status, W=W, objective=obj, lam=lam, support=support, rank=rank, certificate=cert,
                        solver=name, seconds=time.perf_counter() - t0, alpha=a, norm=norm, singular_values=sv,
-                       margins=marg, notes=tuple(notes))
+                       margins=marg, notes=tuple(notes), attempts=tuple(attempts))
 
 
 # ---- exact rational proof -----------------------------------------------------------------------
@@ -930,7 +1086,7 @@ def gen_svm(data: AttentionData, W_or_probs: Any, *, kind: str = "auto", tau_h: 
     t_start = time.perf_counter()
     if Dl:
         rows = _Rows(np.array(Dl), np.array(Zl), np.array(bl), np.array(eql, dtype=bool))
-        status, W, lam_r, mu, name = _solve_rows(rows, norm="fro", solver=None)
+        status, W, lam_r, mu, name, _ = _solve_rows(rows, norm="fro", solver=None)
         cert = _certify_rows(rows, W, lam_r, mu, status, "fro")
     else:
         rows = _Rows(np.zeros((0, d)), np.zeros((0, d)), np.zeros(0), np.zeros(0, dtype=bool))
@@ -1013,7 +1169,7 @@ def solve_seq_svm(X: Any, gamma: Any, *, causal: bool = False, alpha: Any = None
     rows = _Rows(D[mask], np.ascontiguousarray(Zq[mask]), np.ones(msz), np.zeros(msz, dtype=bool))
     if msz == 0:
         raise InvalidInputError("the sequence SVM has no constraints (T = 1 or every query sees one key)")
-    status, W, lam_r, _, name = _solve_rows(rows, norm="fro", solver=solver)
+    status, W, lam_r, _, name, _ = _solve_rows(rows, norm="fro", solver=solver)
     lam = np.zeros(mask.shape)
     lam[mask] = lam_r
     cert = _certify_rows(rows, W, lam_r, np.zeros(0), status, "fro")
