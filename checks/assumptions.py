@@ -48,10 +48,10 @@ from pathlib import Path
 
 import numpy as np
 
-from numerics import tolerances as tol
 from numerics.errors import InvalidInputError, SolverError
 from numerics.fileio import write_bytes, write_text
 
+from . import hypotheses as hyp
 from .reproduce import INIT_SCALE, error_status, kept_sweep, status_summary
 from .sweep import trial_rng, wilson_interval
 
@@ -133,8 +133,7 @@ def run_chunk(seed: int, n: int, T: int, d: int, trials: list[int]) -> list[dict
         ot = optimal_tokens(data)
         g = scores(data)
         opt = ot.index
-        others = [np.delete(g[i], opt[i]) for i in range(n)]
-        b2 = all(np.ptp(o) <= tol.TIE_TOL for o in others)
+        b2 = hyp.b2_holds(g, opt)
         try:
             sol = solve_att_svm(data, opt)
         except SolverError as exc:  # every SVM-dependent hypothesis is undecided on this trial
@@ -143,7 +142,7 @@ def run_chunk(seed: int, n: int, T: int, d: int, trials: list[int]) -> list[dict
                          "solver_errors": 0, "error": error_status(exc)})
             continue
         feas = sol.feasible
-        b1 = feas and all(len(sol.support[i]) == T - 1 for i in range(n))
+        b1 = hyp.b1_holds(sol.support, T, feasible=feas)
         alphas, _ = _alphas(n, T, opt, rng)
         all_feas, solver_errors = feas, 0
         if feas:

@@ -8,7 +8,7 @@ paper's initialisation has ‖W(k)‖_F → ∞ and W(k)/‖W(k)‖_F → W^mm/�
 
 Hypotheses implemented (each an ``assume_*``, each computed on the instance): logistic loss satisfies
 Assumption A (sympy proof, theory.losses); unique optimal tokens; Att-SVM(opt) feasible (certified);
-B.1 or B.2 (``b1_holds`` on the certified support sets, ``b2_holds`` on the scores); the step: η·L̄_W ≤ 1
+B.1 or B.2 (``checks.hypotheses.b1_holds`` on the certified support sets, ``b2_holds`` on the scores); the step: η·L̄_W ≤ 1
 with L̄_W = :func:`smoothness_bound`, a computed upper bound on L_W; the start: ⟨∇L(W(0)), W^mm⟩ < 0
 (under B.1/B.2 this holds at every W — no-stationary-points — so it is checked, not assumed).
 
@@ -75,6 +75,7 @@ import math
 import numpy as np
 
 from checks import Profile, Theorem, decide, held, register, undecided
+from checks import hypotheses as hyp
 from checks.strategies import b1_data, b2_data, local_alpha_data
 from numerics.data import AttentionData
 from numerics.gd import run_gd
@@ -101,7 +102,6 @@ def falling(err: np.ndarray, slack: float) -> bool:
 # -- tolerances and budget (named, with reasons) -------------------------------------------------
 
 #: B.2 tie tolerance: the builder puts non-optimal scores exactly equal (up to float rounding ~1e-16).
-B2_TOL = 1e-9
 #: Plain GD step: ≤ 1/L̄_W on the whole family (L̄_W ≤ 1.8 on B.2, ≈ 0.6 on B.1); checked per instance.
 ETA = 0.4
 #: Budget: 20000 steps (≈ 2 s per batch of 8 on one core), recorded on a grid containing k = S/32, …, S.
@@ -124,19 +124,6 @@ PROFILES = {
     "full": Profile(instances=60, min_confirmed=50, batch=30),
     "paper": Profile(instances=200, min_confirmed=180, batch=50),
 }
-
-
-def b2_holds(data: AttentionData, opt: np.ndarray) -> bool:
-    g = scores(data)
-    mask = np.ones_like(g, dtype=bool)
-    mask[np.arange(data.n), opt] = False
-    rest = g[mask].reshape(data.n, data.T - 1)
-    return bool(np.all(rest.max(1) - rest.min(1) <= B2_TOL))
-
-
-def b1_holds(data: AttentionData, sol) -> bool:
-    """B.1: every non-optimal token of every example is a support token of the certified W^mm."""
-    return bool(sol.feasible and all(len(sup) == data.T - 1 for sup in sol.support))
 
 
 def smoothness_bound(data: AttentionData) -> float:
@@ -226,8 +213,7 @@ class GDGlobal(Theorem):
 
     # -- hypotheses
     def assume_loss_A(self, inst, st, ctx):
-        from theory.losses import assumption_a
-        return bool(assumption_a("logistic").holds)
+        return hyp.loss_satisfies_assumption_a("logistic")
 
     def assume_unique_opt(self, inst, st, ctx):
         return optimal_tokens(inst["data"]).unique
@@ -236,8 +222,8 @@ class GDGlobal(Theorem):
         return st["sol"].feasible
 
     def assume_B1_or_B2(self, inst, st, ctx):
-        data, sol = inst["data"], st["sol"]
-        b1, b2 = b1_holds(data, sol), b2_holds(data, optimal_tokens(data).index)
+        data = inst["data"]
+        b1, b2 = hyp.b1_or_b2(st["sol"], scores(data), optimal_tokens(data).index)
         return decide(b1 or b2, "neither B.1 (every non-optimal token a support token of W^mm) nor "
                       "B.2 (equal non-optimal scores in every example) holds", B1=b1, B2=b2)
 
@@ -316,8 +302,8 @@ class GDGlobalControl(GDGlobal):
     assume_B1_or_B2 = None
 
     def assume_neither_B1_nor_B2(self, inst, st, ctx):
-        data, sol = inst["data"], st["sol"]
-        b1, b2 = b1_holds(data, sol), b2_holds(data, optimal_tokens(data).index)
+        data = inst["data"]
+        b1, b2 = hyp.b1_or_b2(st["sol"], scores(data), optimal_tokens(data).index)
         return decide(not (b1 or b2), "B.1 or B.2 holds: the control is about data without them", B1=b1, B2=b2)
 
     def assume_alpha_locally_optimal(self, inst, st, ctx):

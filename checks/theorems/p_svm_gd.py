@@ -42,6 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from checks import Profile, Theorem, decide, register, undecided
+from checks import hypotheses as hyp
 from checks.strategies import b2_data
 from numerics import tolerances as tol
 from numerics.prompt import prompt_keys, prompt_scores, run_prompt_gd
@@ -145,8 +146,8 @@ class _PromptBase(Theorem):
         if inst["kind"] == "local-fixture":
             return True  # not needed by the local claim
         g, a = inst["gamma"], inst["alpha"]
-        spread = max(float(np.ptp(np.delete(g[i], a[i]))) for i in range(len(a)))
-        return decide(spread <= tol.TIE_TOL and np.all(g[np.arange(len(a)), a] == g.max(1)),
+        spread = hyp.b2_spread(g, a)
+        return decide(hyp.b2_holds(g, a) and np.all(g[np.arange(len(a)), a] == g.max(1)),
                       "non-optimal scores differ (B.2 unmet)", nonopt_spread=spread)
 
     def assume_locally_optimal(self, inst, state, ctx):

@@ -52,6 +52,7 @@ from __future__ import annotations
 import numpy as np
 
 from checks import Outcome, Profile, Theorem, decide, failed, held, register, undecided
+from checks import hypotheses as hyp
 from numerics.data import random_unit_sphere
 from numerics.gd import regularization_path
 from numerics.svm import solve_att_svm
@@ -264,8 +265,7 @@ class RPWFrobenius(Theorem):
         return out
 
     def assume_loss_A(self, inst, st, ctx):
-        from theory.losses import assumption_a
-        return bool(assumption_a("logistic").holds)
+        return hyp.loss_satisfies_assumption_a("logistic")
 
     def assume_unique_opt(self, inst, st, ctx):
         return optimal_tokens(inst["data"]).unique
