@@ -530,8 +530,10 @@ def _html_theorem(out: Path, t: TheoremResult, settings_html: str) -> list[str]:
             f"<li>{html.escape(k)} ({v})</li>" for k, v in t.reasons.items()) + "</ul>")
     rl = replay_lines(out, t)
     if rl:
-        H.append("<p>Counterexamples (file: exact replay):</p><ul class='why'>" + "".join(
-            f"<li><code>{html.escape(p)}</code>: <code>{html.escape(c)}</code></li>" for p, c in rl) + "</ul>")
+        li = [f"<li><code>{html.escape(p)}</code>: <code>{html.escape(c)}</code></li>" for p, c in rl]
+        more = (f"<details><summary>{len(li) - 5} more counterexamples</summary><ul class='why'>{''.join(li[5:])}"
+                f"</ul></details>" if len(li) > 5 else "")
+        H.append(f"<p>Counterexamples (file: exact replay):</p><ul class='why'>{''.join(li[:5])}</ul>{more}")
     H.append(f"<p>Replay the theorem: <code>{html.escape(t.reproduce)}</code></p>")
     fig = out / "figures" / f"{safe_name(t.id)}.png"
     if fig.exists():
@@ -552,7 +554,7 @@ def write_html(out: Path, rep: dict[str, Any], theorems: Sequence[TheoremResult]
            "details.thm{border:1px solid #ddd;border-radius:4px;padding:2px 10px;margin:6px 0}"
            "details.thm>summary{cursor:pointer;padding:4px 0;font-size:15px}"
            "details.settings>summary{cursor:pointer;color:#555;font-size:13px}"
-           ".stmt{overflow-x:auto;font-size:115%}img{max-width:100%}")
+           ".stmt{overflow-x:auto;overflow-y:hidden;font-size:115%;padding:4px 0}img{max-width:100%}")
     H = [f"<!doctype html><html><head><meta charset='utf-8'><title>attnsvm report {html.escape(run['id'])}</title>",
          f"<style>{css}</style></head><body>",
          f"<h1>attnsvm report</h1><p>run {html.escape(run['id'])}; profile <b>{run['profile']}</b>, seed "
