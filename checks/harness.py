@@ -21,6 +21,8 @@ from .theorem import Context, Outcome, Theorem
 
 OUTCOMES = ("confirmed", "refuted", "vacuous", "inconclusive", "error")
 VERDICTS = ("PASS", "FAIL", "VACUOUS", "INCONCLUSIVE", "ERROR")
+#: metric names Theorem.sizes records (the report shows their ranges)
+SIZE_KEYS = ("n", "T", "d", "m")
 
 
 def instance_seed(root: int, theorem_id: str, k: int) -> np.random.SeedSequence:
@@ -289,9 +291,10 @@ def aggregate(cls: type[Theorem], results: Sequence[InstanceResult], *, profile:
                 rate["held"] += int(bool(ok))
     metric_values: dict[str, list[float]] = {}
     for r in results:
-        if r.outcome not in ("confirmed", "refuted", "inconclusive"):
-            continue
+        decided = r.outcome in ("confirmed", "refuted", "inconclusive")
         for name, val in r.metrics.items():
+            if not decided and name not in SIZE_KEYS:  # sizes describe every instance, vacuous ones too
+                continue
             if isinstance(val, (int, float)) and not isinstance(val, bool):
                 metric_values.setdefault(name, []).append(float(val))
     metrics = {name: _summarise(vals) for name, vals in metric_values.items() if vals}

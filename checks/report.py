@@ -18,7 +18,7 @@ import numpy as np
 from numerics.data import AttentionData
 from numerics.fileio import write_bytes, write_text
 
-from .harness import InstanceResult, TheoremResult
+from .harness import SIZE_KEYS, InstanceResult, TheoremResult
 
 SCHEMA = 1
 
@@ -90,8 +90,6 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
-#: metrics that describe an instance's size (recorded by Theorem.sizes), shown as ranges, not as metrics
-SIZE_KEYS = ("n", "T", "d", "m")
 VERDICT_ORDER = ("PASS", "FAIL", "INCONCLUSIVE", "VACUOUS", "ERROR")
 COUNT_KEYS = ("instances", "confirmed", "refuted", "vacuous", "inconclusive", "error")
 
@@ -124,9 +122,11 @@ def criteria_rows(t: TheoremResult) -> list[tuple[str, str, str]]:
 def inconclusive_text(t: TheoremResult) -> str:
     c = t.counts
     eligible = c["instances"] - c["vacuous"]
-    share = f"{c['inconclusive'] / eligible:.0%}" if eligible else "n/a (no instance met the hypotheses)"
-    return (f"inconclusive share {share} ({c['inconclusive']} of {eligible} non-vacuous instances); "
-            f"PASS needs at most {t.max_inconclusive:.0%} and at least {t.min_confirmed} confirmed")
+    need = f"PASS needs at most {t.max_inconclusive:.0%} inconclusive and at least {t.min_confirmed} confirmed"
+    if not eligible:
+        return f"no instance met the hypotheses, so none was decided; {need}"
+    return (f"inconclusive share {c['inconclusive'] / eligible:.0%} ({c['inconclusive']} of {eligible} "
+            f"non-vacuous instances); {need}")
 
 
 def reference_text(t: TheoremResult) -> str:
@@ -393,7 +393,8 @@ def plot_theorem(out: Path, cls: Any, t: TheoremResult, results: Sequence[Instan
             if k.endswith("_curve") and isinstance(v, list) and k not in curves:
                 curves.append(k)
     curves = curves[:2]
-    panels = ([metric] if metric else []) + curves
+    has_metric = metric is not None and any(np.isfinite(_num(r.metrics.get(metric))) for r in results)
+    panels = ([metric] if has_metric else []) + curves
     if not results or not panels:
         path.unlink(missing_ok=True)  # no stale figure from an earlier run in this folder
         return None

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from checks import Criterion, Profile, Theorem, catalogue, held, register
-from checks.harness import InstanceResult, run_instances
-from checks.report import _set_yscale, curve_series, math_html
+from checks.harness import InstanceResult, aggregate, run_instances
+from checks.report import _set_yscale, curve_series, inconclusive_text, math_html, plot_theorem, sizes_text
 from checks.runner import run_check
 from checks.theorem import REGISTRY, find_data
 from numerics.data import random_unit_sphere
@@ -117,7 +117,7 @@ def test_html_summary_toc_details_counts_criteria(toy_run):
     assert "TLTO Thm 99 — TLTO §9 (toy)" in page
     assert "Instance sizes: n 3, T 4, d 5" in page
     assert page.count("<math") >= 2 and "Statement (LaTeX)" not in page
-    assert "inconclusive share 0% (0 of 4 non-vacuous instances); PASS needs at most 25%" in page
+    assert "inconclusive share 0% (0 of 4 non-vacuous instances); PASS needs at most 25% inconclusive" in page
     assert "id='run-settings'" in page and "tolerances." in page and "versions.numpy" in page
     assert 'Counts: {"instances"' not in page  # no raw JSON dict
 
@@ -212,6 +212,35 @@ def test_sizes_hook_default_and_override():
 
     r = run_instances(SizedM, [0], profile="quick", seed=0)[0]
     assert r.metrics["m"] == 7 and r.metrics["d"] == 4 and r.outcome == "confirmed"
+
+
+def test_sizes_shown_for_vacuous_instances_and_no_empty_figure(tmp_path):
+    """On given data that miss the hypotheses every instance is vacuous: the sizes still show, and a
+    figure with nothing to plot is not drawn (nor a stale one kept)."""
+    data = random_unit_sphere(2, 3, 4, rng=np.random.default_rng(0))
+
+    class Unmet(Theorem):
+        id = "report-unmet"
+        title = "unmet"
+        profiles = {"quick": Profile(instances=3, min_confirmed=1)}
+
+        def instance(self, rng, ctx):
+            return (data, ctx.instance)
+
+        def assume_big(self, inst, state, ctx):
+            return inst[1] > 10
+
+        def check_x(self, inst, state, ctx):
+            return held(k=inst[1])
+
+    res = run_instances(Unmet, [0, 1, 2], profile="quick", seed=0)
+    t = aggregate(Unmet, res, profile="quick", seed=0)
+    assert t.verdict == "VACUOUS" and sizes_text(t) == "n 2, T 3, d 4" and "k" not in t.metrics
+    stale = tmp_path / "figures" / "report-unmet.png"
+    stale.parent.mkdir()
+    stale.write_bytes(b"old")
+    assert plot_theorem(tmp_path, Unmet, t, res) is None and not stale.exists()
+    assert "no instance met the hypotheses, so none was decided" in inconclusive_text(t)
 
 
 def test_markdown_summary_first(toy_run):
