@@ -381,6 +381,7 @@ def plot_theorem(out: Path, cls: Any, t: TheoremResult, results: Sequence[Instan
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     path = out / "figures" / f"{safe_name(t.id)}.png"
     metric = getattr(cls, "plot_metric", None)
@@ -411,6 +412,7 @@ def plot_theorem(out: Path, cls: Any, t: TheoremResult, results: Sequence[Instan
                     ax.scatter(xs, ys, s=14, color=c, label=outcome)
                     vals += ys
             ax.set_xlabel("instance")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         else:
             series = curve_series(results, name)
             for s in series:
