@@ -352,7 +352,19 @@ def _set_yscale(ax: Any, vals: Sequence[float], error_like: bool) -> str:
         ax.set_yscale("log")
         return "log"
     if span:
-        ax.set_yscale("symlog", linthresh=float(nz.min()))
+        from matplotlib.ticker import FixedLocator
+
+        lin = float(nz.min())
+        lo, hi = int(np.ceil(np.log10(lin))), int(np.floor(np.log10(nz.max())))
+        # at most ~8 labelled decades: a tick every `step` decades; the linear part around 0 as wide as a step
+        step = max(1, int(np.ceil((hi - lo + 1) / 8)))
+        ax.set_yscale("symlog", linthresh=lin, linscale=float(step))
+        pos = [10.0 ** k for k in range(lo, hi + 1, step)]
+        ticks = [0.0] + pos + ([-x for x in pos if x <= -a.min()] if a.min() < 0 else [])
+        ax.yaxis.set_major_locator(FixedLocator(sorted(ticks)))
+        ax.yaxis.set_minor_locator(FixedLocator([]))
+        if a.min() >= 0:
+            ax.set_ylim(bottom=-0.5 * lin)  # no empty negative half for non-negative values
         return "symlog"
     if error_like and (a > 0).any():
         ax.set_yscale("log")  # zeros (exact agreement) drop out of a log axis; they are below every threshold
