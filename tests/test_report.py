@@ -161,6 +161,9 @@ def test_yscale_log_for_errors_and_wide_spans():
         assert _set_yscale(ax, [0.5, 0.1], error_like=True) == "log"  # 1 - corr: log even over one decade
         assert _set_yscale(ax, [1.0, 3.5e20], error_like=False) == "log"
         assert _set_yscale(ax, [-0.5, 0.0, 2.0, 3.5e20], error_like=False) == "symlog"  # the loss outlier
+        ticks = [float(y) for y in ax.yaxis.get_major_locator()()]
+        assert 0.0 in ticks and len(ticks) <= 10  # at most ~8 labelled decades (3.5e20 spans 21)
+        assert min(abs(y) for y in ticks if y) >= 0.5  # no label squeezed into the linear part beside 0
     finally:
         plt.close(fig)
 
