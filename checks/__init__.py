@@ -4,6 +4,7 @@ from .theorem import (
     DEFAULT_PROFILES,
     REGISTRY,
     Context,
+    Criterion,
     Outcome,
     Profile,
     Theorem,
@@ -15,7 +16,7 @@ from .theorem import (
 )
 
 __all__ = [
-    "DEFAULT_PROFILES", "REGISTRY", "Context", "Outcome", "Profile", "Theorem",
+    "DEFAULT_PROFILES", "REGISTRY", "Context", "Criterion", "Outcome", "Profile", "Theorem",
     "decide", "failed", "held", "register", "undecided",
 ]
 

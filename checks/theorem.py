@@ -32,6 +32,20 @@ Hypotheses return ``True``/``False`` (or an :class:`Outcome`); predictions retur
 built with :func:`held`, :func:`failed` or :func:`undecided` (budget/precision too small: the
 instance becomes inconclusive). Raising :class:`numerics.errors.SolverError` makes the instance an
 *error* carrying the solver's status.
+
+What the report shows (all optional):
+
+- ``criteria``: the decision rules, as a tuple of :class:`Criterion` (quantity, comparison, threshold),
+  e.g. ``Criterion("1 - corr(W(k), W^mm) at the last iterate", "<", 1e-2, plot_metric="corr_err_curve")``.
+  They are printed in every report format and written to report.json (``criteria: [{name, rule, value}]``);
+  a criterion with ``plot_metric`` draws its threshold as a line on that metric's figure panel.
+- ``theorem_number``: the paper's numbering where known (``"TLTO Thm 2"``), shown beside ``reference``.
+- ``sizes(inst)``: the instance's sizes, recorded in each instance's metrics (default: ``n``, ``T``, ``d``
+  of the :class:`~numerics.data.AttentionData` found in the instance; add ``m`` for a key-query width).
+- Series: a metric named ``<name>_curve`` (a list) is plotted per instance, coloured by outcome. Its
+  x-axis is the GD iteration when the instance also records ``<name>_iterations`` (or ``iterations``),
+  a list of the same length giving the iteration of each recorded value; otherwise the record index.
+  A curve whose name says it is an error (``err``, e.g. 1 - corr) is drawn on a log y-axis.
 """
 
 from __future__ import annotations
@@ -75,6 +89,41 @@ DEFAULT_PROFILES = {
     "full": Profile(instances=60, min_confirmed=50, max_inconclusive=0.2),
     "paper": Profile(instances=200, min_confirmed=150, max_inconclusive=0.2),
 }
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One decision rule of a theorem, as the report prints it: ``name rule value``, e.g.
+    ``Criterion("1 - corr(W(k), W^mm) at the last iterate", "<", 1e-2)``. ``plot_metric`` names the
+    metric (a per-instance value or a ``*_curve``) on whose figure panel ``value`` is drawn as a line."""
+
+    name: str
+    rule: str
+    value: Any = None
+    plot_metric: str | None = None
+
+    def __post_init__(self):
+        if not (isinstance(self.name, str) and self.name and isinstance(self.rule, str) and self.rule):
+            raise ValueError(f"Criterion needs a non-empty name and rule, got {self.name!r}, {self.rule!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"name": self.name, "rule": self.rule.strip(), "value": self.value}
+        if self.plot_metric:
+            out["plot_metric"] = self.plot_metric
+        return out
+
+
+def find_data(inst: Any) -> Any:
+    """The :class:`~numerics.data.AttentionData` an instance carries: the instance itself, an element of a
+    tuple/list, ``inst["data"]`` or ``inst.data``; None when there is none."""
+    from numerics.data import AttentionData
+
+    if isinstance(inst, AttentionData):
+        return inst
+    if isinstance(inst, (tuple, list)):
+        return next((x for x in inst if isinstance(x, AttentionData)), None)
+    cand = inst.get("data") if isinstance(inst, dict) else getattr(inst, "data", None)
+    return cand if isinstance(cand, AttentionData) else None
 
 
 @dataclass(frozen=True)
@@ -154,6 +203,10 @@ class Theorem:
     #: under every sabotage of these components and expects each to change its verdict (README, "Power
     #: analysis"). Empty: nothing numeric to sabotage (e.g. a symbolic check).
     depends_on: ClassVar[tuple[str, ...]] = ()
+    #: the decision rules, for the report (see the module docstring); empty: "criteria not declared"
+    criteria: ClassVar[tuple[Criterion, ...]] = ()
+    #: the paper's numbering where known, e.g. "TLTO Thm 2" (shown beside ``reference``)
+    theorem_number: ClassVar[str | None] = None
 
     # -- instance family --------------------------------------------------------------------
     def instance(self, rng: np.random.Generator, ctx: Context) -> Any:
@@ -162,6 +215,12 @@ class Theorem:
     def prepare(self, instances: Sequence[Any], ctxs: Sequence[Context]) -> list[Any]:
         """Expensive shared work for a batch of instances (e.g. one batched GD run). Default: none."""
         return [None] * len(instances)
+
+    def sizes(self, inst: Any) -> dict[str, int]:
+        """The instance's sizes, recorded in its metrics (the report shows their ranges). Default: n, T, d
+        of the AttentionData in the instance (:func:`find_data`); none when it carries none."""
+        data = find_data(inst)
+        return {} if data is None else {"n": int(data.n), "T": int(data.T), "d": int(data.d)}
 
     def not_applicable(self, data: Any) -> str | None:
         """Why this theorem cannot run on given data (None when it can)."""
@@ -208,6 +267,8 @@ class Theorem:
             "finding": cls.finding,
             "finding_seen": {f"{p}/seed {s}": list(ks) for (p, s), ks in cls.finding_seen.items()},
             "depends_on": list(cls.depends_on),
+            "theorem_number": cls.theorem_number,
+            "criteria": [c.to_json() for c in cls.criteria],
         }
 
 
@@ -279,6 +340,8 @@ def register(cls: type[Theorem]) -> type[Theorem]:
         problems.append("missing title")
     if not cls.prediction_names():
         problems.append("no check_* prediction methods")
+    if not (isinstance(cls.criteria, tuple) and all(isinstance(c, Criterion) for c in cls.criteria)):
+        problems.append("criteria must be a tuple of checks.Criterion")
     for name in cls.profiles:
         if name not in PROFILES:
             problems.append(f"unknown profile {name!r}")
