@@ -55,6 +55,7 @@ from numerics.gd import run_gd
 from numerics.svm import is_locally_optimal, solve_att_svm
 from numerics.tokens import corr, margins, optimal_tokens, scores
 
+from ._gd import FIDELITY_TOL, step_fidelity
 from ._given import draw_candidate, given_metrics, need_head, switched_candidates
 
 #: Cone half-width μ: W(0) starts ON the boundary corr(W(0), W^mm_α) = 1 − μ. 0.01 is the largest μ at which
@@ -170,7 +171,9 @@ class GDLocal(Theorem):
                     # one run per instance: the step is relative to the instance's own start
                     res = run_gd([data], steps=STEPS, lr=GROWTH_BUDGET * R / STEPS, init=W0[None],
                                  record_every=RECORD, device=ctx.device)
-                    st.update(traj=res.W_traj[:, 0], R=R)
+                    st.update(traj=res.W_traj[:, 0], R=R,
+                              fidelity=min(step_fidelity(data, W, GROWTH_BUDGET * R / STEPS, device=ctx.device)
+                                           for W in (W0, W0 / np.linalg.norm(W0))))
             states.append(st)
         return states
 
@@ -185,6 +188,11 @@ class GDLocal(Theorem):
 
     def assume_R_large(self, inst, st, ctx):
         return decide(st["M"] <= M_MAX, f"needs M = {st['M']:.3g} > {M_MAX:g}", init_M=float(min(st["M"], 1e9)))
+
+    def check_is_gradient_descent(self, inst, st, ctx):
+        f = st["fidelity"]
+        return decide(f > 1 - FIDELITY_TOL, f"the optimiser's step is not along −∇L (corr {f:.12f}): not the GD the "
+                      "theorem is about", step_fidelity=f)
 
     def check_stays_in_cone(self, inst, st, ctx):
         c = corr_curve(st["traj"], st["sol"].W)
