@@ -298,6 +298,9 @@ def _scaled_core(original):
     return _hard_margin_core
 
 
+# The nuclear seam is the whole certified ladder (numerics.svm.nuclear._solve_nuclear_ladder): each rung is
+# certified inside it (and Newton-polished, which would undo a perturbed SDP answer), so a wrong answer must
+# leave the ladder to be a bug that only solve_att_svm's final certificate can catch.
 def _scaled_nuclear(original):
     def _solve_nuclear_ladder(*args, **kwargs):
         W, lam, name, attempts = original(*args, **kwargs)

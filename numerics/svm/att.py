@@ -1,8 +1,8 @@
 """Att-SVM (Frobenius and nuclear norm), the attention-row solve shared with Gen-SVM and sequence SVMs, and
 local optimality (THEORY.md §3).
 
-``W^mm_α = argmin ‖W‖  s.t. (x_{iα_i} − x_it)^T W z_i ≥ 1``: the rows ⟨(x_{iα_i} − x_it) z_i^T, W⟩ are written in
-orthonormal bases of span{x-differences} ⊗ span{z_i} and handed to the Frobenius core
+``W^mm_α = argmin ‖W‖  s.t. (x_{iα_i} − x_it)^T W z_i ≥ 1``: the rows ⟨(x_{iα_i} − x_it) z_i^T, W⟩ are
+written in orthonormal bases of span{x-differences} ⊗ span{z_i} and handed to the Frobenius core
 (:func:`~numerics.svm.core._hard_margin_core`) or, for the nuclear norm, to the certified SDP ladder
 (:mod:`numerics.svm.nuclear`); every answer is certified by :func:`~numerics.svm.core._certify`.
 """
@@ -74,7 +74,8 @@ def _solve_rows(rows: _Rows, *, norm: str, solver: str | None, reduce: bool = Tr
 
     Feasibility is decided by the Frobenius core (a Farkas certificate when infeasible) for both norms; the
     nuclear norm then climbs ``rungs`` (default :data:`NUC_LADDER`) until one answer certifies. Badly scaled
-    features are first rescaled by an exact power of two (:data:`FEATURE_SCALE_BAND`) and the answer mapped back.
+    features are first rescaled by an exact power of two (:data:`FEATURE_SCALE_BAND`) and the answer mapped
+    back.
     """
     kappa = _feature_scale(rows)
     if kappa == 1.0:
@@ -127,7 +128,8 @@ def certify_att_svm(data: AttentionData, alpha: Any, W: np.ndarray | None, lam: 
 
 
 def solve_att_svm(data: AttentionData, alpha: Any = None, *, norm: str = "fro", m: int | None = None,
-                  solver: str | None = None, exact: bool = False, formulation: str = "reduced") -> SVMSolution:
+                  solver: str | None = None, exact: bool = False, formulation: str = "reduced"
+                  ) -> SVMSolution:
     """Att-SVM: ``W^mm_α = argmin ‖W‖  s.t. (x_{iα_i} − x_it)^T W z_i ≥ 1  ∀ i, t ≠ α_i``.
 
     norm="fro" (Frobenius; solver "nnls" (default: LDP/NNLS on the small dual, polished) or any cvxpy
@@ -162,7 +164,8 @@ def solve_att_svm(data: AttentionData, alpha: Any = None, *, norm: str = "fro", 
     if norm not in ("fro", "nuc"):
         raise InvalidInputError(f"norm must be 'fro' or 'nuc', got {norm!r}")
     if exact and norm != "fro":
-        raise InvalidInputError("exact=True is available for norm='fro' only (the nuclear SDP has no exact mode)")
+        raise InvalidInputError("exact=True is available for norm='fro' only "
+                                "(the nuclear SDP has no exact mode)")
     if formulation not in FORMULATIONS:
         raise InvalidInputError(f"formulation must be 'reduced' or 'full', got {formulation!r}")
     rungs = None
@@ -200,7 +203,8 @@ def _finish(rows: _Rows, mask: np.ndarray, *, status: str, W: np.ndarray | None,
     marg = np.full(mask.shape, np.inf)
     if W is not None:
         marg[mask] = _rows_apply(rows, W)
-    support = tuple(np.flatnonzero(np.abs(row - 1.0) <= tol.ACTIVE_TOL) for row in marg.reshape(-1, mask.shape[-1]))
+    support = tuple(np.flatnonzero(np.abs(row - 1.0) <= tol.ACTIVE_TOL)
+                    for row in marg.reshape(-1, mask.shape[-1]))
     rank, sv = rank_by_gap(W)
     if W is None:
         obj = float("inf")
@@ -212,12 +216,14 @@ def _finish(rows: _Rows, mask: np.ndarray, *, status: str, W: np.ndarray | None,
         if norm == "fro":
             notes.append("rank cap m is ignored for the Frobenius problem")
         elif m < n:
-            notes.append(f"m={m} < n={n}: the rank-constrained problem is non-convex; solved its convex relaxation")
+            notes.append(f"m={m} < n={n}: the rank-constrained problem is non-convex; "
+                         "solved its convex relaxation")
         if W is not None and norm == "nuc" and rank > m:
             notes.append(f"relaxation rank {rank} exceeds the cap m={m}")
-    return SVMSolution(status=status, W=W, objective=obj, lam=lam, support=support, rank=rank, certificate=cert,
-                       solver=solver, seconds=time.perf_counter() - t0, alpha=alpha, norm=norm, singular_values=sv,
-                       margins=marg, notes=tuple(notes), attempts=tuple(attempts))
+    return SVMSolution(status=status, W=W, objective=obj, lam=lam, support=support, rank=rank,
+                       certificate=cert, solver=solver, seconds=time.perf_counter() - t0, alpha=alpha,
+                       norm=norm, singular_values=sv, margins=marg, notes=tuple(notes),
+                       attempts=tuple(attempts))
 
 
 # ================================================================================================
@@ -226,7 +232,8 @@ def _finish(rows: _Rows, mask: np.ndarray, *, status: str, W: np.ndarray | None,
 
 
 def support_tokens(data: AttentionData, alpha: Any, sol: SVMSolution | None = None) -> tuple[np.ndarray, ...]:
-    """T_i(α) = {t ≠ α_i : (x_{iα_i} − x_it)^T W^mm_α z_i = 1} (within ACTIVE_TOL). Empty tuple if infeasible."""
+    """T_i(α) = {t ≠ α_i : (x_{iα_i} − x_it)^T W^mm_α z_i = 1} (within ACTIVE_TOL). Empty tuple if
+    infeasible."""
     sol = solve_att_svm(data, alpha) if sol is None else sol
     return sol.support if sol.feasible else ()
 
@@ -246,4 +253,5 @@ def locally_optimal(gamma: Any, alpha: Any, support: Any) -> bool:
     support tokens are known (Att-SVM, TLZO's p-SVM). gamma (n, T), alpha (n,), support per example."""
     g = np.asarray(gamma, dtype=float)
     a = np.asarray(alpha)
-    return all(bool(np.all(g[i, a[i]] - g[i, np.asarray(T, dtype=int)] > tol.TIE_TOL)) for i, T in enumerate(support))
+    return all(bool(np.all(g[i, a[i]] - g[i, np.asarray(T, dtype=int)] > tol.TIE_TOL))
+               for i, T in enumerate(support))

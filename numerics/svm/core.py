@@ -4,8 +4,8 @@
 
 :func:`_hard_margin_core` solves (core) by the Lawson–Hanson LDP/NNLS reduction (a Farkas vector when
 infeasible), polishes the active set, and falls back to an interior-point QP (Clarabel) when NNLS misjudges a
-degenerate problem. :func:`_certify` checks an answer — KKT (Frobenius), SDP duality (nuclear) or Farkas — from
-the raw constraint rows only: attention rows ``⟨D_s z_s^T, W⟩`` (:class:`_Rows`) or dense vector rows
+degenerate problem. :func:`_certify` checks an answer — KKT (Frobenius), SDP duality (nuclear) or Farkas —
+from the raw constraint rows only: attention rows ``⟨D_s z_s^T, W⟩`` (:class:`_Rows`) or dense vector rows
 ``a_s^T w`` (:class:`_Dense`). See the package docstring (:mod:`numerics.svm`) for the families built on it.
 """
 
@@ -98,7 +98,7 @@ class SVMSolution:
     singular_values: np.ndarray | None = None
     margins: np.ndarray | None = None  # (n, T) / (n, T, T): +inf at α and masked keys
     notes: tuple[str, ...] = ()
-    attempts: tuple[str, ...] = ()  # nuclear norm: every rung of the solver ladder tried, the last one certified
+    attempts: tuple[str, ...] = ()  # nuclear norm: every rung of the ladder tried, the last one certified
 
     @property
     def feasible(self) -> bool:
@@ -169,7 +169,8 @@ def _polish(A: np.ndarray, b: np.ndarray, lam: np.ndarray, scale: float) -> tupl
 
 
 def _farkas_polish(A: np.ndarray, b: np.ndarray, lam: np.ndarray) -> np.ndarray:
-    """Sharpen a Farkas vector: on its support, replace it by an exact SVD null vector of A_S^T if positive."""
+    """Sharpen a Farkas vector: on its support, replace it by an exact SVD null vector of A_S^T if
+    positive."""
     S = np.flatnonzero(lam > 1e-12 * max(float(np.max(lam)), 1e-300))
     if S.size == 0:
         return lam
@@ -208,7 +209,8 @@ def _qp_cvxpy(A: np.ndarray, b: np.ndarray, solver: str) -> tuple[str, np.ndarra
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")
             prob.solve(solver=solver, **kw)
     except cp.error.SolverError as exc:
-        raise SolverError(f"{solver} failed on the Frobenius QP: {exc}", status="error", solver=solver) from None
+        raise SolverError(f"{solver} failed on the Frobenius QP: {exc}", status="error",
+                          solver=solver) from None
     if prob.status in ("infeasible", "infeasible_inaccurate"):
         return "infeasible", None, np.zeros(A.shape[0])
     if prob.status != "optimal":
@@ -377,16 +379,17 @@ def _certify(rows: _Rows | _Dense, W: np.ndarray | None, lam: np.ndarray, mu: np
     ``F_s = D_s z_s^T`` (:class:`_Rows`) or dense vector rows ``F_s = a_s`` (:class:`_Dense`)); lam: the
     multipliers of the inequality rows, mu: those of the equality rows. It never looks at solver internals.
 
-    * infeasible: Farkas (:func:`_farkas_certificate`) with ``Σ λ_s F_s`` over all rows, ``b^T λ``, and the scale
-      ``Σ |λ_s| ‖F_s‖``;
+    * infeasible: Farkas (:func:`_farkas_certificate`) with ``Σ λ_s F_s`` over all rows, ``b^T λ``, and the
+      scale ``Σ |λ_s| ‖F_s‖``;
     * fro: primal violation ≤ FEAS_TOL (relative to max(1, |b_s|)), λ ≥ −KKT_TOL max λ, complementarity
       ``max λ_s |slack_s| / max λ`` ≤ KKT_TOL, stationarity ``‖W − Σ λ F‖ / ‖W‖`` ≤ KKT_TOL; the duality gap
       ``|‖W‖² − b^T λ| / ‖W‖²`` is reported, not tested. W = 0 is certified iff feasible and every b_s ≤ 0;
     * nuc: violation ≤ FEAS_TOL, λ ≥ −KKT_TOL max λ, dual norm ``‖Σ λ F‖_2 ≤ 1 + GAP_TOL`` and the gap
       ``|‖W‖_* − b^T λ| / ‖W‖_*`` ≤ GAP_TOL (weak duality: ‖W‖_* ≥ b^T λ / ‖Σ λ F‖_2 for every feasible W).
 
-    (It unifies the former attention-row and vector certifiers, which checked the same conditions with the same
-    tolerances; the only difference was the *reported* gap at W = 0, now 0 for both, as it was for rows.)
+    (It unifies the former attention-row and vector certifiers, which checked the same conditions with the
+    same tolerances; the only difference was the *reported* gap at W = 0, now 0 for both, as it was for
+    rows.)
     """
     ineq, eqr = ~rows.eq, rows.eq
     l_full = np.zeros(len(rows.b))

@@ -99,7 +99,8 @@ def gen_svm(data: AttentionData, W_or_probs: Any, *, kind: str = "auto", tau_h: 
         raise SolverError(f"Gen-SVM directional part: certificate did not verify ({cert.summary()})",
                           status="uncertified", solver=name)
     rank, sv = rank_by_gap(W)
-    directional = SVMSolution(status=status, W=W, objective=float(np.linalg.norm(W)) if W is not None else np.inf,
+    directional = SVMSolution(status=status, W=W,
+                              objective=float(np.linalg.norm(W)) if W is not None else np.inf,
                               lam=lam_r, support=(), rank=rank, certificate=cert, solver=name,
                               seconds=time.perf_counter() - t_start, alpha=np.array([s[0] for s in sel]),
                               singular_values=sv)

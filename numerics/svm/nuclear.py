@@ -1,9 +1,10 @@
-"""Att-SVM⋆, the nuclear-norm SVM ``min ‖W‖_* s.t. ⟨(x_{iα_i} − x_it) z_i^T, W⟩ ≥ 1``: the certified SDP ladder.
+"""Att-SVM⋆, the nuclear-norm SVM ``min ‖W‖_* s.t. ⟨(x_{iα_i} − x_it) z_i^T, W⟩ ≥ 1``: the certified SDP
+ladder.
 
 Feasibility is decided beforehand by the Frobenius core (a Farkas certificate when infeasible); this module
-climbs :data:`NUC_LADDER` (reduced and full-space formulations, dual and primal SDPs, Clarabel and SCS), polishes
-each rung's answer by Gauss–Newton on its rank and active set, and keeps the first one that passes the SDP
-certificate (:func:`numerics.svm.core._certify`, tolerances never loosened).
+climbs :data:`NUC_LADDER` (reduced and full-space formulations, dual and primal SDPs, Clarabel and SCS),
+polishes each rung's answer by Gauss–Newton on its rank and active set, and keeps the first one that passes
+the SDP certificate (:func:`numerics.svm.core._certify`, tolerances never loosened).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from .core import _bases, _certify, _reduced_features, _Rows, _tight_settings
 #: The nuclear-norm ladder (Att-SVM⋆): rungs tried in order until an answer passes the independent SDP
 #: certificate (:func:`_certify`; its tolerances are never loosened). A rung is (solver, formulation):
 #:
-#: * "clarabel" — the dual SDP ``max b^T λ s.t. λ ≥ 0, ‖Σ λ_s F_s‖_2 ≤ 1`` at tight settings (fast; the default);
+#: * "clarabel" — the dual SDP ``max b^T λ s.t. λ ≥ 0, ‖Σ λ_s F_s‖_2 ≤ 1`` at tight settings (fast; the
+#:   default);
 #: * "clarabel-tight" — the same dual at tighter tolerances and a larger iteration cap;
 #: * "clarabel-primal" — the primal ``min ‖M‖_* s.t. ⟨F_s, M⟩ ≥ b_s`` (cvxpy normNuc);
 #: * "scs" — the primal by SCS (first order) at eps 1e-9, then polished;
@@ -28,9 +30,9 @@ from .core import _bases, _certify, _reduced_features, _Rows, _tight_settings
 #: every minimiser lies there, THEORY.md §3); "full": the unreduced SDP over all of R^{d×d} (U = V = I), which
 #: does not build the span structure in and so serves as an independent reference
 #: (``solve_att_svm(..., norm="nuc", formulation="full")``). Every rung's answer is Newton-polished on its
-#: numerical rank and active set (:func:`_nuclear_polish`); if the polished answer does not certify, the rung's
-#: raw interior-point answer is certified instead (its name then lacks "+polish"). The rung that certified is
-#: recorded in ``SVMSolution.solver`` and every attempt in ``SVMSolution.attempts``.
+#: numerical rank and active set (:func:`_nuclear_polish`); if the polished answer does not certify, the
+#: rung's raw interior-point answer is certified instead (its name then lacks "+polish"). The rung that
+#: certified is recorded in ``SVMSolution.solver`` and every attempt in ``SVMSolution.attempts``.
 NUC_LADDER: tuple[tuple[str, str], ...] = (
     ("clarabel", "reduced"),
     ("clarabel-tight", "reduced"),
@@ -51,7 +53,8 @@ FORMULATIONS = ("reduced", "full")
 POLISH_RTOL = 1e-10
 
 
-def _solve_nuclear_ladder(rows: _Rows, rungs, cache: dict) -> tuple[np.ndarray, np.ndarray, str, tuple[str, ...]]:
+def _solve_nuclear_ladder(rows: _Rows, rungs, cache: dict
+                          ) -> tuple[np.ndarray, np.ndarray, str, tuple[str, ...]]:
     """Climb the ladder: the first rung whose (polished, else raw) answer certifies wins.
 
     Raises :class:`SolverError` listing every attempt if none certifies; its ``status`` is "uncertified"
@@ -120,15 +123,18 @@ def _nuclear_sdp(F, b, r1, r2, key):
         prob = cp.Problem(cp.Minimize(cp.normNuc(M)), [con])
     settings = _tight_settings(name)
     if key == "clarabel-tight":
-        settings.update(tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12, tol_ktratio=1e-10, max_iter=2000)
+        settings.update(tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12, tol_ktratio=1e-10,
+                        max_iter=2000)
     try:
         with warnings.catch_warnings():  # "may be inaccurate": the status is checked and the answer certified
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")
             prob.solve(solver=name, **settings)
     except cp.error.SolverError as exc:
-        raise SolverError(f"{name} failed on the nuclear-norm SDP: {exc}", status="error", solver=key) from None
+        raise SolverError(f"{name} failed on the nuclear-norm SDP: {exc}", status="error",
+                          solver=key) from None
     if prob.status not in ("optimal", "optimal_inaccurate"):
-        raise SolverError(f"{name} returned status {prob.status!r} on the nuclear-norm SDP; expected 'optimal'",
+        raise SolverError(f"{name} returned status {prob.status!r} on the nuclear-norm SDP; "
+                          "expected 'optimal'",
                           status=prob.status, solver=key)
     if key in ("clarabel", "clarabel-tight"):
         lam = np.maximum(np.asarray(lam_v.value, dtype=float), 0.0)

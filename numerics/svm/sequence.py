@@ -45,7 +45,8 @@ def solve_seq_svm(X: Any, gamma: Any, *, causal: bool = False, alpha: Any = None
     else:
         a = np.asarray(alpha)
         if a.shape != (n, T) or a.dtype.kind not in "iu":
-            raise InvalidInputError(f"alpha must be integer indices of shape ({n}, {T}), got {a.shape} {a.dtype}")
+            raise InvalidInputError(f"alpha must be integer indices of shape ({n}, {T}), "
+                                    f"got {a.shape} {a.dtype}")
         if np.any(a < 0) or np.any(a >= T) or not np.all(np.take_along_axis(allowed, a[:, :, None], 2)):
             raise InvalidInputError("alpha entries must be allowed keys (0..T-1, and t ≤ k if causal)")
     mask = allowed.copy()
@@ -61,4 +62,5 @@ def solve_seq_svm(X: Any, gamma: Any, *, causal: bool = False, alpha: Any = None
     lam = np.zeros(mask.shape)
     lam[mask] = lam_r
     cert = _certify(rows, W, lam_r, np.zeros(0), status, "fro")
-    return _finish(rows, mask, status=status, W=W, lam=lam, cert=cert, solver=name, t0=t0, alpha=a, norm="fro")
+    return _finish(rows, mask, status=status, W=W, lam=lam, cert=cert, solver=name, t0=t0, alpha=a,
+                   norm="fro")

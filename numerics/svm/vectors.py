@@ -41,8 +41,8 @@ def _vector_solve(A, b, t0, solver, lam_shape, lam_index, support_fn) -> VectorS
     core = _hard_margin_core(A, b, solver=solver)
     cert = _certify(_Dense(A, b, np.zeros(len(b), dtype=bool)), core.w, core.lam, core.mu, core.status, "fro")
     if not cert.verified:
-        raise SolverError(f"{core.solver}: certificate did not verify ({cert.summary()})", status="uncertified",
-                          solver=core.solver)
+        raise SolverError(f"{core.solver}: certificate did not verify ({cert.summary()})",
+                          status="uncertified", solver=core.solver)
     lam = np.zeros(lam_shape)
     lam[lam_index] = core.lam
     obj = float(np.linalg.norm(core.w)) if core.w is not None else float("inf")
@@ -106,7 +106,8 @@ def solve_joint_vp_svm(X: Any, Y: Any, alpha: Any, *, keys: Any = None
     n = X.shape[0]
     v = solve_head_svm(X[np.arange(n), a], Y)
     if not v.feasible:
-        raise InvalidInputError("the head SVM on the selected tokens is infeasible; the joint (v, p) limit is undefined")
+        raise InvalidInputError("the head SVM on the selected tokens is infeasible; "
+                                "the joint (v, p) limit is undefined")
     rhs = np.zeros(n)
     rhs[v.support] = 1.0
     p = solve_p_svm(X if keys is None else keys, a, rhs=rhs)
