@@ -13,7 +13,7 @@ Groups (``--only GROUP``, repeatable; default: all but a *fresh* catalogue run):
                same-shape batched matmul and a large GEMM measured in the same run, and a
                torch.profiler breakdown of where the torch path's time goes.
 ``svm``        Frobenius Att-SVM at n=10, T=10, d=20: :func:`numerics.svm.solve_att_svm` vs
-               :func:`numerics.svm.naive_att_svm` (one cvxpy constraint per token pair, default
+               :func:`checks.bench_naive.naive_att_svm` (one cvxpy constraint per token pair, default
                solver), same optimal value to 1e-6 relative; nuclear norm: ranks (ours: relative
                singular-value gap on a certified solution; naive: #sigma > 1e-7) and time ratio.
 ``gd-curve``   time per instance-step of batched GD from 1 to 10^4 instances (log grid), per backend.
@@ -522,8 +522,9 @@ def _solver_errors(b: Bench, group: str, name: str, statuses: list[str]) -> str:
 
 
 def bench_svm(b: Bench) -> None:
-    from numerics.svm import naive_att_svm, solve_att_svm
+    from numerics.svm import solve_att_svm
 
+    from .bench_naive import naive_att_svm
     from .reproduce import error_status
 
     sz = b.sizes
@@ -652,8 +653,9 @@ def bench_gd_curve(b: Bench) -> None:
 
 
 def bench_svm_curve(b: Bench) -> None:
-    from numerics.svm import naive_att_svm, solve_att_svm
+    from numerics.svm import solve_att_svm
 
+    from .bench_naive import naive_att_svm
     from .reproduce import error_status
 
     sz = b.sizes
@@ -754,7 +756,7 @@ def render_table(b: Bench) -> str:
     head = (f"attnsvm bench ({'quick' if b.sizes is QUICK else 'full'}) on {m['cpu']}, {m['cores']} cores, "
             f"device {b.device}, torch {m['torch']}, float64; 1 thread per side (torch.set_num_threads(1), "
             f"BLAS limited to 1 thread); times: {m['clock']}, minimum over repeats; naive = per-instance baseline "
-            "implemented in checks/bench.py (GD: torch autograd loop) or numerics.svm.naive_att_svm.")
+            "implemented in checks/bench.py (GD: torch autograd loop) or checks/bench_naive.py.")
     cols = ["group", "benchmark", "ours", "naive", "ratio", "target", "check", "met"]
     lines = [head, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in b.rows:

@@ -298,12 +298,15 @@ def _scaled_core(original):
     return _hard_margin_core
 
 
+# The nuclear seam is the whole certified ladder (numerics.svm.nuclear._solve_nuclear_ladder): each rung is
+# certified inside it (and Newton-polished, which would undo a perturbed SDP answer), so a wrong answer must
+# leave the ladder to be a bug that only solve_att_svm's final certificate can catch.
 def _scaled_nuclear(original):
-    def _solve_nuclear(*args, **kwargs):
-        status, W, lam, mu, name = original(*args, **kwargs)
-        return status, SCALE * W, lam, mu, name
+    def _solve_nuclear_ladder(*args, **kwargs):
+        W, lam, name, attempts = original(*args, **kwargs)
+        return SCALE * W, lam, name, attempts
 
-    return _solve_nuclear
+    return _solve_nuclear_ladder
 
 
 def _binding_row(lam) -> int | None:
@@ -334,32 +337,33 @@ def _dropped_core(original):
 def _dropped_nuclear(original):
     import numpy as np
 
-    def _solve_nuclear(F, b, U, V, solver):
-        status, W, lam, mu, name = original(F, b, U, V, solver)
+    def _solve_nuclear_ladder(rows, rungs, cache):
+        W, lam, name, attempts = original(rows, rungs, cache)
         j = _binding_row(lam)
         if j is None:
-            return status, W, lam, mu, name
-        keep = np.arange(len(b)) != j
-        status, W, lam_k, mu, name = original(F[keep], b[keep], U, V, solver)
-        lam = np.zeros(len(b))
+            return W, lam, name, attempts
+        keep = np.arange(len(rows.b)) != j
+        sub = dataclasses.replace(rows, D=rows.D[keep], Zq=rows.Zq[keep], b=rows.b[keep], eq=rows.eq[keep])
+        W, lam_k, name, attempts = original(sub, rungs, {})  # a fresh cache: the features of the kept rows
+        lam = np.zeros(len(rows.b))
         lam[keep] = lam_k
-        return status, W, lam, mu, name
+        return W, lam, name, attempts
 
-    return _solve_nuclear
+    return _solve_nuclear_ladder
 
 
 def _fro_for_nuclear(original):
     """The nuclear solver answers with the Frobenius solution of the same (reduced) rows."""
-    import numpy as np
 
-    def _solve_nuclear(F, b, U, V, solver):
-        from . import svm
+    def _solve_nuclear_ladder(rows, rungs, cache):
+        from .svm import core
 
-        core = svm._hard_margin_core(F, b)
-        W = U @ core.w.reshape(U.shape[1], V.shape[1]) @ V.T
-        return "optimal", W, core.lam, np.zeros(0), "fro-as-nuc"
+        U, V = core._bases(rows)
+        c = core._hard_margin_core(core._reduced_features(rows, U, V), rows.b)
+        W = U @ c.w.reshape(U.shape[1], V.shape[1]) @ V.T
+        return W, c.lam, "fro-as-nuc", ("fro-as-nuc: sabotaged",)
 
-    return _solve_nuclear
+    return _solve_nuclear_ladder
 
 
 def _lax(original):
@@ -464,16 +468,15 @@ CATALOGUE: dict[str, Sabotage] = {s.name: s for s in (
     Sabotage("random-gd", _GD_BREAKS, "every GD step goes in a random direction with the gradient's norm",
              lambda: _gd_patches("random")),
     Sabotage("frobenius-for-nuclear", ("svm-nuc",), "the nuclear-norm solver returns the Frobenius solution",
-             lambda: [("numerics.svm", "_solve_nuclear", _fro_for_nuclear)]),
+             lambda: [("numerics.svm.nuclear", "_solve_nuclear_ladder", _fro_for_nuclear)]),
     Sabotage("dropped-constraint-svm", ("svm-fro", "svm-nuc"), "every SVM solver ignores its binding constraint "
-             "of largest multiplier", lambda: [("numerics.svm", "_hard_margin_core", _dropped_core),
-                                               ("numerics.svm", "_solve_nuclear", _dropped_nuclear)]),
+             "of largest multiplier", lambda: [("numerics.svm.core", "_hard_margin_core", _dropped_core),
+                                               ("numerics.svm.nuclear", "_solve_nuclear_ladder", _dropped_nuclear)]),
     Sabotage("scaled-svm", ("svm-fro", "svm-nuc"), f"every SVM solver returns {SCALE} x its solution (feasible, "
-             "not optimal)", lambda: [("numerics.svm", "_hard_margin_core", _scaled_core),
-                                      ("numerics.svm", "_solve_nuclear", _scaled_nuclear)]),
+             "not optimal)", lambda: [("numerics.svm.core", "_hard_margin_core", _scaled_core),
+                                      ("numerics.svm.nuclear", "_solve_nuclear_ladder", _scaled_nuclear)]),
     Sabotage("lax-certificate", ("certificate",), "every certificate reports 'verified' whatever its residuals",
-             lambda: [("numerics.svm", "_certify_rows", _lax), ("numerics.svm", "_certify_vector", _lax),
-                      ("numerics.svm", "_farkas_certificate", _lax)]),
+             lambda: [("numerics.svm.core", "_certify", _lax), ("numerics.svm.core", "_farkas_certificate", _lax)]),
     Sabotage("softmax-no-normaliser", ("softmax", "gd", "kq-gd", "regpath"),
              "the softmax maps return exp(logits - max) without dividing by the row sum (GD steps use it too)",
              lambda: [("numerics.tokens", "softmax_probs", _softmax_probs_unnormalised),
@@ -481,14 +484,14 @@ CATALOGUE: dict[str, Sabotage] = {s.name: s for s in (
                       ("numerics.gd", "_softmax_rows", _rows_unnormalised), _descent_loop()]),
     Sabotage("causal-mask-off", ("causal-mask",), "the causal mask allows every key (sequence GD and causal SVM)",
              lambda: [("numerics.sequence", "causal_mask", _mask_off),
-                      ("numerics.svm", "solve_seq_svm", _seq_svm_mask_off)]),
+                      ("numerics.svm.sequence", "solve_seq_svm", _seq_svm_mask_off)]),
     Sabotage("argmin-optimal-token", ("optimal-token",), "optimal_tokens returns the argmin of the scores",
              lambda: [("numerics.tokens", "optimal_tokens", _argmin_tokens)]),
     Sabotage("transposed-gradient", ("gradient", "gd", "kq-gd", "regpath"),
              "grad_from_weights returns the transpose of the gradient (GD steps use it too)",
              lambda: [("numerics.attention", "grad_from_weights", _transposed), _descent_loop()]),
     Sabotage("absolute-rank-threshold", ("rank",), "rank_by_gap counts singular values above rtol (absolute) "
-             "instead of rtol * sigma_1", lambda: [("numerics.svm", "rank_by_gap", _absolute_rank)]),
+             "instead of rtol * sigma_1", lambda: [("numerics.svm.core", "rank_by_gap", _absolute_rank)]),
     # the wrong SVM answers with the certificate silenced: do the theorem's own checks see them?
     Sabotage("scaled-svm-uncertified", ("svm-fro", "svm-nuc"), "scaled-svm + lax-certificate", list,
              default=False, parts=("scaled-svm", "lax-certificate")),

@@ -17,7 +17,6 @@ from numerics.svm import (
     gen_svm,
     is_locally_optimal,
     locally_optimal,
-    naive_att_svm,
     seq_scores,
     solve_att_svm,
     solve_head_svm,
@@ -161,6 +160,8 @@ def test_nuclear_matches_reference_sdp(seed):
 
 
 def test_naive_baseline_agrees():
+    from checks.bench_naive import naive_att_svm
+
     data = random_unit_sphere(4, 4, 5, rng=rng(7))
     sol, nv = solve_att_svm(data), naive_att_svm(data)
     assert nv.status == "optimal"
@@ -383,7 +384,7 @@ def _zero_answer(F, b, r1, r2, key):
 
 
 def test_ladder_climbs_until_a_rung_certifies(monkeypatch):
-    import numerics.svm as S
+    import numerics.svm.nuclear as S
     from numerics.errors import SolverError
 
     real = S._nuclear_sdp
@@ -408,7 +409,7 @@ def test_ladder_climbs_until_a_rung_certifies(monkeypatch):
 
 
 def test_ladder_falls_back_to_the_full_space_sdp(monkeypatch):
-    import numerics.svm as S
+    import numerics.svm.nuclear as S
 
     real = S._nuclear_sdp
     d = 6  # > n = 3: the reduced coordinates (r2 = rank Z = 3) differ from the full d x d ones
@@ -427,7 +428,7 @@ def test_ladder_falls_back_to_the_full_space_sdp(monkeypatch):
 @pytest.mark.parametrize("statuses, expected", [(("max_iterations",) * 7, "max_iterations"),
                                                 (None, "uncertified")])
 def test_ladder_exhausted_raises_with_the_solver_status(monkeypatch, statuses, expected):
-    import numerics.svm as S
+    import numerics.svm.nuclear as S
     from numerics.errors import SolverError
 
     def broken(F, b, r1, r2, key):
@@ -458,7 +459,7 @@ def test_full_space_nuclear_sdp_is_an_independent_reference(seed, monkeypatch):
     """formulation="full" never builds the span structure in (the reduced bases are not even computed), yet
     its certified answer agrees with the reduced one and has its rows in span{z_i}: an outcome, not a
     construction (d = 7 > n = 4, so span{z_i} is a proper subspace)."""
-    import numerics.svm as S
+    from numerics.svm import att, nuclear
 
     data = random_unit_sphere(4, 5, 7, rng=rng(40 + seed))
     red = solve_att_svm(data, norm="nuc")
@@ -466,7 +467,8 @@ def test_full_space_nuclear_sdp_is_an_independent_reference(seed, monkeypatch):
     def no_bases(rows):
         raise AssertionError("the full-space formulation must not use the reduced bases")
 
-    monkeypatch.setattr(S, "_bases", no_bases)
+    for mod in (att, nuclear):  # every module that builds the bases
+        monkeypatch.setattr(mod, "_bases", no_bases)
     full = solve_att_svm(data, norm="nuc", formulation="full")
     assert full.certificate.verified and "+full" in full.solver
     assert abs(full.objective - red.objective) <= 1e-8 * red.objective
@@ -492,7 +494,8 @@ LOOSEN = 1e6
 
 def _bad_answer(kind, data, sol, norm):
     """(W, lam (n, T)) of a wrong answer built from the certified solution ``sol``."""
-    import numerics.svm as S
+    from numerics.svm import att as A
+    from numerics.svm import core as C
     from numerics.tokens import margins as margins_of
 
     W, lam = sol.W, sol.lam
@@ -505,15 +508,15 @@ def _bad_answer(kind, data, sol, norm):
         Wp = W + 1e-3 * np.linalg.norm(W) * G / np.linalg.norm(G)
         return Wp / np.min(margins_of(data, Wp, sol.alpha)), lam  # rescaled to feasibility: margins ≥ 1
     # dropped constraint: the exact optimum of the program without one active row (the one it violates least)
-    rows, mask = S._att_rows(data, sol.alpha)
+    rows, mask = A._att_rows(data, sol.alpha)
     act = np.flatnonzero(lam[mask] > 1e-6 * lam.max())
     best = None
     for s in act:
         keep = np.ones(len(rows.b), dtype=bool)
         keep[s] = False
-        sub = S._Rows(rows.D[keep], rows.Zq[keep], rows.b[keep], rows.eq[keep])
-        _, Wd, ld, _, _, _ = S._solve_rows(sub, norm=norm, solver=None)
-        viol = 1.0 - float(S._rows_apply(rows, Wd)[s])
+        sub = C._Rows(rows.D[keep], rows.Zq[keep], rows.b[keep], rows.eq[keep])
+        _, Wd, ld, _, _, _ = A._solve_rows(sub, norm=norm, solver=None)
+        viol = 1.0 - float(C._rows_apply(rows, Wd)[s])
         if best is None or viol < best[0]:
             lr = np.zeros(len(rows.b))
             lr[keep] = ld
