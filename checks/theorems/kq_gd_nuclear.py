@@ -24,13 +24,14 @@ corr(K Q^T, W^mm_⋆,α) ≥ 0.9876 on every draw, flat from step ~400 on; all 2
 Predictions: (0) progress: ‖K Q^T‖_F at the end ≥ 4× its start (measured ≥ 59×; a no-op optimiser
 keeps it) — without progress the instance is refuted, and only a progressing run can be inconclusive
 (unclear selection, correlation still rising); (1) corr(K Q^T, W^mm_⋆,α) ≥ CORR_MIN = 0.97 at the end
-(below it and still rising over the second half → undecided, otherwise refuted); (2) when the two SVM
+(below it and still rising over the second half, by at least a tenth of the remaining distance →
+undecided; a plateau or a fall → refuted); (2) when the two SVM
 solutions differ (s = corr(W^mm_α, W^mm_⋆,α) < 0.98) and the run has converged by (1), the iterate is
 nearer the nuclear solution: corr_nuc − corr_fro ≥ ½(1 − s), half the separation the claim gives in the
 limit (corr_nuc → 1, corr_fro → s; under the Frobenius alternative the difference tends to s − 1 < 0, so
 the threshold is the midpoint between the two predictions, per instance — a fixed 0.02 was above what a
-converged run reaches when s ≈ 0.976: measured 0.0186 there). Separation below that but rising over the
-whole second half → undecided. Metrics include ``alpha_is_opt`` (how often GD selected the optimal
+converged run reaches when s ≈ 0.976: measured 0.0186 there). Separation below that and not rising (same
+rule) → refuted, converged or not; rising → undecided; above it but corr_nuc < 0.97 → undecided. Metrics include ``alpha_is_opt`` (how often GD selected the optimal
 tokens; its mean is the share).
 
 Given data (``--data``): GD on the given data from K(0), Q(0) drawn from each instance's seed; the
@@ -86,9 +87,18 @@ PROFILES = {
 }
 
 
-def rising(c: np.ndarray) -> bool:
+#: "Still rising" (the budget, not the claim, is short) needs the second half's rise to cover at least this
+#: fraction of the remaining distance to the target: a plateau that creeps up by 1e-5 is not on its way (with
+#: the weight decay the direction settles: under the true claim no instance needs the excuse, and the control's
+#: Frobenius correlations, flat at s ± 0.01, crept up by < 1e-3 and were left undecided without this rule).
+RISE_FRAC = 0.1
+
+
+def rising(c: np.ndarray, target: float) -> bool:
+    """The second half of ``c`` never falls (slack TREND_SLACK) and rises by ≥ RISE_FRAC·(target − c[-1])."""
     half = c[len(c) // 2:]
-    return bool(np.all(np.diff(half) >= -TREND_SLACK * np.abs(half[:-1])) and half[-1] > half[0])
+    steady = bool(np.all(np.diff(half) >= -TREND_SLACK * np.abs(half[:-1])))
+    return steady and bool(half[-1] - half[0] >= RISE_FRAC * max(target - half[-1], 0.0)) and half[-1] > half[0]
 
 
 @register
@@ -165,7 +175,7 @@ class KQGDNuclear(Theorem):
     def _converges(self, c, metrics, name):
         if c[-1] >= CORR_MIN:
             return held(**metrics)
-        if rising(c):
+        if rising(c, CORR_MIN):
             return undecided(f"corr with the {name} solution still rising but {c[-1]:.4f} < {CORR_MIN}", **metrics)
         return decide(False, f"corr with the {name} solution {c[-1]:.4f} < {CORR_MIN} and not rising", **metrics)
 
@@ -180,17 +190,19 @@ class KQGDNuclear(Theorem):
         sep_min = SEP_FRAC * (1 - m["svm_corr"])
         sep = c_claim - c_other
         extra = dict(separation=float(sep[-1]), separation_min=sep_min, separation_curve=sep.tolist())
-        if c_claim[-1] < CORR_MIN:  # not converged yet: the separation is judged at convergence only
-            return undecided(f"separation not judged before corr_{claim[:3].lower()} reaches the threshold", **extra)
         what = f"corr_{claim[:3].lower()} − corr_{other[:3].lower()} = {sep[-1]:.4f} < {sep_min:.4f}"
-        if sep[-1] < sep_min and rising(sep):
-            # In the limit the claim gives corr_claim → 1 and corr_other → s, a separation of 1 − s; a
-            # separation still rising over the whole second half is on its way there (budget), one that
-            # stalls or falls short of the midpoint is a counterexample.
-            return undecided(f"{what} but still rising (limit under the claim: 1 − s = {1 - m['svm_corr']:.4f})",
-                             **extra)
-        return decide(sep[-1] >= sep_min, f"{what} (half of 1 − s) and not rising: nearer the {other} "
-                      f"solution than the midpoint", **extra)
+        if sep[-1] < sep_min:
+            if rising(sep, sep_min):
+                # In the limit the claim gives corr_claim → 1 and corr_other → s, a separation of 1 − s; a
+                # separation still rising over the whole second half is on its way there (budget), one that
+                # stalls or falls short of the midpoint is a counterexample, converged or not.
+                return undecided(f"{what} but still rising (limit under the claim: 1 − s = {1 - m['svm_corr']:.4f})",
+                                 **extra)
+            return decide(False, f"{what} (half of 1 − s) and not rising: nearer the {other} solution than the "
+                          f"midpoint", **extra)
+        if c_claim[-1] < CORR_MIN:  # separated, but not converged yet: held only at convergence
+            return undecided(f"separation not judged before corr_{claim[:3].lower()} reaches the threshold", **extra)
+        return held(**extra)
 
     def check_beats_frobenius(self, inst, st, ctx):
         cn, cf, m = self._curves(inst, st, ctx)
