@@ -25,8 +25,10 @@ decays with ‖W‖; at step 0.1 (d = 2, 100 draws) 36 of 46 feasible runs reach
 against 41 at step 0.5, with the same final selections — 0.5 decides runs the budget would leave open.
 
 Hypotheses (per instance): at least MIN_FEASIBLE = 16 feasible runs at each d (the conditioned sample is
-not empty). Predictions: (0) progress: every run's ‖W(end)‖ ≥ 4‖W(0)‖ and its loss fell (normalised
-GD grows the norm ~10³×; a no-op optimiser keeps it, an ascending one raises the loss) — else refuted;
+not empty). Predictions: (0) progress: at each d the median run's ‖W(end)‖ ≥ 4‖W(0)‖, and every run's
+loss fell (normalised GD grows the norm ~500× in the median; a no-op optimiser keeps norm and loss, an
+ascending one raises the loss) — else refuted. The median, not every run: at d = 2 a run whose loss has a
+finite minimiser oscillates around it (full profile: one run grew only 4.7×);
 (1) the share grows: with k reached of m feasible runs per d, the difference D = p_large − p_small gets
 Newcombe's hybrid score interval (method 10) built from the two Wilson 95% intervals of
 checks.sweep.wilson_interval; undecided runs are counted against the claim for confirmation and for it
@@ -43,7 +45,11 @@ Control (``overparam-global-control``), at the boundary where the unconditioned 
 claim and the same test between d = 2 and d = 3. Unconditioned, the share grows there (≈ 0.44 → 0.65,
 feasibility 52 % → 99 %), which the former check would have confirmed; conditioned on feasibility it
 falls (0.855 → 0.653), so the claim is false there and the harness refutes it (a significant decrease).
-The control draws 256 runs at d = 2 (≈ 128 feasible) and 128 at d = 3 for power (≈ 0.8 per instance).
+The control draws 256 runs at d = 2 (≈ 128 feasible) and 128 at d = 3 for power.
+
+Measured, seed 0: quick 4/4 confirmed, control 4/4 refuted; full 40/40 confirmed (lower end of the
+difference's interval 0.045–0.34, shares 0.48–0.73 at d = 3, 0.89–1.0 at d = 16, at most 2 undecided
+runs per instance), control 39/40 refuted and 1 undecided (upper ends −0.47…+0.004).
 """
 
 from __future__ import annotations
@@ -72,7 +78,8 @@ NEAR_MAX = 0.1
 TREND_SLACK, FALL_FRAC = 1e-3, 0.1
 #: Conditioned sample size: fewer feasible runs than this at either d leaves the instance vacuous.
 MIN_FEASIBLE = 16
-#: Progress of every run: ‖W(end)‖ ≥ NORM_GROWTH_MIN ‖W(0)‖ (normalised GD: ≈ 2000·0.5/‖W(0)‖ ≈ 10³×).
+#: Progress: the median run's ‖W(end)‖ ≥ NORM_GROWTH_MIN ‖W(0)‖ (measured, full profile: ≥ 160× at d ∈ {3, 16};
+#: the slowest single run at d = 2 grew 4.7×, hence the median; a no-op optimiser: 1×).
 NORM_GROWTH_MIN = 4.0
 
 PROFILES = {
@@ -151,7 +158,7 @@ class OverparamGlobal(Theorem):
                         counts["feasible"] += 1
                         counts[classify(1 - corr_curve(traj[:, j + r], sol.W))] += 1
                 st[key] = counts
-                st["growth_" + key] = float(growth[j:j + runs].min())
+                st["growth_" + key] = float(np.median(growth[j:j + runs]))
                 st["loss_rose_" + key] = int(rose[j:j + runs].sum())
                 j += runs
         return states
@@ -166,7 +173,7 @@ class OverparamGlobal(Theorem):
         rose = st["loss_rose_small"] + st["loss_rose_large"]
         m = dict(norm_growth=g, loss_rose=rose)
         if g < NORM_GROWTH_MIN:
-            return decide(False, f"no progress: some run's ‖W‖ grew only {g:.3g}× (< {NORM_GROWTH_MIN:g}×)", **m)
+            return decide(False, f"no progress: the median run's ‖W‖ grew {g:.3g}× (< {NORM_GROWTH_MIN:g}×)", **m)
         return decide(rose == 0, f"no progress: the loss did not fall on {rose} runs", **m)
 
     def check_share_grows(self, inst, st, ctx):
