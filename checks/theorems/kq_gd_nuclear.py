@@ -8,29 +8,42 @@ K(k) Q(k)^T / ‖K(k) Q(k)^T‖ → W^mm_⋆,α / ‖W^mm_⋆,α‖_F, the nucle
 Hypotheses implemented: m = d ≥ n; the selection is decided (every example puts softmax mass
 > 0.99 on one token at the end — otherwise the instance is undecided, not vacuous); Att-SVM(α) and
 Att-SVM⋆(α) feasible (certified). Instance family: random unit-sphere data (n=4, T=5, d=8,
-cross-attention; d ≥ max(n, T−1) makes every α feasible for generic data), K(0), Q(0) with i.i.d.
-N(0, 0.3²) entries. GD: normalised per factor, step 0.005, 6000 steps (the factored rate is slow and a
-larger step saturates the softmax to float64 underflow, ‖KQ^T‖ ≳ 2000, which freezes the run).
+cross-attention; d ≥ max(n, T−1) makes every α feasible for generic data).
 
-Predictions: (0) progress: ‖K Q^T‖_F at the end ≥ 4× its start (normalised factor steps grow it by ~10²×;
-a no-op optimiser keeps it) — without progress the instance is refuted, and only a progressing run can be
-inconclusive (unclear selection, correlation still rising); (1) corr(K Q^T, W^mm_⋆,α) ≥ 0.95 at the end and rising over the second half of the run
-(rising but below → undecided); (2) when the two SVM solutions differ (corr(W^mm_α, W^mm_⋆,α) < 0.98)
-and the run has converged by (1), corr with the nuclear solution exceeds corr with the Frobenius one by ≥ 0.02
-(separation below 0.02 but rising over the whole second half → undecided: under the claim it tends to
-1 − corr(W^mm_α, W^mm_⋆,α) > 0.02, and factored GD closes the gap slowly — paper-profile seed-0 instances 90,
-93, 127 end at 0.002–0.019 still rising; 127 passes 0.0275 by step 12000, while 90 and 93 reach 0.008 and 0.010
-when float64 softmax underflow at ‖KQ^T‖ ≈ 1500 freezes GD, still rising until then). Metrics include
-``alpha_is_opt`` (how often GD selected the optimal tokens; its mean is the share).
+GD: the authors' protocol (umich-sota/TF-as-SVM local_converge.ipynb, THEORY.md §6; the one
+``attnsvm reproduce local-convergence`` calls "authors"): K(0), Q(0) from nn.Linear's default init
+(entries uniform on ±1/√d), normalised GD per factor, step 0.1, 2000 steps, on
+L(K Q^T) + ε(‖K‖_F² + ‖Q‖_F²) with ε = float64 machine epsilon. Without the ε term ‖KQ^T‖ grows
+until the softmax underflows exactly in float64 and GD freezes short of the limit direction (the former
+protocol here, step 0.005 for 6000 steps from N(0, 0.3²), left 5 of 12 quick instances "still rising"
+at corr ≈ 0.78–0.94); the ε term stops the growth at ‖KQ^T‖ ≈ 60–130, where the logit gaps are ≈ 35 and
+nothing underflows, and the direction settles (a point of the regularisation path at λ = ε, whose
+direction is within ~1e-2 of the limit's). Measured (seed 0, 200 draws of this family, 13 s):
+corr(K Q^T, W^mm_⋆,α) ≥ 0.9876 on every draw, flat from step ~400 on; all 200 select with mass 1.0.
+
+Predictions: (0) progress: ‖K Q^T‖_F at the end ≥ 4× its start (measured ≥ 59×; a no-op optimiser
+keeps it) — without progress the instance is refuted, and only a progressing run can be inconclusive
+(unclear selection, correlation still rising); (1) corr(K Q^T, W^mm_⋆,α) ≥ CORR_MIN = 0.97 at the end
+(below it and still rising over the second half, by at least a tenth of the remaining distance →
+undecided; a plateau or a fall → refuted); (2) when the two SVM
+solutions differ (s = corr(W^mm_α, W^mm_⋆,α) < 0.98) and the run has converged by (1), the iterate is
+nearer the nuclear solution: corr_nuc − corr_fro ≥ ½(1 − s), half the separation the claim gives in the
+limit (corr_nuc → 1, corr_fro → s; under the Frobenius alternative the difference tends to s − 1 < 0, so
+the threshold is the midpoint between the two predictions, per instance — a fixed 0.02 was above what a
+converged run reaches when s ≈ 0.976: measured 0.0186 there). Separation below that and not rising (same
+rule) → refuted, converged or not; rising → undecided; above it but corr_nuc < 0.97 → undecided. Metrics include ``alpha_is_opt`` (how often GD selected the optimal
+tokens; its mean is the share).
 
 Given data (``--data``): GD on the given data from K(0), Q(0) drawn from each instance's seed; the
 hypotheses are checked on the data — m = d ≥ n first, and when it fails (digits: d = 16 < n = 60) GD is
 not run and the instances are vacuous, naming it. The control is not applicable to such data (its
 hypotheses include m ≥ n).
 
-Control (``kq-gd-nuclear-control``): "(K, Q) GD → Frobenius solution": corr(K Q^T, W^mm_α) ≥ 0.95, on
-instances where the two solutions differ (its hypothesis); the theorem's separation prediction is dropped
-(not replaced by a constant).
+Control (``kq-gd-nuclear-control``): "(K, Q) GD → Frobenius solution", held to the theorem's own
+standard with the roles of the two solutions swapped: corr(K Q^T, W^mm_α) ≥ 0.97 and
+corr_fro − corr_nuc ≥ ½(1 − s), on instances where the two solutions differ (its hypothesis). Where
+s ∈ [0.97, 0.98) a converged run has corr_fro ≈ s ≥ 0.97, so the first prediction alone would confirm the
+false claim there; the mirrored separation (the midpoint) refutes it.
 """
 
 from __future__ import annotations
@@ -38,6 +51,7 @@ from __future__ import annotations
 import numpy as np
 
 from checks import Profile, Theorem, decide, held, register, undecided
+from checks.reproduce import AUTHORS_WD, GD_LR, GD_STEPS, _uniform_init
 from checks.theorems.gd_global import corr_curve
 from numerics.data import random_unit_sphere
 from numerics.gd import run_gd
@@ -46,32 +60,45 @@ from numerics.tokens import optimal_tokens, softmax_probs
 
 from ._given import given_metrics, need_head
 
-#: Final correlation threshold. THEORY.md §6: the matched pair reaches ≈ 0.997 in the authors' runs,
-#: the cross pair (K,Q) ↔ Frobenius only ≈ 0.85; 0.95 separates the two predictions with a wide margin
-#: while allowing the slow (logarithmic) directional rate of factored GD within the budget.
-CORR_MIN = 0.95
+#: Final correlation threshold. THEORY.md §6: the matched pair reaches ≈ 0.997 in the authors' runs, the
+#: cross pair (K,Q) ↔ Frobenius only ≈ 0.85. With the authors' protocol every one of 200 seed-0 draws ends at
+#: ≥ 0.9876 (1 − corr ≤ 0.0124), so 0.97 leaves a 2.4× margin on 1 − corr; where the two solutions are
+#: close the separation prediction (SEP_FRAC) decides which one the run is near.
+CORR_MIN = 0.97
 #: The two SVM solutions count as different (the comparison is informative) below this correlation.
 DIFFER_MAX = 0.98
-#: Required advantage of the nuclear over the Frobenius prediction when they differ.
-SEP_MIN = 0.02
+#: Required advantage corr_nuc − corr_fro, as a fraction of its limit 1 − s under the claim (s = corr of the
+#: two SVM solutions; under the Frobenius alternative the limit is s − 1): ½ is the midpoint, per instance.
+#: Measured (200 draws, 196 with s < 0.98): the smallest ratio (corr_nuc − corr_fro)/(1 − s) is 0.69.
+SEP_FRAC = 0.5
 #: A token is selected when it carries this softmax mass (authors: final argmax; we require a clear one).
 SELECT_MIN = 0.99
 #: Trend slack on the correlation's rise (relative step-to-step decrease tolerated: GD zig-zag).
 TREND_SLACK = 1e-3
 #: Progress: ‖K Q^T‖_F must grow at least this factor over the run (measured ≥ 50×; a no-op: 1×).
 NORM_GROWTH_MIN = 4.0
-STEP, STEPS, INIT_SCALE, RECORD = 0.005, 6000, 0.3, 500
+#: The authors' GD protocol (checks.reproduce: step 0.1, 2000 steps, weight decay = float64 eps, nn.Linear init).
+STEP, STEPS, RECORD = GD_LR, GD_STEPS, 100
 
 PROFILES = {
-    "quick": Profile(instances=12, min_confirmed=6, batch=12),
-    "full": Profile(instances=84, min_confirmed=50, batch=42),
-    "paper": Profile(instances=200, min_confirmed=140, batch=50),
+    "quick": Profile(instances=12, min_confirmed=10, batch=12),
+    "full": Profile(instances=84, min_confirmed=70, batch=42, max_inconclusive=0.2),
+    "paper": Profile(instances=200, min_confirmed=170, batch=50, max_inconclusive=0.2),
 }
 
 
-def rising(c: np.ndarray) -> bool:
+#: "Still rising" (the budget, not the claim, is short) needs the second half's rise to cover at least this
+#: fraction of the remaining distance to the target: a plateau that creeps up by 1e-5 is not on its way (with
+#: the weight decay the direction settles: under the true claim no instance needs the excuse, and the control's
+#: Frobenius correlations, flat at s ± 0.01, crept up by < 1e-3 and were left undecided without this rule).
+RISE_FRAC = 0.1
+
+
+def rising(c: np.ndarray, target: float) -> bool:
+    """The second half of ``c`` never falls (slack TREND_SLACK) and rises by ≥ RISE_FRAC·(target − c[-1])."""
     half = c[len(c) // 2:]
-    return bool(np.all(np.diff(half) >= -TREND_SLACK * np.abs(half[:-1])) and half[-1] > half[0])
+    steady = bool(np.all(np.diff(half) >= -TREND_SLACK * np.abs(half[:-1])))
+    return steady and bool(half[-1] - half[0] >= RISE_FRAC * max(target - half[-1], 0.0)) and half[-1] > half[0]
 
 
 @register
@@ -82,7 +109,8 @@ class KQGDNuclear(Theorem):
     reference = "TLTO §4 experiments / open problem (reconstructed; Sheen et al. 2024 for gradient flow)"
     statement = r"\frac{K(k)Q(k)^\top}{\|K(k)Q(k)^\top\|_F}\to\frac{W^{mm}_{\star,\alpha}}{\|W^{mm}_{\star,\alpha}\|_F}"
     hypotheses_text = ("m = d ≥ n; α = final argmax of the softmax (mass > 0.99); Att-SVM(α), Att-SVM⋆(α) feasible; "
-                       "normalised GD step 0.005, 6000 steps, init N(0, 0.3²)")
+                       "the authors' GD: normalised per factor, step 0.1, 2000 steps, weight decay "
+                       "eps(‖K‖² + ‖Q‖²), nn.Linear uniform init")
     profiles = PROFILES
     plot_metric = "corr_nuc"
     n, T, d = 4, 5, 8
@@ -94,12 +122,10 @@ class KQGDNuclear(Theorem):
     def instance(self, rng, ctx):
         if ctx.data is not None:
             d = ctx.data.d
-            return {"data": ctx.data, "K0": INIT_SCALE * rng.standard_normal((d, d)),
-                    "Q0": INIT_SCALE * rng.standard_normal((d, d))}
+            return {"data": ctx.data, "K0": _uniform_init(rng, (d, d), d), "Q0": _uniform_init(rng, (d, d), d)}
         data = random_unit_sphere(self.n, self.T, self.d, rng=rng)
-        K0 = INIT_SCALE * rng.standard_normal((self.d, self.d))
-        Q0 = INIT_SCALE * rng.standard_normal((self.d, self.d))
-        return {"data": data, "K0": K0, "Q0": Q0}
+        d = self.d
+        return {"data": data, "K0": _uniform_init(rng, (d, d), d), "Q0": _uniform_init(rng, (d, d), d)}
 
     def prepare(self, instances, ctxs):
         if ctxs[0].data is not None and ctxs[0].data.d < ctxs[0].data.n:
@@ -108,7 +134,7 @@ class KQGDNuclear(Theorem):
         K0 = np.stack([i["K0"] for i in instances])
         Q0 = np.stack([i["Q0"] for i in instances])
         traj = run_gd(datas, param="KQ", steps=STEPS, lr=STEP, init=(K0, Q0), record_every=RECORD,
-                      device=ctxs[0].device).W_traj
+                      weight_decay=AUTHORS_WD, device=ctxs[0].device).W_traj
         out = []
         for j, data in enumerate(datas):
             s = softmax_probs(data, traj[-1, j])
@@ -150,7 +176,7 @@ class KQGDNuclear(Theorem):
     def _converges(self, c, metrics, name):
         if c[-1] >= CORR_MIN:
             return held(**metrics)
-        if rising(c):
+        if rising(c, CORR_MIN):
             return undecided(f"corr with the {name} solution still rising but {c[-1]:.4f} < {CORR_MIN}", **metrics)
         return decide(False, f"corr with the {name} solution {c[-1]:.4f} < {CORR_MIN} and not rising", **metrics)
 
@@ -158,23 +184,30 @@ class KQGDNuclear(Theorem):
         cn, cf, m = self._curves(inst, st, ctx)
         return self._converges(cn, m, "nuclear")
 
+    def _separated(self, c_claim, c_other, m, claim, other):
+        """corr with the claimed solution exceeds corr with the other by ≥ SEP_FRAC·(1 − s), judged at convergence."""
+        if m["svm_corr"] >= DIFFER_MAX:
+            return held(separation=float(c_claim[-1] - c_other[-1]))
+        sep_min = SEP_FRAC * (1 - m["svm_corr"])
+        sep = c_claim - c_other
+        extra = dict(separation=float(sep[-1]), separation_min=sep_min, separation_curve=sep.tolist())
+        what = f"corr_{claim[:3].lower()} − corr_{other[:3].lower()} = {sep[-1]:.4f} < {sep_min:.4f}"
+        if sep[-1] < sep_min:
+            if rising(sep, sep_min):
+                # In the limit the claim gives corr_claim → 1 and corr_other → s, a separation of 1 − s; a
+                # separation still rising over the whole second half is on its way there (budget), one that
+                # stalls or falls short of the midpoint is a counterexample, converged or not.
+                return undecided(f"{what} but still rising (limit under the claim: 1 − s = {1 - m['svm_corr']:.4f})",
+                                 **extra)
+            return decide(False, f"{what} (half of 1 − s) and not rising: nearer the {other} solution than the "
+                          f"midpoint", **extra)
+        if c_claim[-1] < CORR_MIN:  # separated, but not converged yet: held only at convergence
+            return undecided(f"separation not judged before corr_{claim[:3].lower()} reaches the threshold", **extra)
+        return held(**extra)
+
     def check_beats_frobenius(self, inst, st, ctx):
         cn, cf, m = self._curves(inst, st, ctx)
-        if m["svm_corr"] >= DIFFER_MAX:
-            return held(separation=float(cn[-1] - cf[-1]))
-        if cn[-1] < CORR_MIN:  # not converged yet: the separation is judged at convergence only
-            return undecided("separation not judged before corr_nuc reaches the threshold",
-                             separation=float(cn[-1] - cf[-1]))
-        sep = cn - cf
-        if sep[-1] < SEP_MIN and rising(sep):
-            # In the limit the claim gives corr_nuc → 1 and corr_fro → svm_corr, i.e. a separation of
-            # 1 − svm_corr > 1 − DIFFER_MAX = SEP_MIN; a separation still rising over the whole second half
-            # is on its way there (budget), one that stalls or falls below SEP_MIN is a counterexample.
-            return undecided(f"corr_nuc − corr_fro = {sep[-1]:.4f} < {SEP_MIN} but still rising (limit under the "
-                             f"claim: 1 − svm_corr = {1 - m['svm_corr']:.4f})", separation=float(sep[-1]),
-                             separation_curve=sep.tolist())
-        return decide(sep[-1] >= SEP_MIN, f"corr_nuc − corr_fro = {sep[-1]:.4f} < {SEP_MIN} and not rising",
-                      separation=float(sep[-1]), separation_curve=sep.tolist())
+        return self._separated(cn, cf, m, "nuclear", "Frobenius")
 
 
 @register
@@ -202,5 +235,9 @@ class KQGDNuclearControl(KQGDNuclear):
         cn, cf, m = self._curves(inst, st, ctx)
         return self._converges(cf, m, "Frobenius")
 
-    #: the theorem's separation prediction does not belong to the control's claim (None removes it)
+    #: the theorem's separation prediction is replaced by its mirror image (None removes the inherited one)
     check_beats_frobenius = None
+
+    def check_beats_nuclear(self, inst, st, ctx):
+        cn, cf, m = self._curves(inst, st, ctx)
+        return self._separated(cf, cn, m, "Frobenius", "nuclear")
