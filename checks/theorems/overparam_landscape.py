@@ -44,7 +44,7 @@ from numerics.data import random_unit_sphere
 from numerics.tokens import scores
 
 from ._given import given_metrics, need_head
-from .no_stationary_points import LOSSES, ascend, classify, dloss_negative_on, sample_ws, signed_inner
+from ._landscape import LOSSES, ascend, classify, dloss_negative_on, sample_ws, signed_inner
 
 #: Relative residual of the construction ‖A vec W̄ − γ‖ / ‖γ‖: least squares on an O(1), well-conditioned
 #: system (generic unit data) is accurate to ~1e-15; 1e-10 leaves room for conditioning ~1e5.
