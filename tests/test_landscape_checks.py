@@ -100,3 +100,42 @@ def test_landscape_hypotheses_are_pure():
         for _, fn in cls._methods("assume_"):
             fn(thm, inst, state, ctxs[0])
         assert set(inst) == keys and {k: v for k, v in inst.items() if k != "data"}.keys() == before.keys()
+
+
+# -- overparam-landscape ---------------------------------------------------------------------------------
+def test_overparam_landscape_pass_with_exact_rank():
+    r = run_theorem(REGISTRY["overparam-landscape"], profile="quick", seed=0)
+    assert r.verdict == "PASS", r.reasons
+    assert r.metrics["identity_rel_err"]["max"] < 1e-9
+    assert r.metrics["map_rank"]["min"] >= 1
+
+
+def test_overparam_landscape_control_fails_at_d_equal_T_minus_1():
+    from checks.harness import _contexts
+    from checks.theorems.overparam_landscape import RESID_TOL, construct, map_rank
+    from numerics.tokens import scores
+
+    cls = REGISTRY["overparam-landscape-control"]
+    r = run_theorem(cls, profile="quick", seed=0)
+    assert r.verdict == "FAIL" and r.counts["refuted"] == r.counts["instances"]
+    # at the boundary the linear head's scores ARE reachable: a check using them would wrongly pass
+    gens, ctxs = _contexts(cls, [0, 1, 2], profile="quick", seed=0, device="cpu", data=None)
+    for g, c in zip(gens, ctxs, strict=True):
+        data = cls().instance(g, c)["data"]
+        assert data.d == data.T - 1 >= data.n
+        assert map_rank(data) == data.n * (data.T - 1)
+        assert construct(data, scores(data))[1] <= RESID_TOL
+
+
+def test_overparam_landscape_refutes_noop_gd_and_a_wrong_gradient(monkeypatch):
+    from checks.theorems import overparam_landscape as mod
+
+    with monkeypatch.context() as mp:
+        mp.setattr(mod, "run_gd", _fake_gd("noop"))
+        r = run_theorem(REGISTRY["overparam-landscape"], profile="quick", seed=0)
+        assert r.verdict == "FAIL" and any("norm_diverges" in k for k in r.reasons)
+    real = att.grad_from_weights
+    with monkeypatch.context() as mp:
+        mp.setattr(att, "grad_from_weights", lambda X, Z, c: 1.05 * real(X, Z, c))
+        r = run_theorem(REGISTRY["overparam-landscape"], profile="quick", seed=0)
+        assert r.verdict == "FAIL" and any("descent_everywhere" in k for k in r.reasons)
