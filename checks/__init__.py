@@ -4,6 +4,7 @@ from .theorem import (
     DEFAULT_PROFILES,
     REGISTRY,
     Context,
+    Criterion,
     Outcome,
     Profile,
     Theorem,
@@ -15,6 +16,13 @@ from .theorem import (
 )
 
 __all__ = [
-    "DEFAULT_PROFILES", "REGISTRY", "Context", "Outcome", "Profile", "Theorem",
+    "DEFAULT_PROFILES", "REGISTRY", "Context", "Criterion", "Outcome", "Profile", "Theorem",
     "decide", "failed", "held", "register", "undecided",
 ]
+
+# Power analysis (README, "Power analysis"): ATTNSVM_SABOTAGE=name installs a sabotaged component for
+# the whole process (and, through the environment, its subprocesses). Unset in every normal run.
+if __import__("os").environ.get("ATTNSVM_SABOTAGE"):
+    from numerics.sabotage import install_from_env as _install_sabotage
+
+    _install_sabotage()

@@ -25,8 +25,16 @@ chunk of trials. Rates are unconditional (held / trials); a hypothesis that need
 Att-SVM(opt) is infeasible as not held, and the ``infeasible`` column says how many such trials a cell
 had (for feasible_all_alpha: trials with some infeasible α). Intervals: Wilson 95%.
 
-Writes assumptions.csv (n, T, d, hypothesis, trials, held, rate, ci_low, ci_high, infeasible),
-assumptions.md and assumptions.png into --out.
+Solver trouble is an outcome: a trial whose Att-SVM no rung of numerics.svm's solver ladder can certify
+(SolverError) leaves the hypotheses that need that SVM *undecided* for that trial — it is counted in
+``solver_errors`` with the solver's status (``solver_status``), left out of ``trials``/``rate``, shown in the
+Markdown table and the figure, and the run finishes. (An α other than opt that cannot be certified while
+testing feasible_all_alpha is skipped and counted in ``alpha_solver_errors``.) Finished chunks are kept in
+``OUT/.assumptions.parts`` until the outputs are written, so an interrupted run resumes where it stopped
+(see :func:`checks.reproduce.kept_sweep`).
+
+Writes assumptions.csv (n, T, d, hypothesis, trials, held, rate, ci_low, ci_high, infeasible, solver_errors,
+alpha_solver_errors, solver_status), assumptions.md and assumptions.png into --out.
 """
 
 from __future__ import annotations
@@ -34,22 +42,26 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import shutil
 import time
 from pathlib import Path
 
 import numpy as np
 
-from numerics import tolerances as tol
 from numerics.errors import InvalidInputError, SolverError
 from numerics.fileio import write_bytes, write_text
 
-from .reproduce import INIT_SCALE
-from .sweep import run_sweep, trial_rng, wilson_interval
+from . import hypotheses as hyp
+from .reproduce import INIT_SCALE, error_status, kept_sweep, status_summary
+from .sweep import trial_rng, wilson_interval
 
 NAME = "assumptions"
 HYPOTHESES = ("feasible_opt", "feasible_all_alpha", "opt_unique", "B1", "B2", "gd_locally_optimal", "gd_global")
 DEFAULT_GRID = "n=4:6,T=4:6,d=2:4:6:8:10"
-CSV_COLUMNS = ("n", "T", "d", "hypothesis", "trials", "held", "rate", "ci_low", "ci_high", "infeasible", "solver_errors")
+CSV_COLUMNS = ("n", "T", "d", "hypothesis", "trials", "held", "rate", "ci_low", "ci_high", "infeasible", "solver_errors",
+               "alpha_solver_errors", "solver_status")
+#: Hypotheses decided without any SVM solve (never undecided by solver trouble).
+NO_SVM = ("opt_unique", "B2")
 
 #: Enumerate every α when there are at most this many (each is one ~1 ms certified QP).
 ALPHA_ENUM_MAX = 256
@@ -121,11 +133,16 @@ def run_chunk(seed: int, n: int, T: int, d: int, trials: list[int]) -> list[dict
         ot = optimal_tokens(data)
         g = scores(data)
         opt = ot.index
-        sol = solve_att_svm(data, opt)
+        b2 = hyp.b2_holds(g, opt)
+        try:
+            sol = solve_att_svm(data, opt)
+        except SolverError as exc:  # every SVM-dependent hypothesis is undecided on this trial
+            rows.append({"n": n, "T": T, "d": d, "trial": int(trials[j]), "opt_infeasible": False,
+                         **{h: None for h in HYPOTHESES}, "opt_unique": bool(ot.unique), "B2": b2,
+                         "solver_errors": 0, "error": error_status(exc)})
+            continue
         feas = sol.feasible
-        others = [np.delete(g[i], opt[i]) for i in range(n)]
-        b2 = all(np.ptp(o) <= tol.TIE_TOL for o in others)
-        b1 = feas and all(len(sol.support[i]) == T - 1 for i in range(n))
+        b1 = hyp.b1_holds(sol.support, T, feasible=feas)
         alphas, _ = _alphas(n, T, opt, rng)
         all_feas, solver_errors = feas, 0
         if feas:
@@ -141,15 +158,19 @@ def run_chunk(seed: int, n: int, T: int, d: int, trials: list[int]) -> list[dict
                     all_feas = False
                     break
         a_gd = softmax_probs(data, W_final[j]).argmax(axis=1)
+        err = None
         if np.array_equal(a_gd, opt):
             lo = feas  # opt is always locally optimal when feasible
         else:
-            lo = is_locally_optimal(data, a_gd)
+            try:
+                lo = bool(is_locally_optimal(data, a_gd))
+            except SolverError as exc:  # undecided on this trial (the other hypotheses stand)
+                lo, err = None, error_status(exc)
         rows.append({
             "n": n, "T": T, "d": d, "trial": int(trials[j]), "opt_infeasible": not feas,
             "feasible_opt": feas, "feasible_all_alpha": all_feas, "opt_unique": bool(ot.unique),
-            "B1": b1, "B2": b2, "gd_locally_optimal": bool(lo),
-            "gd_global": bool(feas and np.array_equal(a_gd, opt)), "solver_errors": solver_errors,
+            "B1": b1, "B2": b2, "gd_locally_optimal": lo,
+            "gd_global": bool(feas and np.array_equal(a_gd, opt)), "solver_errors": solver_errors, "error": err,
         })
     return rows
 
@@ -162,20 +183,23 @@ def aggregate(rows: list[dict], cells: list[tuple[int, int, int]]) -> list[dict]
         by_cell[(r["n"], r["T"], r["d"])].append(r)
     out = []
     for c in cells:
-        rs = by_cell[c]
-        k = len(rs)
+        every = by_cell[c]
         for h in HYPOTHESES:
+            rs = [r for r in every if r[h] is not None]  # decided trials
+            errs = [r.get("error") or "error" for r in every if r[h] is None]
+            k = len(rs)
             held = sum(bool(r[h]) for r in rs)
             lo, hi = wilson_interval(held, k)
             if h == "feasible_all_alpha":
                 infeas = sum(not r[h] for r in rs)
-            elif h in ("opt_unique", "B2"):
+            elif h in NO_SVM:
                 infeas = 0  # do not depend on the SVM
             else:
                 infeas = sum(r["opt_infeasible"] for r in rs)
             out.append({"n": c[0], "T": c[1], "d": c[2], "hypothesis": h, "trials": k, "held": held,
                         "rate": held / k if k else float("nan"), "ci_low": lo, "ci_high": hi, "infeasible": infeas,
-                        "solver_errors": sum(r["solver_errors"] for r in rs) if h == "feasible_all_alpha" else 0})
+                        "solver_errors": len(errs), "solver_status": status_summary(errs),
+                        "alpha_solver_errors": sum(r["solver_errors"] for r in rs) if h == "feasible_all_alpha" else 0})
     return out
 
 
@@ -195,6 +219,10 @@ def to_csv(records: list[dict], columns=CSV_COLUMNS) -> str:
 def to_markdown(records: list[dict], grid: dict, trials: int, seed: int, seconds: float) -> str:
     cells = sorted({(r["n"], r["T"], r["d"]) for r in records})
     rec = {(r["n"], r["T"], r["d"], r["hypothesis"]): r for r in records}
+    worst = [max((rec[(*c, h)] for h in HYPOTHESES), key=lambda r: r["solver_errors"]) for c in cells]
+    n_err = sum(r["solver_errors"] for r in worst)  # trials with a solver error (per cell: the most of any hypothesis)
+    st = [s.rsplit("×", 1)[0] for r in worst if r["solver_status"] for s in r["solver_status"].split("; ")
+          for _ in range(int(s.rsplit("×", 1)[1]))]
     lines = [
         "# Assumption report",
         "",
@@ -206,19 +234,24 @@ def to_markdown(records: list[dict], grid: dict, trials: int, seed: int, seconds
         "`infeas.` = trials whose Att-SVM(opt) was infeasible (certified by a Farkas vector); "
         "`some α infeas.` = trials with some infeasible α. feasible_all_alpha enumerates all T^n selections "
         f"when T^n ≤ {ALPHA_ENUM_MAX}, else samples {ALPHA_SAMPLES} (an upper estimate). "
-        f"GD: normalised, step {GD_LR}, {GD_STEPS} steps. α solves numerics.svm could not certify (SolverError) are "
-        f"skipped and counted: {sum(r['solver_errors'] for r in records)} in all.",
+        f"GD: normalised, step {GD_LR}, {GD_STEPS} steps. Trials whose SVM no solver could certify (SolverError) "
+        "leave the hypotheses needing it undecided: they are errors, outside the rates, counted in the last column "
+        f"(per cell, the most of any hypothesis); {n_err} in all"
+        f"{' (' + status_summary(st) + ')' if st else ''}. Other α solves that could not be certified while "
+        f"testing feasible_all_alpha are skipped and counted: {sum(r['alpha_solver_errors'] for r in records)} in all.",
         "",
-        "| n | T | d | " + " | ".join(HYPOTHESES) + " | infeas. | some α infeas. |",
-        "|" + "---|" * (len(HYPOTHESES) + 5),
+        "| n | T | d | " + " | ".join(HYPOTHESES) + " | infeas. | some α infeas. | solver errors |",
+        "|" + "---|" * (len(HYPOTHESES) + 6),
     ]
     for c in cells:
         ents = []
         for h in HYPOTHESES:
             r = rec[(*c, h)]
             ents.append(f"{r['rate']:.2f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}]")
+        cell_err = max(rec[(*c, h)]["solver_errors"] for h in HYPOTHESES)
         lines.append(f"| {c[0]} | {c[1]} | {c[2]} | " + " | ".join(ents)
-                     + f" | {rec[(*c, 'feasible_opt')]['infeasible']} | {rec[(*c, 'feasible_all_alpha')]['infeasible']} |")
+                     + f" | {rec[(*c, 'feasible_opt')]['infeasible']} | {rec[(*c, 'feasible_all_alpha')]['infeasible']} "
+                     f"| {cell_err} |")
     lines += ["", "![rates](assumptions.png)", ""]
     return "\n".join(lines)
 
@@ -240,7 +273,8 @@ def plot(records: list[dict]) -> bytes:
             rate = np.array([r["rate"] for r in rs])
             err = np.array([[r["rate"] - r["ci_low"] for r in rs], [r["ci_high"] - r["rate"] for r in rs]])
             ax.errorbar(d, rate, yerr=err, marker="o", ms=4, capsize=3, label=f"n={g[0]}, T={g[1]}")
-        ax.set_title(h)
+        nerr = sum(r["solver_errors"] for r in records if r["hypothesis"] == h)
+        ax.set_title(h + (f" ({nerr} solver errors)" if nerr else ""))
         ax.set_xlabel("d")
         ax.set_ylabel("rate held")
         ax.set_ylim(-0.05, 1.05)
@@ -261,14 +295,15 @@ def plot(records: list[dict]) -> bytes:
     return buf.getvalue()
 
 
-def run_assumptions(grid: dict, trials: int, seed: int, *, workers=None, dask=None, progress=True) -> list[dict]:
-    """The per-(cell, hypothesis) records (see :func:`aggregate`)."""
+def run_assumptions(grid: dict, trials: int, seed: int, *, workers=None, dask=None, progress=True,
+                    keep=None) -> list[dict]:
+    """The per-(cell, hypothesis) records (see :func:`aggregate`); finished chunks kept in ``keep`` if given."""
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise InvalidInputError(f"--trials must be an integer >= 1, got {trials!r}")
     cells = [(n, T, d) for n in grid["n"] for T in grid["T"] for d in grid["d"]]
     tasks = [(seed, n, T, d, list(range(s, min(s + TRIAL_CHUNK, trials))))
              for (n, T, d) in cells for s in range(0, trials, TRIAL_CHUNK)]
-    results = run_sweep(run_chunk, tasks, workers=workers, dask=dask, progress=progress, desc=NAME, star=True)
+    results = kept_sweep(run_chunk, tasks, keep, workers=workers, dask=dask, progress=progress, desc=NAME)
     rows = [r for chunk in results for r in chunk]
     return aggregate(rows, cells)
 
@@ -276,13 +311,15 @@ def run_assumptions(grid: dict, trials: int, seed: int, *, workers=None, dask=No
 def cmd_assumptions(args) -> int:
     grid = parse_grid(args.grid)
     t0 = time.perf_counter()
-    records = run_assumptions(grid, args.trials, args.seed, workers=args.workers, dask=args.dask,
-                              progress=not args.no_progress)
-    seconds = time.perf_counter() - t0
     out = Path(args.out)
+    keep = out / f".{NAME}.parts"  # finished chunks, kept until the outputs are written
+    records = run_assumptions(grid, args.trials, args.seed, workers=args.workers, dask=args.dask,
+                              progress=not args.no_progress, keep=keep)
+    seconds = time.perf_counter() - t0
     write_text(out / "assumptions.csv", to_csv(records))
     write_text(out / "assumptions.md", to_markdown(records, grid, args.trials, args.seed, seconds))
     write_bytes(out / "assumptions.png", plot(records))
+    shutil.rmtree(keep, ignore_errors=True)
     print(f"assumptions: {len(records) // len(HYPOTHESES)} cells x {args.trials} trials in {seconds:.1f} s; "
           f"wrote {out / 'assumptions.csv'}, assumptions.md, assumptions.png")
     return 0

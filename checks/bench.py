@@ -13,7 +13,7 @@ Groups (``--only GROUP``, repeatable; default: all but a *fresh* catalogue run):
                same-shape batched matmul and a large GEMM measured in the same run, and a
                torch.profiler breakdown of where the torch path's time goes.
 ``svm``        Frobenius Att-SVM at n=10, T=10, d=20: :func:`numerics.svm.solve_att_svm` vs
-               :func:`numerics.svm.naive_att_svm` (one cvxpy constraint per token pair, default
+               :func:`checks.bench_naive.naive_att_svm` (one cvxpy constraint per token pair, default
                solver), same optimal value to 1e-6 relative; nuclear norm: ranks (ours: relative
                singular-value gap on a certified solution; naive: #sigma > 1e-7) and time ratio.
 ``gd-curve``   time per instance-step of batched GD from 1 to 10^4 instances (log grid), per backend.
@@ -27,6 +27,11 @@ through threadpoolctl) on both sides. Timings are the minimum over repeats (wall
 loaded machine inflates them as little as possible. Results go to ``--out`` (default
 reports/bench): bench.json (every number), bench.csv (flat), bench.md (the table), bench.png
 (the figure), all written atomically. Progress goes to stderr, the table to stdout.
+
+Solver trouble is an outcome: an SVM instance that numerics.svm cannot certify (SolverError, after its
+solver ladder) is left out of that row's timings and counted — ``solver_errors`` / ``solver_status`` in
+bench.json and bench.csv, "solver errors" in the table's check column (the row's target is then not met),
+an ``x`` in the figure — and the bench finishes.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from numerics.errors import InvalidInputError
+from numerics.errors import InvalidInputError, SolverError
 from numerics.fileio import write_bytes, write_text
 
 GROUPS = ("gd", "svm", "gd-curve", "svm-curve", "catalogue")
@@ -505,8 +510,22 @@ def _svm_data(shape: tuple[int, int, int], k: int, seed: int):
     return _gd_data(shape, k, seed)
 
 
+def _solver_errors(b: Bench, group: str, name: str, statuses: list[str]) -> str:
+    """Record the solver errors of one row (bench.csv / bench.json) and return the table's note ('' if none)."""
+    from .reproduce import status_summary
+
+    b.record(group, name, "solver_errors", len(statuses))
+    if not statuses:
+        return ""
+    b.record(group, name, "solver_status", status_summary(statuses))
+    return f"; solver errors {len(statuses)} ({status_summary(statuses)})"
+
+
 def bench_svm(b: Bench) -> None:
-    from numerics.svm import naive_att_svm, solve_att_svm
+    from numerics.svm import solve_att_svm
+
+    from .bench_naive import naive_att_svm
+    from .reproduce import error_status
 
     sz = b.sizes
     n, T, d = sz.svm_shape
@@ -518,29 +537,41 @@ def bench_svm(b: Bench) -> None:
     out: dict[str, Any] = {"shape": {"n": n, "T": T, "d": d}, "instances": len(datas)}
     # Frobenius
     _log(f"svm fro: {len(datas)} solves at n={n} T={T} d={d}, ours vs naive")
-    to, tn, rel = [], [], []
+    to, tn, rel, errs = [], [], [], []
     for dt in datas:
-        t_o, so = _timeit(lambda dt=dt: solve_att_svm(dt, norm="fro"), sz.svm_repeats)
+        try:
+            t_o, so = _timeit(lambda dt=dt: solve_att_svm(dt, norm="fro"), sz.svm_repeats)
+        except SolverError as exc:  # an outcome: counted, left out of the timings
+            errs.append(error_status(exc))
+            continue
         t_n, sn = _timeit(lambda dt=dt: naive_att_svm(dt, norm="fro"))
         if so.status != "optimal" or sn.status not in ("optimal", "optimal_inaccurate"):
             raise InvalidInputError(f"bench instance not feasible (ours {so.status}, naive {sn.status})")
         to.append(t_o)
         tn.append(t_n)
         rel.append(abs(so.objective - sn.objective) / so.objective)
-    ratio = sum(tn) / sum(to)
-    out["fro"] = {"ours_s": to, "naive_s": tn, "ratio": ratio, "obj_rel_diff_max": max(rel),
-                  "ours_mean_s": float(np.mean(to)), "naive_mean_s": float(np.mean(tn))}
+    nan = float("nan")
+    ratio = sum(tn) / sum(to) if to else nan
+    mrel = max(rel, default=nan)
+    out["fro"] = {"ours_s": to, "naive_s": tn, "ratio": ratio, "obj_rel_diff_max": mrel,
+                  "ours_mean_s": float(np.mean(to)) if to else nan, "naive_mean_s": float(np.mean(tn)) if tn else nan,
+                  "solver_errors": len(errs), "solver_status": errs}
     b.record("svm", "fro", "ratio", ratio)
-    b.record("svm", "fro", "obj_rel_diff_max", max(rel))
-    b.rows.append(Row("svm", f"Att-SVM fro: {len(datas)} solves (n{n} T{T} d{d})", _fmt_s(float(np.mean(to))),
-                      _fmt_s(float(np.mean(tn))), f"{ratio:.0f}x", f">= {SVM_FRO_TARGET:.0f}x",
-                      f"obj rel diff max {max(rel):.1e} (<= {SVM_FRO_OBJ_RTOL:.0e})",
-                      ratio >= SVM_FRO_TARGET and max(rel) <= SVM_FRO_OBJ_RTOL))
+    b.record("svm", "fro", "obj_rel_diff_max", mrel)
+    note = _solver_errors(b, "svm", "fro", errs)
+    b.rows.append(Row("svm", f"Att-SVM fro: {len(datas)} solves (n{n} T{T} d{d})", _fmt_s(out["fro"]["ours_mean_s"]),
+                      _fmt_s(out["fro"]["naive_mean_s"]), f"{ratio:.0f}x", f">= {SVM_FRO_TARGET:.0f}x",
+                      f"obj rel diff max {mrel:.1e} (<= {SVM_FRO_OBJ_RTOL:.0e})" + note,
+                      not errs and ratio >= SVM_FRO_TARGET and mrel <= SVM_FRO_OBJ_RTOL))
     # nuclear
     _log(f"svm nuc: {len(datas)} solves, ours vs naive")
-    to, tn, rel, r_o, r_n, tails = [], [], [], [], [], []
+    to, tn, rel, r_o, r_n, tails, errs = [], [], [], [], [], [], []
     for dt in datas:
-        t_o, so = _timeit(lambda dt=dt: solve_att_svm(dt, norm="nuc"))
+        try:
+            t_o, so = _timeit(lambda dt=dt: solve_att_svm(dt, norm="nuc"))
+        except SolverError as exc:  # an outcome: counted, left out of the timings
+            errs.append(error_status(exc))
+            continue
         t_n, sn = _timeit(lambda dt=dt: naive_att_svm(dt, norm="nuc"))
         to.append(t_o)
         tn.append(t_n)
@@ -549,25 +580,30 @@ def bench_svm(b: Bench) -> None:
         r_n.append(int(sn.rank_abs))
         sv = np.linalg.svd(sn.W, compute_uv=False)
         tails.append(float(sv[so.rank] / sv[0]) if so.rank < sv.size else 0.0)  # naive's first "extra" sigma
-    slow = sum(to) / sum(tn)
+    slow = sum(to) / sum(tn) if to else nan
+    mrel = max(rel, default=nan)
     agree = sum(a == c for a, c in zip(r_o, r_n, strict=True))
-    out["nuc"] = {"ours_s": to, "naive_s": tn, "ours_over_naive": slow, "obj_rel_diff_max": max(rel),
+    out["nuc"] = {"ours_s": to, "naive_s": tn, "ours_over_naive": slow, "obj_rel_diff_max": mrel,
                   "rank_ours": r_o, "rank_naive_abs": r_n, "rank_agree": agree, "rank_bound_n": n,
-                  "naive_sigma_after_rank_rel": tails, "ours_mean_s": float(np.mean(to)),
-                  "naive_mean_s": float(np.mean(tn))}
+                  "naive_sigma_after_rank_rel": tails, "ours_mean_s": float(np.mean(to)) if to else nan,
+                  "naive_mean_s": float(np.mean(tn)) if tn else nan, "solver_errors": len(errs),
+                  "solver_status": errs}
     b.record("svm", "nuc", "ours_over_naive", slow)
-    b.record("svm", "nuc", "obj_rel_diff_max", max(rel))
+    b.record("svm", "nuc", "obj_rel_diff_max", mrel)
     b.record("svm", "nuc", "rank_agree", agree)
+    note = _solver_errors(b, "svm", "nuc", errs)
     ranks_ok = all(r <= n for r in r_o)
-    b.rows.append(Row("svm", f"Att-SVM nuc: {len(datas)} solves (n{n} T{T} d{d})", _fmt_s(float(np.mean(to))),
-                      _fmt_s(float(np.mean(tn))), f"{1 / slow:.2f}x", f">= {1 / SVM_NUC_MAX_SLOWDOWN:.1f}x",
+    b.rows.append(Row("svm", f"Att-SVM nuc: {len(datas)} solves (n{n} T{T} d{d})", _fmt_s(out["nuc"]["ours_mean_s"]),
+                      _fmt_s(out["nuc"]["naive_mean_s"]), f"{1 / slow:.2f}x", f">= {1 / SVM_NUC_MAX_SLOWDOWN:.1f}x",
                       f"rank ours {_span(r_o)} vs naive-abs {_span(r_n)} (agree {agree}/{len(r_o)}); "
-                      f"obj rel diff {max(rel):.0e}",
-                      slow <= SVM_NUC_MAX_SLOWDOWN and ranks_ok and max(rel) <= SVM_NUC_OBJ_RTOL))
+                      f"obj rel diff {mrel:.0e}" + note,
+                      not errs and slow <= SVM_NUC_MAX_SLOWDOWN and ranks_ok and mrel <= SVM_NUC_OBJ_RTOL))
     b.results["svm"] = out
 
 
 def _span(v: list[int]) -> str:
+    if not v:
+        return "-"
     return str(v[0]) if min(v) == max(v) else f"{min(v)}-{max(v)}"
 
 
@@ -617,17 +653,28 @@ def bench_gd_curve(b: Bench) -> None:
 
 
 def bench_svm_curve(b: Bench) -> None:
-    from numerics.svm import naive_att_svm, solve_att_svm
+    from numerics.svm import solve_att_svm
+
+    from .bench_naive import naive_att_svm
+    from .reproduce import error_status
 
     sz = b.sizes
     out: dict[str, Any] = {"shapes": [list(s) for s in sz.svm_curve], "fro": [], "nuc": [], "naive_fro": [],
-                           "naive_nuc": []}
+                           "naive_nuc": [], "solver_errors": {"fro": [], "nuc": []}}
     for shape in sz.svm_curve:
         n, T, d = shape
         datas = _svm_data(shape, sz.svm_curve_instances, seed=7)
         rows = n * (T - 1)
         for norm in ("fro", "nuc"):
-            t = float(np.mean([_timeit(lambda dt=dt, norm=norm: solve_att_svm(dt, norm=norm))[0] for dt in datas]))
+            ts, errs = [], []
+            for dt in datas:
+                try:
+                    ts.append(_timeit(lambda dt=dt, norm=norm: solve_att_svm(dt, norm=norm))[0])
+                except SolverError as exc:  # an outcome: counted, left out of the mean
+                    errs.append(error_status(exc))
+            t = float(np.mean(ts)) if ts else float("nan")
+            out["solver_errors"][norm].append(errs)
+            _solver_errors(b, "svm-curve", f"{norm}@{n}x{T}x{d}", errs)
             out[norm].append(t)
             b.record("svm-curve", f"{norm}@{n}x{T}x{d}", "seconds", t)
             if rows <= sz.svm_curve_naive_max_rows:
@@ -639,10 +686,16 @@ def bench_svm_curve(b: Bench) -> None:
             _log(f"svm-curve {norm} n={n} T={T} d={d}: ours {_fmt_s(t)}, naive {_fmt_s(tn)}")
     b.results["svm-curve"] = out
     last = sz.svm_curve[-1]
+    allerr = [e for norm in ("fro", "nuc") for es in out["solver_errors"][norm] for e in es]
+    note = ""
+    if allerr:
+        from .reproduce import status_summary
+
+        note = f"; solver errors {len(allerr)} ({status_summary(allerr)})"
     b.rows.append(Row("svm-curve", f"SVM solve time, (n,T,d) up to {last}",
                       f"fro {_fmt_s(out['fro'][-1])}, nuc {_fmt_s(out['nuc'][-1])}",
                       f"fro {_fmt_s(out['naive_fro'][-1])}, nuc {_fmt_s(out['naive_nuc'][-1])}",
-                      "-", "-", "largest size shown", None))
+                      "-", "-", "largest size shown" + note, False if allerr else None))
 
 
 def _catalogue_from(path: Path) -> dict[str, Any]:
@@ -703,7 +756,7 @@ def render_table(b: Bench) -> str:
     head = (f"attnsvm bench ({'quick' if b.sizes is QUICK else 'full'}) on {m['cpu']}, {m['cores']} cores, "
             f"device {b.device}, torch {m['torch']}, float64; 1 thread per side (torch.set_num_threads(1), "
             f"BLAS limited to 1 thread); times: {m['clock']}, minimum over repeats; naive = per-instance baseline "
-            "implemented in checks/bench.py (GD: torch autograd loop) or numerics.svm.naive_att_svm.")
+            "implemented in checks/bench.py (GD: torch autograd loop) or checks/bench_naive.py.")
     cols = ["group", "benchmark", "ours", "naive", "ratio", "target", "check", "met"]
     lines = [head, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in b.rows:
@@ -744,6 +797,13 @@ def render_figure(b: Bench) -> bytes | None:
                                       ("naive_fro", "C0", "s--", "naive cvxpy loop, Frobenius"),
                                       ("naive_nuc", "C1", "s--", "naive cvxpy loop, nuclear")):
                 ax.loglog(x, res[key], ls, color=col, label=lab)
+            for norm, col in (("fro", "C0"), ("nuc", "C1")):  # shapes with solver errors: x, with the count
+                errs = res.get("solver_errors", {}).get(norm, [])
+                bad = [(xi, len(e)) for xi, e in zip(x, errs, strict=False) if e]
+                if bad:
+                    ymin = np.nanmin([v for k in ("fro", "nuc") for v in res[k]] or [1e-3])
+                    ax.scatter([p for p, _ in bad], [ymin] * len(bad), marker="x", color=col, s=50,
+                               label=f"solver errors ({norm}): {sum(k for _, k in bad)}")
             ax.set_xlabel("problem size n*T*d  (n=T, d=2n)")
             ax.set_ylabel("solve time [s]")
             ax.set_title("Att-SVM solve time")

@@ -77,6 +77,7 @@ CANONICAL_ORDER = (
     "svm-feasibility", "no-stationary-points", "overparam-landscape", "rp-w-frobenius", "rp-kq-nuclear",
     "gd-global", "gd-local", "kq-gd-nuclear", "overparam-global", "gen-svm", "seq-svm", "causal-svm",
     "p-svm-gd", "joint-vp-path",
+    "gd-global-normalized",
 )
 
 

@@ -21,6 +21,7 @@ HANDLERS = {
     "assumptions": "checks.assumptions:cmd_assumptions",
     "reproduce": "checks.reproduce:cmd_reproduce",
     "bench": "checks.bench:cmd_bench",
+    "power": "checks.power:cmd_power",
 }
 
 
@@ -98,6 +99,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--device", default="cpu")
     s.add_argument("--out", default="reports/bench", metavar="DIR")
     s.add_argument("--only", action="append", default=[], help="run only these benchmark groups")
+
+    s = sub.add_parser("power", help="power matrix: run theorems under sabotaged numerics, report which survive")
+    s.add_argument("ids", nargs="*", metavar="ID", help="theorem ids (default: every theorem; controls only if named)")
+    s.add_argument("--profile", choices=["quick", "full", "paper"], default="quick")
+    s.add_argument("--sabotage", action="extend", nargs="+", default=[], metavar="NAME",
+                   help="sabotages to run (default: every single-bug sabotage; 'a+b' combines)")
+    s.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
+    s.add_argument("--plugin", action="append", default=[], metavar="FILE.py", help="load extra theorems from FILE.py")
+    s.add_argument("--out", default="reports/power", metavar="DIR", help="where power.json and power.md go")
+    s.add_argument("--list-sabotages", action="store_true", help="list the sabotages and components, then exit")
+    s.add_argument("--no-progress", action="store_true", help="no per-cell progress lines on stderr")
     return p
 
 

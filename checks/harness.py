@@ -21,6 +21,8 @@ from .theorem import Context, Outcome, Theorem
 
 OUTCOMES = ("confirmed", "refuted", "vacuous", "inconclusive", "error")
 VERDICTS = ("PASS", "FAIL", "VACUOUS", "INCONCLUSIVE", "ERROR")
+#: metric names Theorem.sizes records (the report shows their ranges)
+SIZE_KEYS = ("n", "T", "d", "m")
 
 
 def instance_seed(root: int, theorem_id: str, k: int) -> np.random.SeedSequence:
@@ -100,6 +102,9 @@ class TheoremResult:
     #: this run FAILed exactly on documented counterexamples (a subset of finding_seen for its profile/seed)
     known_finding: bool = False
     replay: bool = False  # one instance replayed (--instance): the verdict is that instance's outcome
+    #: the theorem's decision rules ({name, rule, value[, plot_metric]}) and paper numbering, for the report
+    criteria: list[dict[str, Any]] = field(default_factory=list)
+    theorem_number: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return _jsonable(asdict(self))
@@ -148,7 +153,10 @@ def evaluate(thm: Theorem, inst: Any, state: Any, ctx: Context, t0: float) -> In
     """Decide one instance: hypotheses first (any unmet -> vacuous), then predictions."""
     tid = type(thm).id
     hyps: dict[str, bool | None] = {}
-    metrics: dict[str, Any] = {}
+    try:
+        metrics: dict[str, Any] = dict(thm.sizes(inst))  # n, T, d (m): the report shows their ranges
+    except Exception as exc:  # noqa: BLE001
+        return _error_result(tid, ctx.instance, exc, t0, "sizes")
     reasons: list[str] = []
     for name, fn in type(thm)._methods("assume_"):
         try:
@@ -283,9 +291,10 @@ def aggregate(cls: type[Theorem], results: Sequence[InstanceResult], *, profile:
                 rate["held"] += int(bool(ok))
     metric_values: dict[str, list[float]] = {}
     for r in results:
-        if r.outcome not in ("confirmed", "refuted", "inconclusive"):
-            continue
+        decided = r.outcome in ("confirmed", "refuted", "inconclusive")
         for name, val in r.metrics.items():
+            if not decided and name not in SIZE_KEYS:  # sizes describe every instance, vacuous ones too
+                continue
             if isinstance(val, (int, float)) and not isinstance(val, bool):
                 metric_values.setdefault(name, []).append(float(val))
     metrics = {name: _summarise(vals) for name, vals in metric_values.items() if vals}
@@ -311,6 +320,7 @@ def aggregate(cls: type[Theorem], results: Sequence[InstanceResult], *, profile:
         seconds=float(sum(r.seconds for r in results)), given_data=bool(given_data),
         max_inconclusive=max_inc, known_finding=known, replay=bool(replay),
         finding_seen={f"{p}/seed {s_}": list(ks) for (p, s_), ks in cls.finding_seen.items()},
+        criteria=[c.to_json() for c in cls.criteria], theorem_number=cls.theorem_number,
     )
 
 

@@ -24,19 +24,31 @@ Every trial's random numbers come from (seed, name, cell, trial) via SeedSequenc
 (:func:`checks.sweep.trial_rng`); work is split into fixed-size chunks and run by
 :func:`checks.sweep.run_sweep` (process pool, or Dask with --dask), so results do not depend on the
 backend or the worker count.
+
+Solver trouble is an outcome, never a crash: an instance whose SVM no rung of numerics.svm's solver ladder
+can certify (:class:`numerics.errors.SolverError`) is recorded as an *error* with the solver's status,
+counted in the CSV (``solver_errors``, ``solver_status``), the Markdown table and the figure, and the run
+finishes. Every finished task is kept on disk as it completes (``OUT/.NAME.parts/``, one pickle per task,
+written atomically), so an interrupted run loses nothing: the same command resumes, re-running only the
+tasks that had not finished, and the directory is removed once NAME.csv/png/md are written. (With --dask
+the workers may not share the disk, so tasks are not kept.)
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
+import pickle
+import shutil
 import time
 import warnings
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
-from numerics.errors import InvalidInputError
+from numerics.errors import InvalidInputError, SolverError
 from numerics.fileio import write_bytes, write_text
 
 from .sweep import run_sweep, trial_rng, wilson_interval
@@ -82,15 +94,60 @@ def _png(fig) -> bytes:
 
 
 def solve_nuc(data, alpha):
-    """Certified nuclear Att-SVM(α); retries with SCS when the default solve's polishing step raises
-    numpy's LinAlgError (seen in numerics.svm._nuclear_polish: "SVD did not converge"). The retry is
-    still certified by solve_att_svm (it raises SolverError otherwise). Returns (solution, retried)."""
+    """Certified nuclear Att-SVM(α) by numerics.svm's solver ladder; returns (solution, retried) where
+    retried says the certified answer is not the first rung's polished one (a later rung, or the first
+    rung's unpolished answer; see ``solution.attempts``).
+    Raises :class:`SolverError` (with the solver's status) when no rung certifies."""
     from numerics.svm import solve_att_svm
 
-    try:
-        return solve_att_svm(data, alpha, norm="nuc"), False
-    except np.linalg.LinAlgError:
-        return solve_att_svm(data, alpha, norm="nuc", solver="SCS"), True
+    sol = solve_att_svm(data, alpha, norm="nuc")
+    return sol, sol.attempts[-1] != "clarabel+reduced+polish: certified"
+
+
+def error_status(exc: SolverError) -> str:
+    """The solver's status of a failed instance, as recorded in the outputs."""
+    return str(exc.status or "error")
+
+
+def status_summary(statuses) -> str:
+    """'uncertified×2; max_iterations×1' (most frequent first), '' when there were none."""
+    return "; ".join(f"{k}×{v}" for k, v in Counter(statuses).most_common())
+
+
+# -- sweeps whose finished tasks are kept --------------------------------------------------------------
+def _task_path(parts: Path, fn, task) -> Path:
+    key = hashlib.sha1(repr((fn.__module__, fn.__qualname__, tuple(task))).encode()).hexdigest()[:20]
+    return parts / f"{key}.pkl"
+
+
+def _kept_call(fn, path: str, task: tuple):
+    """fn(*task), loaded from ``path`` if a finished copy is there, else computed and written atomically."""
+    p = Path(path)
+    if p.exists():
+        try:
+            return pickle.loads(p.read_bytes())
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError):
+            pass  # a damaged part is recomputed
+    res = fn(*task)
+    write_bytes(p, pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL))
+    return res
+
+
+def kept_sweep(fn, tasks, parts: Path | None, **kw) -> list:
+    """:func:`checks.sweep.run_sweep` (``star=True``) keeping every finished task in ``parts`` (None: plain
+    run_sweep). Returns the results in task order; ``kept_sweep.resumed`` holds how many were reloaded."""
+    tasks = [tuple(t) for t in tasks]
+    kept_sweep.resumed = 0
+    if parts is None or kw.get("dask") is not None:
+        return run_sweep(fn, tasks, star=True, **kw)
+    parts = Path(parts)
+    parts.mkdir(parents=True, exist_ok=True)
+    paths = [_task_path(parts, fn, t) for t in tasks]
+    kept_sweep.resumed = sum(p.exists() for p in paths)
+    return run_sweep(_kept_call, [(fn, str(p), t) for p, t in zip(paths, tasks, strict=True)], star=True, **kw)
+
+
+kept_sweep.resumed = 0
 
 
 #: Scale of the random initialisation (entries INIT_SCALE * N(0, 1), drawn by numerics.gd.run_gd from each
@@ -121,7 +178,7 @@ def _paths_data():
     return AttentionData(PATHS_X, PATHS_Y, PATHS_Z, PATHS_V)
 
 
-def run_gd_paths(seed: int, trials: int, workers=None, dask=None, progress=True) -> dict:
+def run_gd_paths(seed: int, trials: int, workers=None, dask=None, progress=True, keep=None) -> dict:
     from numerics.gd import run_gd
     from numerics.svm import solve_att_svm
     from numerics.tokens import optimal_tokens
@@ -245,7 +302,7 @@ def lc_chunk(seed: int, trials: list[int]) -> dict:
         rng = trial_rng(seed, "local-convergence", LC_SHAPE, k)
         datas.append(random_unit_sphere(n, T, d, rng=rng))
         inits.append(int(rng.integers(0, 2**31 - 1)))
-    out = {"retries": 0}
+    out = {"retries": 0, "error_statuses": []}
     for protocol in LC_PROTOCOLS:
         for param in ("W", "KQ"):
             res = _lc_run(datas, inits, seed, trials, protocol, param, d)
@@ -254,43 +311,49 @@ def lc_chunk(seed: int, trials: list[int]) -> dict:
             ms = np.full((len(datas), S), np.nan)
             cf = np.full((len(datas), S), np.nan)
             cn = np.full((len(datas), S), np.nan)
-            infeasible = 0
+            infeasible = errors = 0
             for j, data in enumerate(datas):
                 for s in range(S):
                     ms[j, s] = softmax_probs(data, Wt[s, j]).max(axis=1).mean()
                 alpha = softmax_probs(data, Wt[-1, j]).argmax(axis=1)
-                fro = solve_att_svm(data, alpha)
-                if not fro.feasible:
-                    infeasible += 1
+                try:
+                    fro = solve_att_svm(data, alpha)
+                    if not fro.feasible:
+                        infeasible += 1
+                        continue
+                    nuc, retried = solve_nuc(data, alpha)
+                except SolverError as exc:  # an outcome: counted, the run goes on
+                    errors += 1
+                    out["error_statuses"].append(error_status(exc))
                     continue
-                nuc, retried = solve_nuc(data, alpha)
                 out["retries"] += retried
                 for s in range(S):
                     cf[j, s] = _corr(Wt[s, j], fro.W)
                     cn[j, s] = _corr(Wt[s, j], nuc.W)
             out[(protocol, param)] = {"iterations": its, "max_softmax": ms, "corr_fro": cf, "corr_nuc": cn,
-                                      "infeasible": infeasible, "final_norm": res.norms}
+                                      "infeasible": infeasible, "solver_errors": errors, "final_norm": res.norms}
     return out
 
 
-def run_local_convergence(seed, trials, workers=None, dask=None, progress=True) -> dict:
+def run_local_convergence(seed, trials, workers=None, dask=None, progress=True, keep=None) -> dict:
     tasks = [(seed, list(range(s, min(s + CHUNK, trials)))) for s in range(0, trials, CHUNK)]
-    parts = run_sweep(lc_chunk, tasks, workers=workers, dask=dask, progress=progress, desc="local-convergence",
-                      star=True)
-    out = {"retries": sum(p["retries"] for p in parts)}
+    parts = kept_sweep(lc_chunk, tasks, keep, workers=workers, dask=dask, progress=progress, desc="local-convergence")
+    out = {"retries": sum(p["retries"] for p in parts),
+           "error_statuses": [st for p in parts for st in p["error_statuses"]]}
     for key in ((pr, pa) for pr in LC_PROTOCOLS for pa in ("W", "KQ")):
         out[key] = {
             "iterations": parts[0][key]["iterations"],
             **{k: np.concatenate([p[key][k] for p in parts])
                for k in ("max_softmax", "corr_fro", "corr_nuc", "final_norm")},
             "infeasible": sum(p[key]["infeasible"] for p in parts),
+            "solver_errors": sum(p[key]["solver_errors"] for p in parts),
         }
     return out
 
 
 def report_local_convergence(res, trials, seed):
     cols = ["iteration", "param", "mean_max_softmax", "max_softmax_std", "corr_fro_mean", "corr_fro_std",
-            "corr_nuc_mean", "corr_nuc_std", "runs", "infeasible", "protocol"]
+            "corr_nuc_mean", "corr_nuc_std", "runs", "infeasible", "protocol", "solver_errors"]
     rows = []
     nan = float("nan")
     for protocol in LC_PROTOCOLS:
@@ -305,7 +368,8 @@ def report_local_convergence(res, trials, seed):
                              "corr_fro_std": float(np.std(r["corr_fro"][ok, s])) if ok.any() else nan,
                              "corr_nuc_mean": float(np.mean(r["corr_nuc"][ok, s])) if ok.any() else nan,
                              "corr_nuc_std": float(np.std(r["corr_nuc"][ok, s])) if ok.any() else nan,
-                             "runs": int(ok.sum()), "infeasible": int(r["infeasible"]), "protocol": protocol})
+                             "runs": int(ok.sum()), "infeasible": int(r["infeasible"]), "protocol": protocol,
+                             "solver_errors": int(r["solver_errors"])})
     plt = _plt()
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
     styles = {"authors": ("-", 0.15), "plain": ("--", 0.07)}
@@ -329,7 +393,9 @@ def report_local_convergence(res, trials, seed):
         ax.set_ylabel(title)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(f"Local convergence: n=6, T=8, d=10, {trials} seeds, normalised GD step {GD_LR} (mean ± std); "
+    nerr = len(res["error_statuses"])
+    fig.suptitle(f"Local convergence: n=6, T=8, d=10, {trials} seeds, normalised GD step {GD_LR} (mean ± std"
+                 f"{f'; {nerr} solver errors excluded' if nerr else ''}); "
                  "solid: authors' protocol (U(±1/√d) init, eps·(‖K‖²+‖Q‖²) for (K, Q)), dashed: plain "
                  f"({INIT_SCALE}·N(0,1) init, no decay)", fontsize=9)
     fin = {(pr, p): [r for r in rows if r["param"] == p and r["protocol"] == pr][-1]
@@ -346,15 +412,19 @@ def report_local_convergence(res, trials, seed):
         "term);",
         f"- **plain**: entries {INIT_SCALE}·N(0, 1), no weight decay.",
         "",
-        f"Nuclear solves retried with SCS after a LinAlgError: {res['retries']}.", "",
+        f"Nuclear solves certified by a later rung of the solver ladder: {res['retries']}. Runs whose Att-SVM(α) "
+        f"no solver could certify (errors, excluded from the curves): "
+        f"{len(res['error_statuses'])}{' (' + status_summary(res['error_statuses']) + ')' if res['error_statuses'] else ''}.",
+        "",
         "| protocol | param | iteration | mean max-softmax | corr Frobenius | corr nuclear | median ‖W‖_F | runs "
-        "| infeasible Att-SVM(α) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| infeasible Att-SVM(α) | solver errors |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (pr, p), f in fin.items():
         md.append(f"| {pr} | {p} | {f['iteration']} | {f['mean_max_softmax']:.4f} | {f['corr_fro_mean']:.4f} ± "
                   f"{f['corr_fro_std']:.4f} | {f['corr_nuc_mean']:.4f} ± {f['corr_nuc_std']:.4f} | "
-                  f"{float(np.median(res[(pr, p)]['final_norm'])):.4g} | {f['runs']} | {f['infeasible']} |")
+                  f"{float(np.median(res[(pr, p)]['final_norm'])):.4g} | {f['runs']} | {f['infeasible']} | "
+                  f"{f['solver_errors']} |")
     a_kq, p_kq = fin[("authors", "KQ")]["corr_nuc_mean"], fin[("plain", "KQ")]["corr_nuc_mean"]
     md += ["", "Paper (TLTO §6): W ↔ Frobenius and (K, Q) ↔ nuclear reach corr ≈ 0.997, cross pairs ≈ 0.85.", "",
            f"(K, Q) ↔ nuclear: {a_kq:.4f} with the authors' protocol, {p_kq:.4f} with the plain one. "
@@ -380,15 +450,19 @@ def rank_cell(seed: int, n: int, T: int, d: int, trials: int) -> dict:
     from numerics.data import random_unit_sphere
     from numerics.svm import solve_att_svm
 
-    fro_r, nuc_r, infeasible, retries, draws = [], [], 0, 0, 0
+    fro_r, nuc_r, infeasible, retries, draws, errors = [], [], 0, 0, 0, []
     while len(fro_r) < trials and draws < SVM_RANK_MAX_DRAWS * trials:
         data = random_unit_sphere(n, T, d, rng=trial_rng(seed, "svm-rank", (n, T, d), draws))
         draws += 1
-        fro = solve_att_svm(data)
-        if not fro.feasible:
-            infeasible += 1
+        try:
+            fro = solve_att_svm(data)
+            if not fro.feasible:
+                infeasible += 1
+                continue
+            nuc, retried = solve_nuc(data, None)
+        except SolverError as exc:  # an outcome: recorded with the solver's status, the cell goes on drawing
+            errors.append(error_status(exc))
             continue
-        nuc, retried = solve_nuc(data, None)
         retries += retried
         fro_r.append(fro.rank)
         nuc_r.append(nuc.rank)
@@ -397,17 +471,18 @@ def rank_cell(seed: int, n: int, T: int, d: int, trials: int) -> dict:
     return {"n": n, "T": T, "d": d, "feasible": len(fro_r), "infeasible": infeasible, "draws": draws,
             "fro_rank_mean": float(f.mean()) if f.size else nan, "nuc_rank_mean": float(u.mean()) if u.size else nan,
             "fro_rank_std": float(f.std()) if f.size else nan, "nuc_rank_std": float(u.std()) if u.size else nan,
-            "fro_rank_is_min_dn": float(np.mean(f == min(d, n))) if f.size else nan, "nuc_retries": retries}
+            "fro_rank_is_min_dn": float(np.mean(f == min(d, n))) if f.size else nan, "nuc_retries": retries,
+            "solver_errors": len(errors), "solver_status": status_summary(errors)}
 
 
-def run_svm_rank(seed, trials, workers=None, dask=None, progress=True) -> list[dict]:
+def run_svm_rank(seed, trials, workers=None, dask=None, progress=True, keep=None) -> list[dict]:
     tasks = [(seed, n, T, d, trials) for (n, T) in RANK_NT for d in RANK_D]
-    return run_sweep(rank_cell, tasks, workers=workers, dask=dask, progress=progress, desc="svm-rank", star=True)
+    return kept_sweep(rank_cell, tasks, keep, workers=workers, dask=dask, progress=progress, desc="svm-rank")
 
 
 def report_svm_rank(rows, trials, seed):
     cols = ["n", "T", "d", "feasible", "infeasible", "fro_rank_mean", "nuc_rank_mean", "fro_rank_std", "nuc_rank_std",
-            "fro_rank_is_min_dn", "draws", "nuc_retries"]
+            "fro_rank_is_min_dn", "draws", "nuc_retries", "solver_errors", "solver_status"]
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
     for ax, sel, lab in ((axes[0], [(5, 5), (10, 5), (15, 5)], "n"), (axes[1], [(5, 5), (5, 10), (5, 15)], "T")):
@@ -420,21 +495,34 @@ def report_svm_rank(rows, trials, seed):
                         marker="s", ms=4, capsize=2, label=f"Frobenius, {lab}={val}")
             ax.errorbar(d, [r["nuc_rank_mean"] for r in rs], yerr=[r["nuc_rank_std"] for r in rs], color=c, ls="-",
                         marker="o", ms=4, capsize=2, label=f"nuclear, {lab}={val}")
+            bad = [r for r in rs if r["solver_errors"]]
+            if bad:  # cells with solver errors: marked, with their count
+                ax.scatter([r["d"] for r in bad], [0.0] * len(bad), marker="x", color=c, s=40, zorder=3,
+                           label=f"solver errors, {lab}={val}")
+                for r in bad:
+                    ax.annotate(str(r["solver_errors"]), (r["d"], 0.0), textcoords="offset points", xytext=(3, 3),
+                                fontsize=7, color=c)
         ax.set_xlabel("d")
         ax.set_ylabel("rank of certified Att-SVM solution")
         ax.set_title(f"varying {lab} ({'T=5' if lab == 'n' else 'n=5'})")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, ncol=2)
-    fig.suptitle(f"Rank of SVM solutions (σ_j > 1e-6 σ_1; up to {trials} feasible instances per cell)")
+    nerr = sum(r["solver_errors"] for r in rows)
+    fig.suptitle(f"Rank of SVM solutions (σ_j > 1e-6 σ_1; up to {trials} feasible instances per cell; "
+                 f"solver errors: {nerr})")
     md = ["# svm-rank", "",
           f"Random unit-sphere data (cross-attention), Att-SVM(opt), certified Frobenius (KKT) and nuclear (SDP "
           f"duality) solutions; rank = #σ_j > 1e-6 σ_1. Up to {trials} feasible instances per cell (at most "
-          f"{SVM_RANK_MAX_DRAWS}×{trials} draws; seed {seed}); every infeasible draw counted (Farkas-certified).", "",
-          "| n | T | d | feasible | infeasible | Frobenius rank | min(d, n) | share = min(d,n) | nuclear rank |",
-          "|---|---|---|---|---|---|---|---|---|"]
+          f"{SVM_RANK_MAX_DRAWS}×{trials} draws; seed {seed}); every infeasible draw counted (Farkas-certified); "
+          f"draws no solver could certify are errors, counted with the solver's status ({nerr} in all).", "",
+          "| n | T | d | feasible | infeasible | Frobenius rank | min(d, n) | share = min(d,n) | nuclear rank "
+          "| solver errors |",
+          "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        err = f"{r['solver_errors']} ({r['solver_status']})" if r["solver_errors"] else "0"
         md.append(f"| {r['n']} | {r['T']} | {r['d']} | {r['feasible']} | {r['infeasible']} | {r['fro_rank_mean']:.2f} | "
-                  f"{min(r['d'], r['n'])} | {r['fro_rank_is_min_dn']:.2f} | {r['nuc_rank_mean']:.2f} ± {r['nuc_rank_std']:.2f} |")
+                  f"{min(r['d'], r['n'])} | {r['fro_rank_is_min_dn']:.2f} | {r['nuc_rank_mean']:.2f} ± {r['nuc_rank_std']:.2f} "
+                  f"| {err} |")
     md += ["", "![svm-rank](svm-rank.png)", ""]
     return _csv(rows, cols), _png(fig), "\n".join(md)
 
@@ -461,7 +549,11 @@ def global_chunk(seed: int, n: int, T: int, d: int, trials: list[int]) -> list[d
     out = []
     for j, data in enumerate(datas):
         opt = optimal_tokens(data).index
-        sol = solve_att_svm(data, opt)
+        try:
+            sol = solve_att_svm(data, opt)
+        except SolverError as exc:  # undecided: counted as an error, not in the share
+            out.append({"error": error_status(exc)})
+            continue
         a = softmax_probs(data, W[j]).argmax(axis=1)
         reached = bool(sol.feasible and np.array_equal(a, opt))
         out.append({"infeasible": not sol.feasible, "reached": reached,
@@ -469,24 +561,29 @@ def global_chunk(seed: int, n: int, T: int, d: int, trials: list[int]) -> list[d
     return out
 
 
-def run_global_vs_d(seed, trials, workers=None, dask=None, progress=True) -> list[dict]:
+def run_global_vs_d(seed, trials, workers=None, dask=None, progress=True, keep=None) -> list[dict]:
     cells = [(n, T, d) for (n, T) in GLOBAL_NT for d in GLOBAL_D]
     tasks = [(seed, *c, list(range(s, min(s + CHUNK * 2, trials)))) for c in cells for s in range(0, trials, CHUNK * 2)]
-    parts = run_sweep(global_chunk, tasks, workers=workers, dask=dask, progress=progress, desc="global-vs-d", star=True)
+    parts = kept_sweep(global_chunk, tasks, keep, workers=workers, dask=dask, progress=progress, desc="global-vs-d")
     rows = []
     for c in cells:
-        rs = [r for t, p in zip(tasks, parts, strict=False) if tuple(t[1:4]) == c for r in p]
+        every = [r for t, p in zip(tasks, parts, strict=False) if tuple(t[1:4]) == c for r in p]
+        errs = [r["error"] for r in every if "error" in r]
+        rs = [r for r in every if "error" not in r]
         k = sum(r["reached"] for r in rs)
         lo, hi = wilson_interval(k, len(rs))
         cs = [r["corr"] for r in rs if r["reached"]]
-        rows.append({"n": c[0], "T": c[1], "d": c[2], "trials": len(rs), "reached": k, "share": k / len(rs),
+        rows.append({"n": c[0], "T": c[1], "d": c[2], "trials": len(rs), "reached": k,
+                     "share": k / len(rs) if rs else float("nan"),
                      "ci_low": lo, "ci_high": hi, "infeasible": sum(r["infeasible"] for r in rs),
-                     "corr_reached_mean": float(np.mean(cs)) if cs else float("nan")})
+                     "corr_reached_mean": float(np.mean(cs)) if cs else float("nan"),
+                     "solver_errors": len(errs), "solver_status": status_summary(errs)})
     return rows
 
 
 def report_global_vs_d(rows, trials, seed):
-    cols = ["n", "T", "d", "trials", "reached", "share", "ci_low", "ci_high", "infeasible", "corr_reached_mean"]
+    cols = ["n", "T", "d", "trials", "reached", "share", "ci_low", "ci_high", "infeasible", "corr_reached_mean",
+            "solver_errors", "solver_status"]
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 4.6))
     for (n, T) in GLOBAL_NT:
@@ -499,16 +596,19 @@ def report_global_vs_d(rows, trials, seed):
     ax.set_ylim(-0.05, 1.05)
     ax.grid(alpha=0.3)
     ax.legend()
-    ax.set_title(f"Global convergence vs d ({trials} runs per point, Wilson 95%)")
+    nerr = sum(r["solver_errors"] for r in rows)
+    ax.set_title(f"Global convergence vs d ({trials} runs per point, Wilson 95%; solver errors: {nerr})")
     md = ["# global-vs-d", "",
           f"Random unit-sphere data; normalised GD on W, step {GD_LR}, {GD_STEPS} steps, {trials} runs per cell "
           f"(seed {seed}). A run reaches the global solution when its final softmax selects the optimal token of "
-          "every example and Att-SVM(opt) is feasible (infeasible trials counted as not reached).", "",
-          "| n | T | d | runs | reached | share [95% CI] | infeasible | mean corr(W, W^mm) when reached |",
-          "|---|---|---|---|---|---|---|---|"]
+          "every example and Att-SVM(opt) is feasible (infeasible trials counted as not reached). Runs whose "
+          f"Att-SVM(opt) no solver could certify are errors, outside the share ({nerr} in all).", "",
+          "| n | T | d | runs | reached | share [95% CI] | infeasible | mean corr(W, W^mm) when reached | solver errors |",
+          "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        err = f"{r['solver_errors']} ({r['solver_status']})" if r["solver_errors"] else "0"
         md.append(f"| {r['n']} | {r['T']} | {r['d']} | {r['trials']} | {r['reached']} | {r['share']:.2f} "
-                  f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}] | {r['infeasible']} | {r['corr_reached_mean']:.4f} |")
+                  f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}] | {r['infeasible']} | {r['corr_reached_mean']:.4f} | {err} |")
     md += ["", "![global-vs-d](global-vs-d.png)", ""]
     return _csv(rows, cols), _png(fig), "\n".join(md)
 
@@ -542,15 +642,20 @@ def mt_chunk(seed: int, d: int, trials: list[int]) -> dict:
     res = run_gd(datas, steps=MT_STEPS, lr=GD_LR, seed=inits, head=head, record_every=RECORD_EVERY * 2)
     curves = {c: [] for c in CANDIDATES}
     ambiguous = dir_infeasible = one_infeasible = 0
+    errors = []
     for j, data in enumerate(datas):
-        g = gen_svm(data, res.W[j], kind="W")
-        if g.ambiguous:
-            ambiguous += 1
+        try:
+            g = gen_svm(data, res.W[j], kind="W")
+            if g.ambiguous:
+                ambiguous += 1
+                continue
+            if g.W_dir is None or not g.directional.feasible:
+                dir_infeasible += 1
+                continue
+            one = solve_att_svm(data, softmax_probs(data, res.W[j]).argmax(axis=1))
+        except SolverError as exc:  # an outcome: counted, excluded from the curves
+            errors.append(error_status(exc))
             continue
-        if g.W_dir is None or not g.directional.feasible:
-            dir_infeasible += 1
-            continue
-        one = solve_att_svm(data, softmax_probs(data, res.W[j]).argmax(axis=1))
         one_infeasible += not one.feasible
         cur = {c: [] for c in CANDIDATES}
         for W in res.W_traj[:, j]:
@@ -564,25 +669,28 @@ def mt_chunk(seed: int, d: int, trials: list[int]) -> dict:
     return {"iterations": res.iterations, "curves": {c: np.array(v).reshape(-1, len(res.iterations))
                                                      for c, v in curves.items() if c in CANDIDATES},
             "multi": curves.get("multi", []), "ambiguous": ambiguous, "dir_infeasible": dir_infeasible,
-            "one_infeasible": one_infeasible, "runs": len(trials)}
+            "one_infeasible": one_infeasible, "runs": len(trials), "solver_errors": len(errors),
+            "error_statuses": errors}
 
 
-def run_multi_token(seed, trials, workers=None, dask=None, progress=True) -> dict:
+def run_multi_token(seed, trials, workers=None, dask=None, progress=True, keep=None) -> dict:
     tasks = [(seed, d, list(range(s, min(s + CHUNK, trials)))) for d in MT_D for s in range(0, trials, CHUNK)]
-    parts = run_sweep(mt_chunk, tasks, workers=workers, dask=dask, progress=progress, desc="multi-token", star=True)
+    parts = kept_sweep(mt_chunk, tasks, keep, workers=workers, dask=dask, progress=progress, desc="multi-token")
     out = {}
     for d in MT_D:
         ps = [p for t, p in zip(tasks, parts, strict=False) if t[1] == d]
         out[d] = {"iterations": ps[0]["iterations"],
                   "curves": {c: np.concatenate([p["curves"][c] for p in ps]) for c in CANDIDATES},
-                  **{k: sum(p[k] for p in ps) for k in ("ambiguous", "dir_infeasible", "one_infeasible", "runs")},
+                  **{k: sum(p[k] for p in ps)
+                     for k in ("ambiguous", "dir_infeasible", "one_infeasible", "runs", "solver_errors")},
+                  "error_statuses": [e for p in ps for e in p["error_statuses"]],
                   "multi_selected": sum(int(m > 0) for p in ps for m in p["multi"])}
     return out
 
 
 def report_multi_token(res, trials, seed):
     cols = ["d", "iteration", "candidate", "one_minus_corr_mean", "one_minus_corr_median", "runs", "ambiguous",
-            "dir_infeasible", "one_token_infeasible"]
+            "dir_infeasible", "one_token_infeasible", "solver_errors"]
     rows = []
     plt = _plt()
     fig, axes = plt.subplots(1, len(MT_D), figsize=(4.2 * len(MT_D), 4.0), sharey=True)
@@ -599,9 +707,11 @@ def report_multi_token(res, trials, seed):
                 rows.append({"d": d, "iteration": int(it), "candidate": c, "one_minus_corr_mean": float(mean[s]),
                              "one_minus_corr_median": float(med[s]), "runs": int(A.shape[0]),
                              "ambiguous": r["ambiguous"], "dir_infeasible": r["dir_infeasible"],
+                             "solver_errors": r["solver_errors"],
                              "one_token_infeasible": r["one_infeasible"]})
             ax.semilogy(r["iterations"][1:], np.maximum(med[1:], 1e-16), label=labels[c])
-        ax.set_title(f"d={d} ({r['curves']['svmeq'].shape[0]} unambiguous of {r['runs']})")
+        ax.set_title(f"d={d} ({r['curves']['svmeq'].shape[0]} unambiguous of {r['runs']}"
+                     + (f"; {r['solver_errors']} solver errors" if r["solver_errors"] else "") + ")")
         ax.set_xlabel("iteration")
         ax.grid(alpha=0.3, which="both")
     axes[0].set_ylabel("median 1 − corr(W(k), candidate)")
@@ -613,14 +723,16 @@ def report_multi_token(res, trials, seed):
           "(selected s > 1e-3, masked s ≤ 1e-6); runs with probabilities in between are ambiguous and excluded "
           "(counted). W^svmeq = W^fin + R W^dir with R fitted per iterate.", "",
           "| d | runs | ambiguous | W^dir infeasible | unambiguous | with a multi-token example | "
-          "1−corr W^svmeq | 1−corr W^dir | 1−corr one-token (infeasible) |", "|---|---|---|---|---|---|---|---|---|"]
+          "1−corr W^svmeq | 1−corr W^dir | 1−corr one-token (infeasible) | solver errors |",
+          "|---|---|---|---|---|---|---|---|---|---|"]
     for d in MT_D:
         r = res[d]
         fin = {c: [x for x in rows if x["d"] == d and x["candidate"] == c][-1]["one_minus_corr_median"]
                for c in CANDIDATES}
         md.append(f"| {d} | {r['runs']} | {r['ambiguous']} | {r['dir_infeasible']} | {r['curves']['svmeq'].shape[0]} | "
                   f"{r['multi_selected']} | {fin['svmeq']:.2e} | {fin['dir']:.2e} | {fin['one_token']:.2e} "
-                  f"({r['one_infeasible']}) |")
+                  f"({r['one_infeasible']}) | {r['solver_errors']}"
+                  + (f" ({status_summary(r['error_statuses'])})" if r["solver_errors"] else "") + " |")
     md += ["", "(medians at the last iterate)", "", "![multi-token](multi-token.png)", ""]
     return _csv(rows, cols), _png(fig), "\n".join(md)
 
@@ -644,15 +756,20 @@ def reproduce(name: str, *, trials: int | None = None, seed: int = 0, out: str |
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise InvalidInputError(f"--trials must be an integer >= 1, got {trials!r}")
     run, rep = EXPERIMENTS[name]
+    out = Path(out)
+    keep = out / f".{name}.parts"  # finished tasks, kept until the outputs are written (see the module doc)
     t0 = time.perf_counter()
-    res = run(seed, trials, workers=workers, dask=dask, progress=progress)
+    res = run(seed, trials, workers=workers, dask=dask, progress=progress, keep=keep)
+    resumed = kept_sweep.resumed
     csv_text, png, md = rep(res, trials, seed)
     md += f"\n_{time.perf_counter() - t0:.1f} s; `attnsvm reproduce {name} --trials {trials} --seed {seed}`_\n"
-    out = Path(out)
+    if resumed:
+        md += f"\n_{resumed} finished task(s) reloaded from an interrupted run ({keep})._\n"
     paths = {ext: out / f"{name}.{ext}" for ext in ("csv", "png", "md")}
     write_text(paths["csv"], csv_text)
     write_bytes(paths["png"], png)
     write_text(paths["md"], md)
+    shutil.rmtree(keep, ignore_errors=True)
     return paths
 
 

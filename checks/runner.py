@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import platform
+import shutil
 import signal
 import subprocess
 import sys
@@ -326,6 +327,8 @@ def run_check(
         out.mkdir(parents=True, exist_ok=True)
         for stale in ("report.json", "report.md", "report.html", "junit.xml"):
             (out / stale).unlink(missing_ok=True)
+        for stale_dir in ("counterexamples", "figures"):  # a new run's files only, never an older run's
+            shutil.rmtree(out / stale_dir, ignore_errors=True)
     from numerics.fileio import write_text
 
     write_text(out / "run.json", json.dumps(cfg.to_json(run["id"]), indent=1))

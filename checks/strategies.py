@@ -138,3 +138,39 @@ def local_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator, locall
     kind = "locally optimal" if locally_optimal else "non-locally-optimal"
     raise InvalidInputError(f"no {kind} alpha found in {tries} draws at n={n}, T={T}, d={d}; "
                             "try another size (local optimality needs d >= max(n, T-1) for feasibility)")
+
+
+def tied_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator,
+                    tries: int = 60) -> tuple[AttentionData, np.ndarray]:
+    """Unit-sphere data with a selection alpha != opt that is NOT locally optimal *at the boundary*: a
+    support token of W^mm_alpha scores exactly as high as alpha_i (a tie), Att-SVM(alpha) feasible.
+
+    alpha = opt except one random example i, which selects its second-best token; then that example's
+    optimal token t is moved along the head v until its score equals alpha_i's (x_it -= c v with
+    c = (gamma_it - gamma_{i alpha_i}) / (Y_i ||v||^2): the scores tie up to rounding, far below TIE_TOL).
+    Kept when Att-SVM(alpha) of the modified data is feasible and t is one of its support tokens, so
+    numerics.svm.is_locally_optimal is False only because of the tie (gamma_{i alpha_i} > gamma_it fails by
+    equality). Draws up to ``tries`` datasets; InvalidInputError if none fits.
+    """
+    from numerics.data import random_unit_sphere
+    from numerics.svm import solve_att_svm
+    from numerics.tokens import optimal_tokens, scores
+
+    _check_sizes(n, T, d)
+    for _ in range(tries):
+        data = random_unit_sphere(n, T, d, rng=rng)
+        ot = optimal_tokens(data)
+        if not ot.unique:
+            continue
+        g = scores(data)
+        i = int(rng.integers(n))
+        alpha = ot.index.copy()
+        alpha[i] = _second_best(g)[i]
+        t = int(ot.index[i])
+        X = np.array(data.X)
+        X[i, t] -= (g[i, t] - g[i, alpha[i]]) / (data.Y[i] * float(data.v @ data.v)) * data.v
+        tied = AttentionData(X, data.Y, data.Z, data.v)
+        sol = solve_att_svm(tied, alpha)
+        if sol.feasible and t in set(np.asarray(sol.support[i]).tolist()):
+            return tied, alpha
+    raise InvalidInputError(f"no tied non-locally-optimal alpha found in {tries} draws at n={n}, T={T}, d={d}")

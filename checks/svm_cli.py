@@ -8,6 +8,7 @@ InvalidInputError, which checks.cli turns into one line on stderr and exit 2.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,8 @@ def solution_dict(sol: SVMSolution) -> dict[str, Any]:
 
 def cmd_svm(args: Any) -> int:
     data = AttentionData.load(args.file)
+    for note in data.notes:
+        print(f"note: {note}", file=sys.stderr)
     alpha = parse_alpha(getattr(args, "alpha", "optimal"), data)
     try:
         sol = solve_att_svm(data, alpha, norm=args.norm, exact=bool(getattr(args, "exact", False)))

@@ -20,7 +20,7 @@ Minimal example (a complete plugin file, see ``examples/plugin_theorem.py``)::
         statement = r"s_i(W) \\in \\Delta^{T-1}"
         profiles = {"quick": Profile(instances=10, min_confirmed=10)}
 
-        def instance(self, rng, profile):
+        def instance(self, rng, ctx):
             return random_unit_sphere(3, 4, 5, rng=rng)
 
         def check_sums(self, data, state, ctx):
@@ -32,6 +32,20 @@ Hypotheses return ``True``/``False`` (or an :class:`Outcome`); predictions retur
 built with :func:`held`, :func:`failed` or :func:`undecided` (budget/precision too small: the
 instance becomes inconclusive). Raising :class:`numerics.errors.SolverError` makes the instance an
 *error* carrying the solver's status.
+
+What the report shows (all optional):
+
+- ``criteria``: the decision rules, as a tuple of :class:`Criterion` (quantity, comparison, threshold),
+  e.g. ``Criterion("1 - corr(W(k), W^mm) at the last iterate", "<", 1e-2, plot_metric="corr_err_curve")``.
+  They are printed in every report format and written to report.json (``criteria: [{name, rule, value}]``);
+  a criterion with ``plot_metric`` draws its threshold as a line on that metric's figure panel.
+- ``theorem_number``: the paper's numbering where known (``"TLTO Thm 2"``), shown beside ``reference``.
+- ``sizes(inst)``: the instance's sizes, recorded in each instance's metrics (default: ``n``, ``T``, ``d``
+  of the :class:`~numerics.data.AttentionData` found in the instance; add ``m`` for a key-query width).
+- Series: a metric named ``<name>_curve`` (a list) is plotted per instance, coloured by outcome. Its
+  x-axis is the GD iteration when the instance also records ``<name>_iterations`` (or ``iterations``),
+  a list of the same length giving the iteration of each recorded value; otherwise the record index.
+  A curve whose name says it is an error (``err``, e.g. 1 - corr) is drawn on a log y-axis.
 """
 
 from __future__ import annotations
@@ -39,7 +53,7 @@ from __future__ import annotations
 import ast
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -57,13 +71,14 @@ class Profile:
     params: dict[str, Any] = field(default_factory=dict)
     batch: int = 16  # instances prepared together (batched GD); small enough to interrupt quickly
     #: PASS also needs inconclusive <= max_inconclusive * (instances - vacuous): a check that leaves many
-    #: instances undecided has not shown the claim, however many others it confirmed.
-    max_inconclusive: float = 0.25
+    #: instances undecided has not shown the claim, however many others it confirmed. None: the bound of
+    #: the profile of that name in DEFAULT_PROFILES (resolved by Theorem.profile).
+    max_inconclusive: float | None = None
 
     def __post_init__(self):
         if self.instances < 1 or not (1 <= self.min_confirmed <= self.instances):
             raise ValueError(f"bad profile: instances={self.instances}, min_confirmed={self.min_confirmed}")
-        if not 0.0 <= self.max_inconclusive <= 1.0:
+        if self.max_inconclusive is not None and not 0.0 <= self.max_inconclusive <= 1.0:
             raise ValueError(f"bad profile: max_inconclusive={self.max_inconclusive} must lie in [0, 1]")
 
 
@@ -74,6 +89,41 @@ DEFAULT_PROFILES = {
     "full": Profile(instances=60, min_confirmed=50, max_inconclusive=0.2),
     "paper": Profile(instances=200, min_confirmed=150, max_inconclusive=0.2),
 }
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One decision rule of a theorem, as the report prints it: ``name rule value``, e.g.
+    ``Criterion("1 - corr(W(k), W^mm) at the last iterate", "<", 1e-2)``. ``plot_metric`` names the
+    metric (a per-instance value or a ``*_curve``) on whose figure panel ``value`` is drawn as a line."""
+
+    name: str
+    rule: str
+    value: Any = None
+    plot_metric: str | None = None
+
+    def __post_init__(self):
+        if not (isinstance(self.name, str) and self.name and isinstance(self.rule, str) and self.rule):
+            raise ValueError(f"Criterion needs a non-empty name and rule, got {self.name!r}, {self.rule!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"name": self.name, "rule": self.rule.strip(), "value": self.value}
+        if self.plot_metric:
+            out["plot_metric"] = self.plot_metric
+        return out
+
+
+def find_data(inst: Any) -> Any:
+    """The :class:`~numerics.data.AttentionData` an instance carries: the instance itself, an element of a
+    tuple/list, ``inst["data"]`` or ``inst.data``; None when there is none."""
+    from numerics.data import AttentionData
+
+    if isinstance(inst, AttentionData):
+        return inst
+    if isinstance(inst, (tuple, list)):
+        return next((x for x in inst if isinstance(x, AttentionData)), None)
+    cand = inst.get("data") if isinstance(inst, dict) else getattr(inst, "data", None)
+    return cand if isinstance(cand, AttentionData) else None
 
 
 @dataclass(frozen=True)
@@ -124,7 +174,7 @@ class Context:
 
 class Theorem:
     """Base class of every theorem and negative control. Subclass, set the class attributes, add
-    ``instance`` (or ``instances``), optional ``prepare``, ``assume_*`` and ``check_*`` methods."""
+    ``instance``, optional ``prepare``, ``assume_*`` and ``check_*`` methods."""
 
     id: ClassVar[str] = ""
     title: ClassVar[str] = ""
@@ -147,6 +197,16 @@ class Theorem:
     finding_seen: ClassVar[dict[tuple[str, int], tuple[int, ...]]] = {}
     #: metric plotted per instance in the report figure (defaults to the first numeric metric)
     plot_metric: ClassVar[str | None] = None
+    #: Numeric components the check relies on, by name from ``numerics.sabotage.COMPONENTS`` ("gd",
+    #: "kq-gd", "regpath", "prompt-gd", "seq-gd", "vp-path", "gradient", "softmax", "causal-mask",
+    #: "optimal-token", "svm-fro", "svm-nuc", "certificate", "rank"). ``attnsvm power`` runs the theorem
+    #: under every sabotage of these components and expects each to change its verdict (README, "Power
+    #: analysis"). Empty: nothing numeric to sabotage (e.g. a symbolic check).
+    depends_on: ClassVar[tuple[str, ...]] = ()
+    #: the decision rules, for the report (see the module docstring); empty: "criteria not declared"
+    criteria: ClassVar[tuple[Criterion, ...]] = ()
+    #: the paper's numbering where known, e.g. "TLTO Thm 2" (shown beside ``reference``)
+    theorem_number: ClassVar[str | None] = None
 
     # -- instance family --------------------------------------------------------------------
     def instance(self, rng: np.random.Generator, ctx: Context) -> Any:
@@ -155,6 +215,12 @@ class Theorem:
     def prepare(self, instances: Sequence[Any], ctxs: Sequence[Context]) -> list[Any]:
         """Expensive shared work for a batch of instances (e.g. one batched GD run). Default: none."""
         return [None] * len(instances)
+
+    def sizes(self, inst: Any) -> dict[str, int]:
+        """The instance's sizes, recorded in its metrics (the report shows their ranges). Default: n, T, d
+        of the AttentionData in the instance (:func:`find_data`); none when it carries none."""
+        data = find_data(inst)
+        return {} if data is None else {"n": int(data.n), "T": int(data.T), "d": int(data.d)}
 
     def not_applicable(self, data: Any) -> str | None:
         """Why this theorem cannot run on given data (None when it can)."""
@@ -184,9 +250,11 @@ class Theorem:
 
     @classmethod
     def profile(cls, name: str) -> Profile:
-        if name in cls.profiles:
-            return cls.profiles[name]
-        return DEFAULT_PROFILES[name]
+        """The theorem's profile ``name``, its inconclusive bound filled in from the default profile."""
+        p = cls.profiles.get(name, DEFAULT_PROFILES[name])
+        if p.max_inconclusive is None:
+            p = replace(p, max_inconclusive=DEFAULT_PROFILES[name].max_inconclusive)
+        return p
 
     @classmethod
     def describe(cls) -> dict[str, Any]:
@@ -198,6 +266,9 @@ class Theorem:
             "control_of": cls.control_of,
             "finding": cls.finding,
             "finding_seen": {f"{p}/seed {s}": list(ks) for (p, s), ks in cls.finding_seen.items()},
+            "depends_on": list(cls.depends_on),
+            "theorem_number": cls.theorem_number,
+            "criteria": [c.to_json() for c in cls.criteria],
         }
 
 
@@ -233,12 +304,27 @@ def _constant_methods(cls: type) -> list[str]:
 def _is_constant(node: ast.AST | None) -> bool:
     if node is None or isinstance(node, ast.Constant):
         return True
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("held", "failed")
-            and all(isinstance(a, ast.Constant) for a in node.args) and not node.keywords)
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in ("held", "failed", "undecided", "decide")
+            and all(isinstance(a, ast.Constant) for a in node.args)
+            and all(isinstance(k.value, ast.Constant) for k in node.keywords))
 
 
 # -- registry ---------------------------------------------------------------------------------
 REGISTRY: dict[str, type[Theorem]] = {}
+
+
+def _depends_on_problems(deps: Any) -> list[str]:
+    """What is wrong with a ``depends_on`` declaration (empty when it is a tuple of known components)."""
+    from numerics.sabotage import COMPONENTS
+
+    if not isinstance(deps, tuple) or not all(isinstance(c, str) for c in deps):
+        return [f"depends_on must be a tuple of component names, got {deps!r}"]
+    unknown = [c for c in deps if c not in COMPONENTS]
+    if unknown:
+        return [f"depends_on names unknown component(s) {', '.join(map(repr, unknown))}; known: "
+                f"{', '.join(COMPONENTS)}"]
+    return []
 
 
 def register(cls: type[Theorem]) -> type[Theorem]:
@@ -254,11 +340,14 @@ def register(cls: type[Theorem]) -> type[Theorem]:
         problems.append("missing title")
     if not cls.prediction_names():
         problems.append("no check_* prediction methods")
+    if not (isinstance(cls.criteria, tuple) and all(isinstance(c, Criterion) for c in cls.criteria)):
+        problems.append("criteria must be a tuple of checks.Criterion")
     for name in cls.profiles:
         if name not in PROFILES:
             problems.append(f"unknown profile {name!r}")
     problems += [f"{name} always returns the same thing: a hypothesis or prediction that cannot fail is not a "
                  f"check (a subclass drops an inherited one with `{name} = None`)" for name in _constant_methods(cls)]
+    problems.extend(_depends_on_problems(cls.depends_on))
     if problems:
         raise TypeError(f"theorem {cls.__name__} ({cls.id!r}): " + "; ".join(problems))
     if cls.control_of and "finding" not in vars(cls):

@@ -84,3 +84,33 @@ def test_gd_step_flops_counts():
         from checks.bench import run_bench
 
         run_bench(quick=True, only=["bogus"])
+
+
+def test_bench_counts_an_svm_solver_error_and_finishes(tmp_path, capsys, monkeypatch):
+    """An SVM instance numerics.svm cannot certify is counted (json, csv, table, figure), not a crash."""
+    import numerics.svm as S
+    from numerics.errors import SolverError
+
+    real = S.solve_att_svm
+    seen = {"nuc": 0}
+
+    def flaky(data, alpha=None, **kw):
+        if kw.get("norm") == "nuc" and data.n == 3 and data.d == 4:  # the first svm-curve shape (3, 3, 4)
+            seen["nuc"] += 1
+            raise SolverError("injected", status="uncertified", solver="test")
+        return real(data, alpha, **kw)
+
+    monkeypatch.setattr(S, "solve_att_svm", flaky)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "bench"
+    assert main(["bench", "--quick", "--only", "svm-curve", "--out", str(out)]) == 0
+    assert seen["nuc"] == 1
+    res = json.loads((out / "bench.json").read_text())
+    assert res["svm-curve"]["solver_errors"]["nuc"][0] == ["uncertified"]
+    assert res["svm-curve"]["solver_errors"]["fro"] == [[], []]
+    table = capsys.readouterr().out
+    assert "solver errors 1 (uncertified×1)" in table and "| NO |" in table
+    with open(out / "bench.csv", newline="") as fh:
+        rows = [r for r in csv.reader(fh) if r[2] == "solver_errors"]
+    assert sum(int(r[3]) for r in rows) == 1
+    assert (out / "bench.png").exists()

@@ -217,7 +217,12 @@ def test_inconclusive_share_bounds_pass():
     assert verdict_of(c, 5, 0.5) == "PASS"
     c = dict(instances=12, confirmed=6, refuted=0, vacuous=8, inconclusive=0, error=0)
     assert verdict_of(c, 5, 0.25) == "VACUOUS"
-    assert Profile(instances=8, min_confirmed=5).max_inconclusive == 0.25
+    assert Profile(instances=8, min_confirmed=5).max_inconclusive is None  # filled in per profile name
+
+    class P(Theorem):
+        profiles = {"full": Profile(instances=60, min_confirmed=50)}
+
+    assert P.profile("full").max_inconclusive == 0.2 and P.profile("quick").max_inconclusive == 0.25
     with pytest.raises(ValueError, match="max_inconclusive"):
         Profile(instances=8, min_confirmed=5, max_inconclusive=1.5)
 
@@ -238,6 +243,8 @@ def test_constant_hypotheses_and_predictions_are_refused():
 
     assert _is_constant(ast.parse("held()").body[0].value)
     assert _is_constant(ast.parse("False").body[0].value)
+    assert _is_constant(ast.parse('decide(True, "")').body[0].value)
+    assert not _is_constant(ast.parse('decide(ok, "why")').body[0].value)
     assert not _is_constant(ast.parse("held(x=x)").body[0].value)
     assert not _is_constant(ast.parse("x > 0").body[0].value)
 

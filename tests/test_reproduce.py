@@ -95,3 +95,99 @@ def test_multi_token(tmp_path, monkeypatch):
     assert {r["candidate"] for r in rows} == set(R.CANDIDATES)
     md = (tmp_path / "multi-token.md").read_text()
     assert "ambiguous" in md
+
+
+# ---- solver trouble is an outcome; finished tasks are kept -------------------------------------------
+
+
+def _inject_solver_error(monkeypatch, *, norm, nth, status="uncertified"):
+    """numerics.svm.solve_att_svm raising SolverError on its nth call with this norm (counted across the run)."""
+    import numerics.svm as S
+    from numerics.errors import SolverError
+
+    real = S.solve_att_svm
+    calls = {"n": 0}
+
+    def flaky(data, alpha=None, **kw):
+        if kw.get("norm", "fro") == norm:
+            calls["n"] += 1
+            if calls["n"] == nth:
+                raise SolverError("injected: no rung certified", status=status, solver="test")
+        return real(data, alpha, **kw)
+
+    monkeypatch.setattr(S, "solve_att_svm", flaky)
+    return calls
+
+
+def test_svm_rank_counts_a_solver_error_and_finishes(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(R, "RANK_NT", ((5, 5),))
+    monkeypatch.setattr(R, "RANK_D", (3, 6))
+    _inject_solver_error(monkeypatch, norm="nuc", nth=2, status="max_iterations")
+    assert main(["reproduce", "svm-rank", "--trials", "3", "--out", str(tmp_path), "--workers", "1",
+                 "--no-progress"]) == 0
+    rows = _rows(tmp_path / "svm-rank.csv")
+    assert [int(r["solver_errors"]) for r in rows] == [1, 0]
+    assert rows[0]["solver_status"] == "max_iterations×1"
+    assert all(int(r["feasible"]) == 3 for r in rows)  # the cell kept drawing: the error is not a feasible instance
+    md = (tmp_path / "svm-rank.md").read_text()
+    assert "solver errors" in md and "1 (max_iterations×1)" in md
+    assert not (tmp_path / ".svm-rank.parts").exists()  # removed once the outputs are written
+
+
+def test_global_vs_d_counts_a_solver_error_and_finishes(tmp_path, monkeypatch):
+    monkeypatch.setattr(R, "GLOBAL_NT", ((5, 5),))
+    monkeypatch.setattr(R, "GLOBAL_D", (8,))
+    _inject_solver_error(monkeypatch, norm="fro", nth=1)
+    R.reproduce("global-vs-d", trials=3, out=tmp_path, workers=1, progress=False)
+    (row,) = _rows(tmp_path / "global-vs-d.csv")
+    assert int(row["solver_errors"]) == 1 and int(row["trials"]) == 2  # undecided: outside the share
+    assert row["solver_status"] == "uncertified×1"
+
+
+def test_local_convergence_counts_a_solver_error(monkeypatch):
+    _inject_solver_error(monkeypatch, norm="nuc", nth=1)
+    out = R.lc_chunk(0, [0, 1])
+    assert out["error_statuses"] == ["uncertified"]
+    assert sum(out[(pr, pa)]["solver_errors"] for pr in R.LC_PROTOCOLS for pa in ("W", "KQ")) == 1
+
+
+def test_multi_token_counts_a_solver_error(monkeypatch):
+    import numerics.svm as S
+    from numerics.errors import SolverError
+
+    def broken(*a, **k):
+        raise SolverError("injected", status="uncertified")
+
+    monkeypatch.setattr(R, "MT_STEPS", 200)
+    monkeypatch.setattr(S, "gen_svm", broken)
+    out = R.mt_chunk(0, 4, [0, 1])
+    assert out["solver_errors"] == 2 and out["error_statuses"] == ["uncertified"] * 2
+
+
+def test_interrupted_run_loses_no_finished_task(tmp_path, monkeypatch):
+    """An interruption after some cells finished keeps them on disk; the same command then re-runs only the rest
+    and writes the same table as an uninterrupted run."""
+    monkeypatch.setattr(R, "RANK_NT", ((5, 5),))
+    monkeypatch.setattr(R, "RANK_D", (3, 4, 6))
+    clean = tmp_path / "clean"
+    R.reproduce("svm-rank", trials=2, out=clean, workers=1, progress=False)
+    import numerics.svm as S
+
+    real = S.solve_att_svm
+
+    def interrupt_later(data, alpha=None, **kw):
+        if data.d == 6:  # the cells run in order d = 3, 4, 6 (workers=1): interrupted in the last one
+            raise KeyboardInterrupt
+        return real(data, alpha, **kw)
+
+    monkeypatch.setattr(S, "solve_att_svm", interrupt_later)
+    out = tmp_path / "resumed"
+    with pytest.raises(KeyboardInterrupt):
+        R.reproduce("svm-rank", trials=2, out=out, workers=1, progress=False)
+    kept = list((out / ".svm-rank.parts").glob("*.pkl"))
+    assert len(kept) == 2  # d = 3 and d = 4 finished and were kept
+    monkeypatch.setattr(S, "solve_att_svm", real)
+    R.reproduce("svm-rank", trials=2, out=out, workers=1, progress=False)
+    assert (out / "svm-rank.csv").read_text() == (clean / "svm-rank.csv").read_text()
+    assert "2 finished task(s) reloaded" in (out / "svm-rank.md").read_text()
+    assert not (out / ".svm-rank.parts").exists()

@@ -17,7 +17,6 @@ from numerics.svm import (
     gen_svm,
     is_locally_optimal,
     locally_optimal,
-    naive_att_svm,
     seq_scores,
     solve_att_svm,
     solve_head_svm,
@@ -161,6 +160,8 @@ def test_nuclear_matches_reference_sdp(seed):
 
 
 def test_naive_baseline_agrees():
+    from checks.bench_naive import naive_att_svm
+
     data = random_unit_sphere(4, 4, 5, rng=rng(7))
     sol, nv = solve_att_svm(data), naive_att_svm(data)
     assert nv.status == "optimal"
@@ -353,3 +354,238 @@ def test_bad_inputs():
         solve_att_svm(data, norm="nuc", exact=True)
     with pytest.raises(InvalidInputError):
         solve_att_svm(AttentionData(data.X, data.Y, data.Z))  # alpha=None needs the head
+
+
+# ---- the nuclear solver ladder and the unreduced full-space SDP ------------------------------------
+
+
+def _svm_rank_instance():
+    """The instance that killed `attnsvm reproduce svm-rank --trials 30` (issue 12): cell (n, T, d) = (5, 10, 3),
+    draw 27, seed 0. The Newton polish stalled along its gauge direction at a point 2.5e-6 above optimal, whose
+    duality gap failed the SDP certificate."""
+    from checks.sweep import trial_rng
+
+    return random_unit_sphere(5, 10, 3, rng=trial_rng(0, "svm-rank", (5, 10, 3), 27))
+
+
+def test_svm_rank_instance_certifies_and_full_space_agrees():
+    data = _svm_rank_instance()
+    sol = solve_att_svm(data, norm="nuc")  # raised SolverError before the gauge-fixed polish
+    assert sol.certificate.verified and sol.certificate.gap <= tol.GAP_TOL
+    assert sol.solver == "clarabel+reduced+polish" and sol.attempts == ("clarabel+reduced+polish: certified",)
+    full = solve_att_svm(data, norm="nuc", formulation="full")
+    assert full.certificate.verified and full.solver.endswith("+full+polish")
+    assert abs(full.objective - sol.objective) <= 1e-9 * sol.objective
+    assert sol.rank == full.rank == 2
+
+
+def _zero_answer(F, b, r1, r2, key):
+    return np.zeros((r1, r2)), np.zeros(F.shape[0]), "optimal"
+
+
+def test_ladder_climbs_until_a_rung_certifies(monkeypatch):
+    import numerics.svm.nuclear as S
+    from numerics.errors import SolverError
+
+    real = S._nuclear_sdp
+
+    def flaky(F, b, r1, r2, key):
+        if key == "clarabel":
+            raise SolverError("injected", status="max_iterations", solver=key)
+        if key == "clarabel-tight":
+            return _zero_answer(F, b, r1, r2, key)  # "optimal" but W = 0: infeasible, must not certify
+        return real(F, b, r1, r2, key)
+
+    monkeypatch.setattr(S, "_nuclear_sdp", flaky)
+    data = random_unit_sphere(4, 4, 5, rng=rng(2))
+    sol = solve_att_svm(data, norm="nuc")
+    assert sol.certificate.verified and sol.solver == "clarabel-primal+reduced+polish"
+    assert len(sol.attempts) == 3
+    assert "max_iterations" in sol.attempts[0] and "NOT verified" in sol.attempts[1]
+    assert sol.attempts[2] == "clarabel-primal+reduced+polish: certified"
+    monkeypatch.setattr(S, "_nuclear_sdp", real)
+    ref = solve_att_svm(data, norm="nuc")
+    assert abs(sol.objective - ref.objective) <= 1e-9 * ref.objective
+
+
+def test_ladder_falls_back_to_the_full_space_sdp(monkeypatch):
+    import numerics.svm.nuclear as S
+
+    real = S._nuclear_sdp
+    d = 6  # > n = 3: the reduced coordinates (r2 = rank Z = 3) differ from the full d x d ones
+
+    def reduced_broken(F, b, r1, r2, key):
+        return real(F, b, r1, r2, key) if (r1, r2) == (d, d) else _zero_answer(F, b, r1, r2, key)
+
+    monkeypatch.setattr(S, "_nuclear_sdp", reduced_broken)
+    data = random_unit_sphere(3, 4, d, rng=rng(3))
+    sol = solve_att_svm(data, norm="nuc")
+    n_reduced = sum(form == "reduced" for _, form in S.NUC_LADDER)
+    assert sol.solver == "clarabel-primal+full+polish" and len(sol.attempts) == n_reduced + 1
+    assert sol.certificate.verified
+
+
+@pytest.mark.parametrize("statuses, expected", [(("max_iterations",) * 7, "max_iterations"),
+                                                (None, "uncertified")])
+def test_ladder_exhausted_raises_with_the_solver_status(monkeypatch, statuses, expected):
+    import numerics.svm.nuclear as S
+    from numerics.errors import SolverError
+
+    def broken(F, b, r1, r2, key):
+        if statuses is not None:
+            raise SolverError("injected", status=statuses[0], solver=key)
+        return _zero_answer(F, b, r1, r2, key)
+
+    monkeypatch.setattr(S, "_nuclear_sdp", broken)
+    with pytest.raises(SolverError) as err:
+        solve_att_svm(random_unit_sphere(3, 3, 4, rng=rng(4)), norm="nuc")
+    assert err.value.status == expected
+    for key, form in S.NUC_LADDER:
+        assert f"{key}+{form}" in str(err.value)
+
+
+def test_explicit_nuclear_solver_runs_one_rung():
+    data = random_unit_sphere(4, 4, 5, rng=rng(5))
+    sol = solve_att_svm(data, norm="nuc", solver="scs")
+    assert len(sol.attempts) == 1 and sol.solver.startswith("scs+reduced")
+    with pytest.raises(InvalidInputError, match="nuclear solver"):
+        solve_att_svm(data, norm="nuc", solver="mosek")
+    with pytest.raises(InvalidInputError, match="formulation"):
+        solve_att_svm(data, norm="nuc", formulation="reduce")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_full_space_nuclear_sdp_is_an_independent_reference(seed, monkeypatch):
+    """formulation="full" never builds the span structure in (the reduced bases are not even computed), yet
+    its certified answer agrees with the reduced one and has its rows in span{z_i}: an outcome, not a
+    construction (d = 7 > n = 4, so span{z_i} is a proper subspace)."""
+    from numerics.svm import att, nuclear
+
+    data = random_unit_sphere(4, 5, 7, rng=rng(40 + seed))
+    red = solve_att_svm(data, norm="nuc")
+
+    def no_bases(rows):
+        raise AssertionError("the full-space formulation must not use the reduced bases")
+
+    for mod in (att, nuclear):  # every module that builds the bases
+        monkeypatch.setattr(mod, "_bases", no_bases)
+    full = solve_att_svm(data, norm="nuc", formulation="full")
+    assert full.certificate.verified and "+full" in full.solver
+    assert abs(full.objective - red.objective) <= 1e-8 * red.objective
+    assert np.linalg.norm(full.W - red.W) <= 1e-6 * np.linalg.norm(red.W)
+    PZ = np.linalg.pinv(data.Z) @ data.Z
+    assert np.linalg.norm(full.W - full.W @ PZ) <= tol.SPAN_TOL * np.linalg.norm(full.W)
+    assert full.rank == red.rank <= min(data.n, data.d)
+    fro_full = solve_att_svm(data, formulation="full")  # the Frobenius core over all d² entries
+    monkeypatch.undo()
+    assert np.linalg.norm(fro_full.W - solve_att_svm(data).W) <= 1e-9 * np.linalg.norm(fro_full.W)
+
+
+# ---- certificates exercised on feasible-but-not-optimal (and infeasible) answers --------------------
+# Issue 14: loosening the KKT / SDP tolerances 10^6x changed no verdict, because no check ever handed the
+# certifier a wrong answer. These are wrong answers a buggy solver could return; the certifier must reject
+# each and accept the true solution. test_loosened_certificate_accepts_them shows the rejections are decided by
+# the tolerances' size: under the 10^6x loosened tolerances of the planted bug every one is accepted, so the
+# rejection test would fail.
+
+BAD_ANSWERS = ("1.05 W", "1.05 W, 1.05 lam", "W + feasible perturbation", "dropped constraint")
+LOOSEN = 1e6
+
+
+def _bad_answer(kind, data, sol, norm):
+    """(W, lam (n, T)) of a wrong answer built from the certified solution ``sol``."""
+    from numerics.svm import att as A
+    from numerics.svm import core as C
+    from numerics.tokens import margins as margins_of
+
+    W, lam = sol.W, sol.lam
+    if kind == "1.05 W":
+        return 1.05 * W, lam  # feasible (margins 1.05), not optimal
+    if kind == "1.05 W, 1.05 lam":
+        return 1.05 * W, 1.05 * lam  # stationary (fro) / zero gap (nuc), but slack on the support / dual norm 1.05
+    if kind == "W + feasible perturbation":
+        G = rng(99).standard_normal(W.shape)
+        Wp = W + 1e-3 * np.linalg.norm(W) * G / np.linalg.norm(G)
+        return Wp / np.min(margins_of(data, Wp, sol.alpha)), lam  # rescaled to feasibility: margins ≥ 1
+    # dropped constraint: the exact optimum of the program without one active row (the one it violates least)
+    rows, mask = A._att_rows(data, sol.alpha)
+    act = np.flatnonzero(lam[mask] > 1e-6 * lam.max())
+    best = None
+    for s in act:
+        keep = np.ones(len(rows.b), dtype=bool)
+        keep[s] = False
+        sub = C._Rows(rows.D[keep], rows.Zq[keep], rows.b[keep], rows.eq[keep])
+        _, Wd, ld, _, _, _ = A._solve_rows(sub, norm=norm, solver=None)
+        viol = 1.0 - float(C._rows_apply(rows, Wd)[s])
+        if best is None or viol < best[0]:
+            lr = np.zeros(len(rows.b))
+            lr[keep] = ld
+            full = np.zeros(mask.shape)
+            full[mask] = lr
+            best = (viol, Wd, full)
+    assert tol.FEAS_TOL < best[0] < LOOSEN * tol.FEAS_TOL  # violated, but by less than the loosened tolerance
+    return best[1], best[2]
+
+
+@pytest.fixture(scope="module")
+def power_instance():
+    data = random_unit_sphere(4, 4, 6, rng=rng(1))
+    return data, {norm: solve_att_svm(data, norm=norm) for norm in ("fro", "nuc")}
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc"])
+@pytest.mark.parametrize("kind", BAD_ANSWERS)
+def test_certificate_rejects_wrong_answers(power_instance, norm, kind):
+    data, sols = power_instance
+    sol = sols[norm]
+    assert certify_att_svm(data, sol.alpha, sol.W, sol.lam, norm=norm).verified  # the true solution passes
+    W, lam = _bad_answer(kind, data, sol, norm)
+    cert = certify_att_svm(data, sol.alpha, W, lam, norm=norm)
+    assert not cert.verified, cert.summary()
+    if kind != "dropped constraint":
+        assert np.min(margins(data, W, sol.alpha)) >= 1 - 1e-12  # feasible: only optimality can reject it
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc"])
+@pytest.mark.parametrize("kind", BAD_ANSWERS)
+def test_loosened_certificate_accepts_them(power_instance, monkeypatch, norm, kind):
+    data, sols = power_instance
+    W, lam = _bad_answer(kind, data, sols[norm], norm)
+    for name in ("FEAS_TOL", "KKT_TOL", "GAP_TOL"):
+        monkeypatch.setattr(tol, name, getattr(tol, name) * LOOSEN)
+    assert certify_att_svm(data, sols[norm].alpha, W, lam, norm=norm).verified
+
+
+# ---- ranks at any scale ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scale", [1e4, 1e-4])
+def test_rank_and_solution_are_scale_invariant(scale):
+    """X, Z scaled by s scale W^mm by 1/s²: ‖W‖ ~ 1e-8 (s = 1e4) or ~ 1e8 (s = 1e-4). The solvers (features
+    rescaled by a power of two), the certificates and the relative-gap rank must give the unscaled answer;
+    at ‖W‖ ~ 1e-8 an absolute threshold (σ > RANK_RTOL, or the authors' 1e-7) would call every rank 0."""
+    from numerics.svm import rank_by_gap
+
+    base = random_unit_sphere(5, 5, 8, rng=rng(100))
+    data = AttentionData(base.X * scale, base.Y, base.Z * scale, base.v)
+    for norm in ("fro", "nuc"):
+        ref, sol = solve_att_svm(base, norm=norm), solve_att_svm(data, norm=norm)
+        assert sol.certificate.verified and sol.rank == ref.rank
+        assert (norm, ref.rank) in (("fro", 5), ("nuc", 3))
+        assert np.linalg.norm(sol.W * scale**2 - ref.W) <= 1e-6 * np.linalg.norm(ref.W)
+        assert rank_by_gap(sol.W / np.linalg.norm(sol.W))[0] == sol.rank
+        if scale > 1:
+            assert np.linalg.norm(sol.W) < 1e-7
+            assert int(np.sum(sol.singular_values > tol.RANK_RTOL)) == 0 != sol.rank  # absolute: wrong
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc"])
+def test_certificate_rejects_wrong_answers_at_small_scale(norm):
+    """At ‖W‖ ~ 1e-8 the multipliers are ~1e-16: a complementarity measured against max(1, max λ) was ~1e-18 for
+    (1.05 W, 1.05 λ) and the KKT certifier accepted it (found by svm-rank-bound's self-check)."""
+    base = random_unit_sphere(4, 4, 6, rng=rng(1))
+    data = AttentionData(base.X * 1e4, base.Y, base.Z * 1e4, base.v)
+    sol = solve_att_svm(data, norm=norm)
+    for lam_f in (1.0, 1.05):
+        cert = certify_att_svm(data, sol.alpha, 1.05 * sol.W, lam_f * sol.lam, norm=norm)
+        assert not cert.verified, cert.summary()

@@ -126,6 +126,7 @@ def _directional_fd(case: Case, M: np.ndarray, h: float = FD_STEP) -> tuple[floa
 @register
 class CovarianceIdentity(Theorem):
     id = "covariance-identity"
+    depends_on = ("gradient",)
     title = "Directional derivative of the loss = average of softmax covariances"
     reference = "TLTO (arXiv 2308.16898) §2 and appendix (landscape proofs); THEORY.md §2"
     statement = (r"\langle \nabla L(W), M\rangle = \frac1n \sum_{i=1}^n \ell'_i\,"
@@ -225,6 +226,7 @@ class CovarianceIdentity(Theorem):
 @register
 class CovarianceIdentityControl(CovarianceIdentity):
     id = "covariance-identity-control"
+    depends_on = ("gradient",)
     title = "Control: the covariance identity without the mean term (false)"
     statement = (r"\langle \nabla L(W), M\rangle \overset{?}{=} \frac1n \sum_{i=1}^n \ell'_i"
                  r"\sum_t s_{it} \gamma_{it} (X_i M z_i)_t")

@@ -398,6 +398,7 @@ class GradInstance:
 @register
 class GradientClosedForm(Theorem):
     id = "gradient-closed-form"
+    depends_on = ("gradient",)
     title = "The closed-form attention gradient equals the true gradient"
     reference = "TLTO (arXiv 2308.16898) §2, gradient of the empirical risk; THEORY.md §2"
     statement = (r"\nabla L(W) = \frac1n \sum_{i=1}^n \ell'(Y_i f_i)\, X_i^\top\left(\operatorname{diag}(s_i)"
@@ -517,6 +518,7 @@ class GradientClosedForm(Theorem):
 @register
 class GradientClosedFormControl(GradientClosedForm):
     id = "gradient-closed-form-control"
+    depends_on = ("gradient",)
     title = "Control: the gradient without the -s s^T term equals the true gradient (false)"
     statement = (r"\nabla L(W) \overset{?}{=} \frac1n \sum_{i=1}^n \ell'(Y_i f_i)\, X_i^\top"
                  r"\operatorname{diag}(s_i)\,\gamma_i z_i^\top")

@@ -178,6 +178,7 @@ class _JointBase(Theorem):
 @register
 class JointVPPath(_JointBase):
     id = "joint-vp-path"
+    depends_on = ("vp-path", "svm-fro")
     title = "Joint (v, p) regularisation path: v → hard-margin SVM on optimal tokens, p → relaxed p-SVM"
     statement = (r"\frac{v_r}{r}\to\frac{v^{mm}}{\|v^{mm}\|},\ \frac{p_R}{R}\to\frac{p^{rlx}}{\|p^{rlx}\|},\ "
                  r"p^{rlx}=\arg\min\|p\|\ \text{s.t.}\ p^\top(x_{i\alpha_i}-x_{it})\ge\mathbb 1[i\in\mathcal S(v^{mm})]")
@@ -200,6 +201,7 @@ class JointVPPath(_JointBase):
 @register
 class JointVPPathControl(_JointBase):
     id = "joint-vp-path-control"
+    depends_on = ("vp-path", "svm-fro")
     title = "Control: p path → the full p-SVM in the non-tight case (false)"
     statement = r"p_R/R \to p^{mm}/\|p^{mm}\|\ \text{(full p-SVM; false when some example is not a support vector of } v^{mm})"
     expected = "FAIL"

@@ -131,6 +131,7 @@ class KQInstance:
 @register
 class KQChainRule(_Base):
     id = "kq-chain-rule"
+    depends_on = ("gradient",)
     title = "Factored gradients: grad_K = grad L(W) Q and grad_Q = grad L(W)^T K"
     reference = "TLTO (arXiv 2308.16898) §3, (K, Q) parameterisation; THEORY.md §2"
     statement = (r"\nabla_K L(KQ^\top) = \nabla L(W)\, Q,\qquad \nabla_Q L(KQ^\top) = \nabla L(W)^\top K,"
@@ -208,6 +209,7 @@ class KQChainRule(_Base):
 @register
 class KQChainRuleControl(KQChainRule):
     id = "kq-chain-rule-control"
+    depends_on = ("gradient",)
     title = "Control: factored gradients with the transposes swapped (false)"
     statement = r"\nabla_K L \overset{?}{=} \nabla L(W)^\top Q,\qquad \nabla_Q L \overset{?}{=} \nabla L(W)\, K"
     expected = "FAIL"

@@ -12,7 +12,9 @@ cross-attention; d ≥ max(n, T−1) makes every α feasible for generic data), 
 N(0, 0.3²) entries. GD: normalised per factor, step 0.005, 6000 steps (the factored rate is slow and a
 larger step saturates the softmax to float64 underflow, ‖KQ^T‖ ≳ 2000, which freezes the run).
 
-Predictions: (1) corr(K Q^T, W^mm_⋆,α) ≥ 0.95 at the end and rising over the second half of the run
+Predictions: (0) progress: ‖K Q^T‖_F at the end ≥ 4× its start (normalised factor steps grow it by ~10²×;
+a no-op optimiser keeps it) — without progress the instance is refuted, and only a progressing run can be
+inconclusive (unclear selection, correlation still rising); (1) corr(K Q^T, W^mm_⋆,α) ≥ 0.95 at the end and rising over the second half of the run
 (rising but below → undecided); (2) when the two SVM solutions differ (corr(W^mm_α, W^mm_⋆,α) < 0.98)
 and the run has converged by (1), corr with the nuclear solution exceeds corr with the Frobenius one by ≥ 0.02
 (separation below 0.02 but rising over the whole second half → undecided: under the claim it tends to
@@ -27,7 +29,8 @@ not run and the instances are vacuous, naming it. The control is not applicable 
 hypotheses include m ≥ n).
 
 Control (``kq-gd-nuclear-control``): "(K, Q) GD → Frobenius solution": corr(K Q^T, W^mm_α) ≥ 0.95, on
-instances where the two solutions differ (its hypothesis).
+instances where the two solutions differ (its hypothesis); the theorem's separation prediction is dropped
+(not replaced by a constant).
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ SEP_MIN = 0.02
 SELECT_MIN = 0.99
 #: Trend slack on the correlation's rise (relative step-to-step decrease tolerated: GD zig-zag).
 TREND_SLACK = 1e-3
+#: Progress: ‖K Q^T‖_F must grow at least this factor over the run (measured ≥ 50×; a no-op: 1×).
+NORM_GROWTH_MIN = 4.0
 STEP, STEPS, INIT_SCALE, RECORD = 0.005, 6000, 0.3, 500
 
 PROFILES = {
@@ -72,6 +77,7 @@ def rising(c: np.ndarray) -> bool:
 @register
 class KQGDNuclear(Theorem):
     id = "kq-gd-nuclear"
+    depends_on = ("kq-gd", "svm-nuc", "optimal-token", "softmax")
     title = "GD on (K, Q) converges in direction to the nuclear-norm Att-SVM⋆ solution"
     reference = "TLTO §4 experiments / open problem (reconstructed; Sheen et al. 2024 for gradient flow)"
     statement = r"\frac{K(k)Q(k)^\top}{\|K(k)Q(k)^\top\|_F}\to\frac{W^{mm}_{\star,\alpha}}{\|W^{mm}_{\star,\alpha}\|_F}"
@@ -130,6 +136,12 @@ class KQGDNuclear(Theorem):
         return cn, cf, dict(given_metrics(ctx), corr_nuc=float(cn[-1]), corr_fro=float(cf[-1]), svm_corr=svm_corr,
                             alpha_is_opt=alpha_is_opt, selected_mass=st["mass"], corr_nuc_curve=cn.tolist())
 
+    def check_progress(self, inst, st, ctx):
+        n = np.linalg.norm(st["traj"], axis=(1, 2))
+        g = float(n[-1] / max(n[0], 1e-300))
+        return decide(g >= NORM_GROWTH_MIN, f"no progress: ‖K Q^T‖ grew {g:.3g}× (< {NORM_GROWTH_MIN:g}×)",
+                      norm_growth=g)
+
     def check_selected(self, inst, st, ctx):
         if st["mass"] <= SELECT_MIN:
             return undecided(f"no clear token selection yet (min max-softmax {st['mass']:.3f} ≤ {SELECT_MIN})")
@@ -168,6 +180,7 @@ class KQGDNuclear(Theorem):
 @register
 class KQGDNuclearControl(KQGDNuclear):
     id = "kq-gd-nuclear-control"
+    depends_on = ("kq-gd", "svm-nuc", "optimal-token", "softmax")
     title = "Control: (K, Q) GD converges to the Frobenius solution (false)"
     statement = r"\frac{K(k)Q(k)^\top}{\|K(k)Q(k)^\top\|_F}\to\frac{W^{mm}_\alpha}{\|W^{mm}_\alpha\|_F}"
     hypotheses_text = KQGDNuclear.hypotheses_text + "; the two SVM solutions differ (corr < 0.98)"
@@ -189,4 +202,5 @@ class KQGDNuclearControl(KQGDNuclear):
         cn, cf, m = self._curves(inst, st, ctx)
         return self._converges(cf, m, "Frobenius")
 
-    check_beats_frobenius = None  # the control's claim is convergence to W^mm alone
+    #: the theorem's separation prediction does not belong to the control's claim (None removes it)
+    check_beats_frobenius = None

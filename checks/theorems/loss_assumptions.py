@@ -92,6 +92,7 @@ def _numeric(expr: sp.Expr):
 @register
 class LossAssumptions(Theorem):
     id = "loss-assumptions"
+    depends_on = ()
     title = "Each catalogue loss satisfies Assumption A"
     reference = "TLTO (arXiv 2308.16898) §2, Assumption A; THEORY.md §4"
     statement = (r"\ell \in \{\log(1+e^{-u}),\ e^{-u},\ -u\}:\ \ell'(u) < 0\ \forall u\in\mathbb{R},\ "
@@ -187,6 +188,7 @@ def sqrt_kink(c=1, a=1, u1=0) -> sp.Expr:
 @register
 class LossAssumptionsControl(LossAssumptions):
     id = "loss-assumptions-control"
+    depends_on = ()
     title = "Control: a strictly decreasing C^1 loss whose l' is not Lipschitz satisfies Assumption A (false)"
     statement = (r"\ell(u) = -cu - \tfrac23 a\,\mathrm{sign}(u-u_1)|u-u_1|^{3/2}:\ "
                  r"\ell' \text{ Lipschitz on } [-B, B]\ (\text{false at } u_1)")

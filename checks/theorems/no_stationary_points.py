@@ -16,7 +16,7 @@ instance's loss is one of the catalogue losses logistic/exponential/linear (prov
 the ``loss-assumptions`` check) and ℓ' < 0 on the instance's score range; a unique optimal token in every
 example; Att-SVM(opt) feasible, with a verified KKT certificate; and B.1 or B.2 *verified on the instance* —
 B.1 from the SVM's support tokens (every t ≠ opt_i active within ACTIVE_TOL), B.2 from the scores
-(non-optimal scores equal within B2_TOL).
+(non-optimal scores equal within TIE_TOL; both from checks.hypotheses).
 
 Predictions.
 
@@ -57,6 +57,7 @@ import numpy as np
 import torch
 
 from checks import Profile, Theorem, decide, failed, held, register, undecided
+from checks.hypotheses import b1_or_b2, b2_spread
 from checks.strategies import b1_data, b2_data
 from numerics import attention as att
 from numerics.gd import run_gd
@@ -74,10 +75,6 @@ from ._landscape import (
     sign_fixed,
 )
 
-#: B.2 holds if the non-optimal scores of an example agree to this (scores are O(1) and built
-#: exactly equal by ``b2_data``; 1e-12 allows float rounding of Y_i * c only).
-B2_TOL = 1e-12
-
 #: Gradient-ascent starts per instance (the samples closest to a positive inner product).
 ASCENT_STARTS = 6
 
@@ -92,7 +89,7 @@ GRAD_SIGN_FLOOR = 1e3
 GD_LR, GD_STEPS, GD_EVERY = 0.1, 400, 20
 
 #: The control's distance from B.2: one non-optimal score moved by this (the B.2 gap is 0.5): close to the
-#: hypothesis, far above B2_TOL, and large enough that the violating pair product is an O(1e-2) number.
+#: hypothesis, far above TIE_TOL, and large enough that the violating pair product is an O(1e-2) number.
 CONTROL_EPS = 0.05
 
 PROFILES = {
@@ -188,6 +185,7 @@ class _LandscapeBase(Theorem):
 @register
 class NoStationaryPoints(_LandscapeBase):
     id = "no-stationary-points"
+    depends_on = ("svm-fro", "optimal-token", "gd", "gradient", "softmax")
     title = "Under B.1 or B.2, W^mm is a descent direction at every W (no stationary points)"
     reference = "TLTO (arXiv 2308.16898) §4, global convergence under B.1/B.2 — reconstructed"
     statement = (r"\text{A, Att-SVM(opt) feasible, (B.1 or B.2)} \Rightarrow "
@@ -195,7 +193,7 @@ class NoStationaryPoints(_LandscapeBase):
     hypotheses_text = ("Assumption A (drawn loss logistic/exponential/linear, proved by loss-assumptions; ℓ'<0 on the "
                        "score range); unique optimal tokens; Att-SVM(opt) feasible with verified KKT certificate; B.1 "
                        "(every non-optimal token a support token of W^mm, from the certified solution) or B.2 "
-                       "(non-optimal scores of each example equal within 1e-12), verified on the instance")
+                       "(non-optimal scores of each example equal within TIE_TOL = 1e-9), verified on the instance")
 
     def instance(self, rng, ctx):
         if ctx.data is not None:
@@ -213,13 +211,7 @@ class NoStationaryPoints(_LandscapeBase):
         data, sol = inst["data"], state["sol"]
         if not sol.feasible:
             return failed("Att-SVM(opt) infeasible: B.1 undefined")
-        opt = optimal_tokens(data).index
-        b1 = all(set(sol.support[i].tolist()) == set(range(data.T)) - {int(opt[i])} for i in range(data.n))
-        g = scores(data)
-        mask = np.ones_like(g, dtype=bool)
-        mask[np.arange(data.n), opt] = False
-        others = g[mask].reshape(data.n, data.T - 1)
-        b2 = bool(np.all(others.max(axis=1) - others.min(axis=1) <= B2_TOL))
+        b1, b2 = b1_or_b2(sol, scores(data), optimal_tokens(data).index)
         what = "the given data satisfy" if inst["kind"] == "given" else f"instance built for {inst['kind']} satisfies"
         return decide(b1 or b2, f"{what} neither B.1 nor B.2", b1=b1, b2=b2)
 
@@ -250,6 +242,7 @@ def near_b2_data(rng: np.random.Generator):
 @register
 class NoStationaryPointsControl(_LandscapeBase):
     id = "no-stationary-points-control"
+    depends_on = ("svm-fro", "optimal-token")
     title = "Control: W^mm is a descent direction everywhere on data within 0.05 of B.2 (false)"
     reference = NoStationaryPoints.reference
     statement = (r"\text{A, Att-SVM(opt) feasible, one score } \varepsilon\text{ from B.2} \Rightarrow "
@@ -269,11 +262,7 @@ class NoStationaryPointsControl(_LandscapeBase):
     def assume_near_b2(self, inst, state, ctx):
         """Within CONTROL_EPS of B.2: the non-optimal scores of every example spread by at most CONTROL_EPS."""
         data = inst["data"]
-        g = scores(data)
-        opt = optimal_tokens(data).index
-        mask = np.ones_like(g, dtype=bool)
-        mask[np.arange(data.n), opt] = False
-        spread = float(np.ptp(g[mask].reshape(data.n, -1), axis=1).max())
+        spread = b2_spread(scores(data), optimal_tokens(data).index)
         if inst["kind"] == "given":
             return held(b2_spread=spread)  # on given data the control tests the claim without B.1/B.2
         return decide(spread <= CONTROL_EPS * (1 + 1e-9), f"non-optimal scores spread {spread:.3g} > {CONTROL_EPS}",

@@ -70,6 +70,7 @@ def reached_global(data, W) -> bool:
 @register
 class OverparamGlobal(Theorem):
     id = "overparam-global"
+    depends_on = ("gd", "optimal-token", "softmax")
     title = "The share of runs on which GD reaches the global W^mm grows with d"
     reference = "TLTO §4 (over-parameterisation experiment; empirical claim)"
     statement = r"\Pr[\text{GD}\to W^{mm}]\ \text{increases with } d\quad (d=2\ \text{vs}\ d=8)"
@@ -120,6 +121,7 @@ class OverparamGlobal(Theorem):
 @register
 class OverparamGlobalControl(OverparamGlobal):
     id = "overparam-global-control"
+    depends_on = ("gd", "optimal-token", "softmax")
     title = "Control: the share of runs reaching the global W^mm decreases with d (false)"
     statement = r"\Pr[\text{GD}\to W^{mm}]\ \text{decreases with } d"
     expected = "FAIL"

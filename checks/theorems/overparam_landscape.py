@@ -172,6 +172,7 @@ class _Base(Theorem):
 @register
 class OverparamLandscape(_Base):
     id = "overparam-landscape"
+    depends_on = ("gd", "gradient", "softmax")
     title = "If d >= max(n, T), every score table has a W-bar with X_i W-bar z_i = gamma_i, a descent direction everywhere"
     reference = "TLTO (arXiv 2308.16898), benign landscape under over-parameterisation — reconstructed sufficient version"
     statement = (r"d \ge \max(n,T) \Rightarrow \forall\gamma\ \exists \bar W: X_i \bar W z_i = \gamma_i,\ "
@@ -231,6 +232,7 @@ class OverparamLandscape(_Base):
 @register
 class OverparamLandscapeControl(_Base):
     id = "overparam-landscape-control"
+    depends_on = ()
     title = "Control: every score table has a W-bar with X_i W-bar z_i = gamma_i at d = T - 1 >= n (false)"
     reference = OverparamLandscape.reference
     statement = r"d = T-1 \ge n \Rightarrow \forall\gamma\ \exists \bar W: X_i \bar W z_i = \gamma_i"

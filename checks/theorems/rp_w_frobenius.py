@@ -52,6 +52,7 @@ from __future__ import annotations
 import numpy as np
 
 from checks import Outcome, Profile, Theorem, decide, failed, held, register, undecided
+from checks import hypotheses as hyp
 from numerics.data import random_unit_sphere
 from numerics.gd import regularization_path
 from numerics.svm import solve_att_svm
@@ -209,6 +210,7 @@ def judge_path(err: np.ndarray, threshold: float, name: str, stall_fails: bool =
 @register
 class RPWFrobenius(Theorem):
     id = "rp-w-frobenius"
+    depends_on = ("regpath", "svm-fro", "svm-nuc", "optimal-token")
     title = "The W regularisation path converges in direction to the Frobenius Att-SVM solution"
     reference = "TLTO §2 (regularisation path of W)"
     statement = r"W_R=\arg\min_{\|W\|_F\le R}L(W):\quad W_R/R\to W^{mm}/\|W^{mm}\|_F"
@@ -263,8 +265,7 @@ class RPWFrobenius(Theorem):
         return out
 
     def assume_loss_A(self, inst, st, ctx):
-        from theory.losses import assumption_a
-        return bool(assumption_a("logistic").holds)
+        return hyp.loss_satisfies_assumption_a("logistic")
 
     def assume_unique_opt(self, inst, st, ctx):
         return optimal_tokens(inst["data"]).unique
@@ -394,6 +395,7 @@ def refine_control(out: Outcome, other: float, st) -> Outcome:
 @register
 class RPWFrobeniusControl(RPWFrobenius):
     id = "rp-w-frobenius-control"
+    depends_on = ("regpath", "svm-fro", "svm-nuc", "optimal-token")
     title = "Control: the W regularisation path converges to the nuclear-norm solution (false)"
     statement = r"W_R/R\to W^{mm}_\star/\|W^{mm}_\star\|_F"
     hypotheses_text = RPWFrobenius.hypotheses_text + "; threshold sep/4 (the theorem's, see SEPARATION_K)"
@@ -409,5 +411,4 @@ class RPWFrobeniusControl(RPWFrobenius):
     def other(self, st):
         return st["fro"].W
 
-    def check_margin(self, inst, st, ctx):
-        return decide(True, "")
+    check_margin = None  # the control's false claim is the direction alone

@@ -112,6 +112,7 @@ def _solve_all(data, alphas) -> tuple[int, int, list[bool]]:
 @register
 class SVMFeasibility(Theorem):
     id = "svm-feasibility"
+    depends_on = ("svm-fro",)
     title = "If d >= max(T-1, n), Att-SVM is feasible for every alpha (generic data)"
     reference = "TLTO (arXiv 2308.16898) §3, over-parameterisation feasibility theorem"
     statement = r"d \ge \max(T-1, n) \Rightarrow \text{Att-SVM}(\alpha) \text{ feasible } \forall \alpha \in [T]^n"
@@ -161,6 +162,7 @@ class SVMFeasibility(Theorem):
 @register
 class SVMFeasibilityControl(SVMFeasibility):
     id = "svm-feasibility-control"
+    depends_on = ("svm-fro",)
     title = "Control: Att-SVM is feasible for every alpha at d = max(T-1, n) - 1 (false on generic data)"
     statement = r"d = \max(T-1, n) - 1 \Rightarrow \text{Att-SVM}(\alpha) \text{ feasible } \forall \alpha"
     hypotheses_text = ("d = max(T-1, n) - 1 >= 1; Gaussian data, generic as in the theorem where it applies: rank Z = "

@@ -1,0 +1,249 @@
+"""``attnsvm power``: the power matrix theorem x sabotage -- which checks catch which numeric bug.
+
+For every selected theorem, run it once clean and once under every sabotage (numerics/sabotage.py)
+of a component it declares in ``Theorem.depends_on``, in memory, with the same profile and seed. A
+sabotage is *detected* when plain ``attnsvm check`` would exit non-zero under it although the clean
+run does not (checks.report.fails_run: a PASS that turns FAIL, ERROR, INCONCLUSIVE or VACUOUS; a
+known finding whose refutations are no longer exactly the documented ones); where the clean run fails
+already, when the verdict changes. It *SURVIVED* otherwise (the check cannot tell the broken
+component from the working one); it is *not relevant* when it breaks no component the theorem
+declares. A cell that runs past its time limit is TIMEOUT (power not shown).
+
+Controls are left out unless named: they are expected to FAIL, so a broken component that makes
+them fail "for the wrong reason" is not a detection. Exit code: 1 if any relevant sabotage survived
+(or timed out), else 0; 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import signal
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from numerics import sabotage as sab
+from numerics.errors import InvalidInputError
+
+from . import catalogue
+from .harness import TheoremResult, run_theorem
+from .report import fails_run
+from .theorem import Theorem
+
+SCHEMA = 1
+
+#: A cell may take this many times its clean run (at least CELL_MIN_SECONDS) before it is stopped
+#: as TIMEOUT: a sabotage can make solvers or GD slower, never hang the matrix.
+CELL_TIME_FACTOR = 20.0
+CELL_MIN_SECONDS = 120.0
+
+DETECTED, SURVIVED, NOT_RELEVANT, TIMEOUT = "detected", "SURVIVED", "not relevant", "TIMEOUT"
+
+
+class _CellTimeout(Exception):
+    pass
+
+
+def _on_alarm(signum, frame):  # noqa: ARG001
+    raise _CellTimeout
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float | None) -> Iterator[None]:
+    """SIGALRM-based limit (main thread on POSIX only; elsewhere no limit)."""
+    usable = seconds is not None and hasattr(signal, "SIGALRM")
+    if usable:
+        try:
+            old = signal.signal(signal.SIGALRM, _on_alarm)
+        except ValueError:  # not the main thread
+            usable = False
+    if not usable:
+        yield
+        return
+    signal.setitimer(signal.ITIMER_REAL, float(seconds))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _summary(res: TheoremResult | None, seconds: float, error: str | None = None) -> dict[str, Any]:
+    if res is None:
+        return {"verdict": "TIMEOUT" if error == "timeout" else "ERROR", "counts": {}, "fails_run": error != "timeout",
+                "seconds": round(seconds, 2), "reasons": {error: 1} if error else {}}
+    return {"verdict": res.verdict, "counts": res.counts, "fails_run": fails_run(res), "seconds": round(seconds, 2),
+            "reasons": dict(list(res.reasons.items())[:3])}
+
+
+def _run(cls: type[Theorem], profile: str, seed: int, limit: float | None) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    try:
+        with _time_limit(limit), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # overflow under a climbing optimiser, etc.
+            res = run_theorem(cls, profile=profile, seed=seed)
+    except _CellTimeout:
+        return _summary(None, time.perf_counter() - t0, "timeout")
+    except Exception as exc:  # noqa: BLE001 - a crash outside the per-instance guard: the run would fail
+        return _summary(None, time.perf_counter() - t0, f"{type(exc).__name__}: {exc}")
+    return _summary(res, time.perf_counter() - t0)
+
+
+def relevant(cls: type[Theorem], name: str) -> bool:
+    """Does sabotage ``name`` break a component the theorem declares?"""
+    return bool(sab.breaks(name) & set(cls.depends_on))
+
+
+def run_power(ids: Sequence[str] = (), *, profile: str = "quick", sabotages: Sequence[str] = (), seed: int = 0,
+              plugins: Sequence[str] = (), log: Callable[[str], None] | None = None,
+              time_limit: bool = True) -> dict[str, Any]:
+    """The power matrix as a JSON-able dict (see module docstring); ``log`` gets one line per cell."""
+    from .runner import load_catalogue
+
+    if sab.active():
+        raise InvalidInputError(f"power analysis needs clean numerics, but {sab.ENV_VAR} installed "
+                                f"{'+'.join(sab.active())}; unset it")
+    names = list(dict.fromkeys(sabotages)) if sabotages else sab.default_names()
+    sab.resolve(names)  # unknown names: one-line error
+    load_catalogue(plugins)
+    selected = catalogue.select(list(ids))
+    named = set(ids)
+    thms = [c for c in selected if not c.control_of or c.id in named]
+    todo = sum(1 for c in thms for n in names if relevant(c, n)) + sum(1 for c in thms if c.depends_on)
+    done = 0
+    rows = []
+    for cls in thms:
+        row: dict[str, Any] = {"id": cls.id, "expected": cls.expected, "control_of": cls.control_of,
+                               "finding": cls.finding, "depends_on": list(cls.depends_on), "clean": None, "cells": {}}
+        rows.append(row)
+        rel = [n for n in names if relevant(cls, n)]
+        if not rel:  # nothing to sabotage: the clean run would tell nothing here
+            row["cells"] = {n: {"status": NOT_RELEVANT} for n in names}
+            continue
+        clean = _run(cls, profile, seed, None)
+        row["clean"] = clean
+        done += 1
+        if log:
+            log(f"[{done}/{todo}] {cls.id} clean: {clean['verdict']} ({clean['seconds']:.1f}s)")
+        limit = max(CELL_MIN_SECONDS, CELL_TIME_FACTOR * clean["seconds"]) if time_limit else None
+        for n in names:
+            if n not in rel:
+                row["cells"][n] = {"status": NOT_RELEVANT}
+                continue
+            with sab.sabotage(n):
+                cell = _run(cls, profile, seed, limit)
+            if cell["verdict"] == "TIMEOUT":
+                cell["status"] = TIMEOUT
+            elif not clean["fails_run"]:  # the usual case: detected iff `attnsvm check` would now exit 1
+                cell["status"] = DETECTED if cell["fails_run"] else SURVIVED
+            else:  # the clean run fails already (e.g. an undocumented refutation): only a change tells
+                cell["status"] = DETECTED if cell["verdict"] != clean["verdict"] else SURVIVED
+            if cell["status"] == SURVIVED and cell["counts"] != clean["counts"]:
+                cell["note"] = "instance counts changed but the verdict did not"
+            row["cells"][n] = cell
+            done += 1
+            if log:
+                log(f"[{done}/{todo}] {cls.id} x {n}: {cell['status']} ({cell['verdict']}, {cell['seconds']:.1f}s)")
+    survivors = [[r["id"], n] for r in rows for n, c in r["cells"].items() if c["status"] in (SURVIVED, TIMEOUT)]
+    from .runner import git_sha
+
+    return {
+        "schema": SCHEMA,
+        "run": {"started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "profile": profile,
+                "seed": seed, "git": git_sha(), "plugins": [str(p) for p in plugins]},
+        "sabotages": {n: {"breaks": sorted(sab.breaks(n)), "how": sab.CATALOGUE[n].how} for n in names},
+        "components": dict(sab.COMPONENTS),
+        "theorems": rows,
+        "survivors": survivors,
+    }
+
+
+# -- rendering ---------------------------------------------------------------------------------------
+
+def _cell_text(cell: dict[str, Any], *, short: bool) -> str:
+    st = cell["status"]
+    if st == NOT_RELEVANT:
+        return "." if short else "·"
+    if st == TIMEOUT:
+        return "TIMEOUT"
+    v = cell["verdict"]
+    if short:
+        v = {"INCONCLUSIVE": "INCONC", "VACUOUS": "VACUOUS"}.get(v, v)
+        return v if st == DETECTED else f"!{v}"
+    return f"detected: {v}" if st == DETECTED else f"**SURVIVED**: {v}"
+
+
+def text_table(rep: dict[str, Any]) -> str:
+    """The matrix for a terminal: column k is sabotage k (legend below)."""
+    names = list(rep["sabotages"])
+    w = max([len(r["id"]) for r in rep["theorems"]] + [7])
+    cw = 8
+    head = f"{'theorem'.ljust(w)}  {'clean':8}" + "".join(f"{f'S{k + 1}':>{cw}}" for k in range(len(names)))
+    lines = [head, "-" * len(head)]
+    for r in rep["theorems"]:
+        clean = r["clean"]["verdict"] if r["clean"] else "-"
+        lines.append(f"{r['id'].ljust(w)}  {clean:8}"
+                     + "".join(f"{_cell_text(r['cells'][n], short=True):>{cw}}" for n in names))
+    lines.append("")
+    lines.extend(f"  S{k + 1} = {n}" for k, n in enumerate(names))
+    lines.append("  cell: the verdict under the sabotage; VERDICT = detected (differs from clean), "
+                 "!VERDICT = SURVIVED (unchanged), . = not relevant")
+    surv = rep["survivors"]
+    lines.append(f"\n{len(surv)} relevant sabotage(s) survived" + (":" if surv else ""))
+    lines.extend(f"  {t} survives {n}" for t, n in surv)
+    return "\n".join(lines)
+
+
+def markdown(rep: dict[str, Any]) -> str:
+    names = list(rep["sabotages"])
+    run = rep["run"]
+    out = [f"# Power matrix (profile {run['profile']}, seed {run['seed']})", "",
+           "Each theorem ran clean and under every sabotage of a component it declares (`depends_on`). "
+           "*detected*: the verdict differs from the clean one; **SURVIVED**: unchanged verdict (the check "
+           "cannot tell the broken component from the working one); ·: not relevant.", "",
+           "| theorem | depends on | clean | " + " | ".join(f"`{n}`" for n in names) + " |",
+           "|" + "---|" * (3 + len(names))]
+    for r in rep["theorems"]:
+        clean = r["clean"]["verdict"] if r["clean"] else "–"
+        deps = ", ".join(r["depends_on"]) or "(none)"
+        out.append(f"| `{r['id']}` | {deps} | {clean} | "
+                   + " | ".join(_cell_text(r["cells"][n], short=False) for n in names) + " |")
+    out += ["", f"## Survivors ({len(rep['survivors'])})", ""]
+    by = {r["id"]: r for r in rep["theorems"]}
+    for t, n in rep["survivors"]:
+        c = by[t]["cells"][n]
+        extra = f"; {c['note']}" if c.get("note") else ""
+        out.append(f"- `{t}` survives `{n}`: verdict {c.get('verdict')} (clean {by[t]['clean']['verdict']}), "
+                   f"counts {c.get('counts')}{extra}")
+    if not rep["survivors"]:
+        out.append("none")
+    out += ["", "## Sabotages", ""]
+    out += [f"- `{n}` (breaks {', '.join(s['breaks'])}): {s['how']}" for n, s in rep["sabotages"].items()]
+    return "\n".join(out) + "\n"
+
+
+def cmd_power(args) -> int:
+    if args.list_sabotages:
+        for n, s in sab.CATALOGUE.items():
+            print(f"{n:36} breaks {', '.join(s.breaks):40} {'' if s.default else '(opt-in) '}{s.how}")
+        print("\ncomponents (Theorem.depends_on):")
+        for c, doc in sab.COMPONENTS.items():
+            print(f"  {c:14} {doc}")
+        return 0
+    log = None if args.no_progress else (lambda line: print(line, file=sys.stderr, flush=True))
+    rep = run_power(args.ids, profile=args.profile, sabotages=args.sabotage, seed=args.seed, plugins=args.plugin,
+                    log=log)
+    from numerics.fileio import write_text
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_text(out / "power.json", json.dumps(rep, indent=1))
+    write_text(out / "power.md", markdown(rep))
+    print(text_table(rep))
+    print(f"\npower matrix: {out / 'power.md'} (also power.json)")
+    return 1 if rep["survivors"] else 0

@@ -1,0 +1,235 @@
+"""Power of the GD-based theorem checks (issue 14): each must be refuted when its optimiser is sabotaged.
+
+The sabotage replaces the GD function a theorem module imported (``run_gd``, ``run_prompt_gd``,
+``run_seq_gd``) by a fake with the same signature: ``noop`` returns the initialisation at every recorded
+step (an optimiser that never moves), ``ascent`` climbs the loss (normalised or plain steps along +grad L).
+Every rebuilt theorem must come out FAIL under the no-op on the quick profile, PASS unsabotaged, and its
+negative control must come out FAIL.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from checks import catalogue
+from checks.harness import run_theorem
+from checks.theorem import REGISTRY
+from numerics import attention as att
+from numerics.data import AttentionData
+from numerics.gd import GDResult
+from numerics.prompt import PromptGDResult
+from numerics.sequence import SeqGDResult
+
+catalogue.load_builtin()
+
+
+def _records(steps: int, every: int | None, default: int = 20) -> np.ndarray:
+    every = max(1, steps // default) if every is None else int(every)
+    its = list(range(0, steps + 1, every))
+    return np.array(its if its[-1] == steps else its + [steps])
+
+
+def _datas(data):
+    return [data] if isinstance(data, AttentionData) else list(data)
+
+
+def fake_run_gd(mode: str):
+    """A stand-in for numerics.gd.run_gd: ``noop`` never moves, ``ascent`` steps along +grad L."""
+
+    def run(data, *, steps, lr, normalized=True, init=None, record_every=None, param="W", device="cpu",
+            seed=0, init_scale=0.01, **_):
+        datas = _datas(data)
+        R, d = len(datas), datas[0].d
+        if param == "KQ":
+            K0, Q0 = (np.broadcast_to(np.asarray(a, float), (R, d, d)) for a in init)
+            W = np.einsum("rij,rkj->rik", K0, Q0)
+        elif init is None:
+            W = init_scale * np.random.default_rng(seed if isinstance(seed, int) else 0).standard_normal((R, d, d))
+        else:
+            W = np.array(np.broadcast_to(np.asarray(init, float), (R, d, d)))
+        its = _records(steps, record_every, default=steps if record_every is None else 20)
+        traj = [W.copy()]
+        if mode == "ascent":
+            b = att.batch_from_data(datas)
+            Wt = torch.as_tensor(W)
+            for k in range(1, steps + 1):
+                g = att.grad_W(b.X, b.Y, b.Z, Wt, b.linear_head())
+                if normalized:
+                    g = g / torch.linalg.matrix_norm(g).clamp_min(1e-300)[:, None, None]
+                Wt = Wt + lr * g
+                if k in its:
+                    traj.append(Wt.numpy().copy())
+        else:
+            traj = [W.copy() for _ in its]
+        P = np.stack(traj)
+        return GDResult(W=P[-1], K=None, Q=None, norms=np.linalg.norm(P[-1], axis=(1, 2)), loss=np.zeros(R),
+                        iterations=its, W_traj=P, loss_traj=np.zeros((len(its), R)), param=param,
+                        normalized=normalized, lr=lr, steps=steps)
+
+    return run
+
+
+def noop_run_prompt_gd(keys, gamma, *, steps, lr, init=None, record_every=None, **_):
+    K = np.asarray(keys, float)
+    R, dk = (K.shape[0], K.shape[-1]) if K.ndim == 4 else (1, K.shape[-1])
+    p0 = np.zeros((R, dk)) if init is None else np.asarray(init, float).reshape(R, dk)
+    its = _records(steps, record_every)
+    P = np.stack([p0] * len(its))
+    return PromptGDResult(p=P[-1], p_traj=P, iterations=its, loss=np.zeros((len(its), R)),
+                          norms=np.linalg.norm(P, axis=-1), stalled=np.zeros(R, bool))
+
+
+def noop_run_seq_gd(X, gamma, *, steps, lr, init=None, record_every=None, **_):
+    Xa = np.asarray(X, float)
+    R, d = Xa.shape[0], Xa.shape[-1]
+    W0 = np.zeros((R, d, d)) if init is None else np.asarray(init, float).reshape(R, d, d)
+    its = _records(steps, record_every)
+    P = np.stack([W0] * len(its))
+    return SeqGDResult(W=P[-1], W_traj=P, iterations=its, loss=np.zeros((len(its), R)),
+                       norms=np.linalg.norm(P, axis=(-2, -1)), stalled=np.zeros(R, bool))
+
+
+def _verdict(tid: str) -> tuple[str, dict]:
+    r = run_theorem(REGISTRY[tid], profile="quick", seed=0)
+    return r.verdict, r.counts
+
+
+# -- gd-local ----------------------------------------------------------------------------------
+def test_gd_local_passes_and_control_fails():
+    v, c = _verdict("gd-local")
+    assert v == "PASS" and c["inconclusive"] == 0, c
+    v, c = _verdict("gd-local-control")
+    assert v == "FAIL", c
+
+
+@pytest.mark.parametrize("mode", ["noop", "ascent"])
+def test_gd_local_refutes_a_sabotaged_optimiser(monkeypatch, mode):
+    import checks.theorems.gd_local as mod
+
+    monkeypatch.setattr(mod, "run_gd", fake_run_gd(mode))
+    v, c = _verdict("gd-local")
+    assert v == "FAIL" and c["refuted"] == c["instances"] - c["vacuous"], c
+
+
+def test_gd_local_starts_on_the_cone_boundary():
+    from checks.theorems.gd_local import MU, boundary_start
+    from numerics.tokens import corr
+
+    rng = np.random.default_rng(3)
+    Wa = rng.standard_normal((5, 5))
+    W0 = boundary_start(Wa, 42.0, rng.standard_normal((5, 5)))
+    assert abs(float(corr(W0, Wa)) - (1 - MU)) < 1e-13
+    assert abs(np.linalg.norm(W0) - 42.0) < 1e-10
+
+
+# -- gd-global (plain GD, η ≤ 1/L_W) and gd-global-normalized -------------------------------------
+def test_smoothness_bound_bounds_the_gradient_lipschitz_constant():
+    """L̄_W ≥ the largest Hessian eigenvalue magnitude, found by power iteration on finite-difference
+    Hessian-vector products (∇L(W + hV) − ∇L(W − hV)) / 2h at random W of several scales."""
+    from checks.strategies import b1_data, b2_data
+    from checks.theorems.gd_global import smoothness_bound
+    from numerics.data import random_unit_sphere
+
+    rng = np.random.default_rng(0)
+    for data in (b2_data(4, 6, 8, rng=rng), b1_data(3, 4, 12, rng=rng), random_unit_sphere(5, 4, 6, rng=rng)):
+        b = att.batch_from_data(data)
+
+        def grad(W, b=b):
+            return att.grad_W(b.X, b.Y, b.Z, torch.as_tensor(W[None]), b.linear_head())[0].numpy()
+
+        L = smoothness_bound(data)
+        worst = 0.0
+        for scale in (0.0, 0.5, 2.0):
+            W = scale * rng.standard_normal((data.d, data.d))
+            V = rng.standard_normal(W.shape)
+            for _ in range(60):
+                V /= np.linalg.norm(V)
+                HV = (grad(W + 1e-5 * V) - grad(W - 1e-5 * V)) / 2e-5
+                V = HV
+            worst = max(worst, float(np.linalg.norm(HV)))
+        assert 0 < worst <= L, (worst, L)
+
+
+def test_gd_global_control_does_not_assume_b():
+    ctl = REGISTRY["gd-global-control"]
+    assert "B1_or_B2" not in ctl.hypothesis_names() and "neither_B1_nor_B2" in ctl.hypothesis_names()
+    for tid in ("gd-global", "gd-global-normalized"):
+        assert "B1_or_B2" in REGISTRY[tid].hypothesis_names()
+        assert REGISTRY[tid].finding is None
+
+
+def test_gd_global_family_has_b1_and_b2_instances():
+    r = run_theorem(REGISTRY["gd-global"], profile="quick", seed=0)
+    assert r.verdict == "PASS" and r.counts["inconclusive"] == 0, r.counts
+    assert r.hypotheses["B1_or_B2"]["held"] == r.counts["instances"]
+    assert r.hypotheses["step_below_1_over_L"]["held"] == r.counts["instances"]
+
+
+@pytest.mark.parametrize("tid", ["gd-global-control", "gd-global-normalized-control"])
+def test_gd_global_controls_fail(tid):
+    assert _verdict(tid)[0] == "FAIL"
+
+
+def test_gd_global_normalized_passes():
+    v, c = _verdict("gd-global-normalized")
+    assert v == "PASS" and c["inconclusive"] == 0, c
+
+
+@pytest.mark.parametrize("tid,mode", [("gd-global", "noop"), ("gd-global-normalized", "noop"),
+                                      ("gd-global-normalized", "ascent")])
+def test_gd_global_refutes_a_sabotaged_optimiser(monkeypatch, tid, mode):
+    import checks.theorems.gd_global as mod
+
+    monkeypatch.setattr(mod, "run_gd", fake_run_gd(mode))
+    v, c = _verdict(tid)
+    assert v == "FAIL" and c["refuted"] == c["instances"] - c["vacuous"], c
+
+
+# -- kq-gd-nuclear, p-svm-gd, seq-svm, causal-svm: no progress is refuted, not inconclusive ----------
+@pytest.mark.parametrize("tid,module,name,fake", [
+    ("kq-gd-nuclear", "checks.theorems.kq_gd_nuclear", "run_gd", fake_run_gd("noop")),
+    ("p-svm-gd", "checks.theorems.p_svm_gd", "run_prompt_gd", noop_run_prompt_gd),
+    ("seq-svm", "checks.theorems.seq_svm", "run_seq_gd", noop_run_seq_gd),
+    ("causal-svm", "checks.theorems.seq_svm", "run_seq_gd", noop_run_seq_gd),
+])
+def test_a_no_op_optimiser_is_refuted_not_inconclusive(monkeypatch, tid, module, name, fake):
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module(module), name, fake)
+    v, c = _verdict(tid)
+    assert v == "FAIL" and c["inconclusive"] == 0 and c["refuted"] == c["instances"] - c["vacuous"], c
+
+
+def test_p_svm_gd_local_starts_on_the_cone_boundary():
+    """A local start already within CORR_TOL of p^mm_α: only the ten-fold fall gives the check power."""
+    from checks.theorems import p_svm_gd as mod
+
+    r = run_theorem(REGISTRY["p-svm-gd"], profile="quick", seed=0)
+    assert r.verdict == "PASS" and r.counts["inconclusive"] == 0
+    assert r.metrics["start_gap"]["min"] < mod.CORR_TOL  # some starts are already "converged" by the old test
+
+
+def test_controls_have_no_constant_hypothesis_or_prediction():
+    assert "locally_optimal" not in REGISTRY["p-svm-gd-control"].hypothesis_names()
+    assert "tied_support_token" in REGISTRY["p-svm-gd-control"].hypothesis_names()
+    assert "beats_frobenius" not in REGISTRY["kq-gd-nuclear-control"].prediction_names()
+
+
+def test_causal_masking_certified_exactly_once():
+    """Structural facts the causal-svm check no longer re-tests per instance (they cannot fail there): the
+    causal SVM has no constraint on keys t > k (λ = 0, margin +inf) and the causal softmax gives them 0 mass."""
+    from checks.theorems.seq_svm import _seq_instance
+    from numerics.sequence import seq_probs
+    from numerics.svm import solve_seq_svm
+
+    inst = _seq_instance(np.random.default_rng(0), causal=True)
+    sol = solve_seq_svm(inst["X"], inst["gamma"], causal=True)
+    n, T = inst["X"].shape[:2]
+    future = np.triu(np.ones((T, T), bool), 1)[None].repeat(n, 0)
+    assert sol.certificate.verified
+    assert np.all(sol.lam[future] == 0) and np.all(np.isinf(sol.margins[future]))
+    W = np.random.default_rng(1).standard_normal((inst["X"].shape[-1],) * 2) * 50
+    s = seq_probs(torch.as_tensor(inst["X"][None]), torch.as_tensor(W[None]), True)[0].numpy()
+    assert np.all(s[future] == 0.0)

@@ -1,0 +1,269 @@
+"""The sabotage seam (numerics/sabotage.py) and the power matrix (checks/power.py, `attnsvm power`).
+
+Seam: a sabotage reaches every reference to the broken function (theorem modules import names with
+``from numerics.gd import run_gd``), is undone on exit wherever a reference went, and never leaks
+into a normal run. Matrix: a small profile -- two cheap theorems and a fixture plugin with one honest
+and one hollow GD check -- whose detections and survivor are known in advance.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from checks import Profile, Theorem, catalogue, held, register
+from checks.cli import main
+from checks.theorem import REGISTRY
+from numerics import gd, prompt, sequence, svm, tokens
+from numerics import sabotage as sab
+from numerics.data import AttentionData, random_unit_sphere
+from numerics.errors import InvalidInputError, SolverError
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGIN = ROOT / "tests" / "data" / "power_plugin.py"
+
+
+@pytest.fixture
+def power_plugin():
+    """Load the fixture plugin; afterwards take its theorems out of the registry again (no other test
+    that selects the whole catalogue may pick up a deliberately hollow check)."""
+    ids = catalogue.load_plugin(PLUGIN)
+    yield ids
+    for i in ids:
+        mod = REGISTRY.pop(i).__module__
+        sys.modules.pop(mod, None)
+
+
+def _data(seed=0, R=None):
+    return random_unit_sphere(3, 4, 5, rng=np.random.default_rng(seed), R=R)
+
+
+# -- the seam -----------------------------------------------------------------------------------------
+
+def test_normal_run_has_no_sabotage():
+    # the suite itself must never run sabotaged: the variable unset, nothing installed, nothing leaked
+    assert sab.ENV_VAR not in os.environ
+    assert sab.active() == ()
+    assert sab.leaks() == []
+
+
+def test_sabotage_reaches_every_reference_and_is_restored():
+    catalogue.load_builtin()
+    gd_local = importlib.import_module("checks.theorems.gd_local")
+    orig = [gd.run_gd, tokens.optimal_tokens]  # held in a list: module globals are rebound too
+    with sab.sabotage("noop-gd"):
+        assert gd.run_gd is not orig[0]
+        assert gd_local.run_gd is gd.run_gd  # the theorem's own `from numerics.gd import run_gd`
+        assert sab.active() == ("noop-gd",)
+        assert any("gd_local.run_gd" in x for x in sab.leaks())
+        assert tokens.optimal_tokens is orig[1]  # only what the sabotage names
+    assert gd.run_gd is orig[0] and gd_local.run_gd is orig[0]
+    assert sab.active() == () and sab.leaks() == []
+
+
+def test_sabotage_restored_after_exception():
+    orig = [tokens.optimal_tokens]
+    with pytest.raises(ZeroDivisionError), sab.sabotage("argmin-optimal-token"):
+        assert tokens.optimal_tokens is not orig[0]
+        1 / 0  # noqa: B018
+    assert tokens.optimal_tokens is orig[0] and sab.leaks() == []
+
+
+def test_module_imported_during_sabotage_is_patched_then_restored(tmp_path, monkeypatch):
+    (tmp_path / "late_import_mod.py").write_text("from numerics.tokens import optimal_tokens as ot\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    orig = [tokens.optimal_tokens]
+    try:
+        with sab.sabotage("argmin-optimal-token"):
+            late = importlib.import_module("late_import_mod")
+            assert late.ot is tokens.optimal_tokens is not orig[0]
+        assert late.ot is orig[0]
+    finally:
+        sys.modules.pop("late_import_mod", None)
+
+
+def test_one_sabotage_at_a_time_and_unknown_names():
+    with sab.sabotage("scaled-svm"), pytest.raises(RuntimeError, match="one at a time"):
+        with sab.sabotage("noop-gd"):
+            pass
+    assert sab.active() == ()
+    with pytest.raises(InvalidInputError, match="unknown sabotage 'nope'"):
+        with sab.sabotage("nope"):
+            pass
+    assert sab.active() == ()
+
+
+def test_env_var_installs_sabotage_in_a_subprocess():
+    code = ("import checks; from numerics import sabotage, tokens; "
+            "print(sabotage.active(), tokens.optimal_tokens.__qualname__)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), sab.ENV_VAR: "argmin-optimal-token"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "('argmin-optimal-token',) _argmin_tokens.<locals>.optimal_tokens" in r.stdout
+    assert "numerics sabotaged" in r.stderr  # the process says so
+
+
+def test_catalogue_names_known_components():
+    for s in sab.CATALOGUE.values():
+        assert s.breaks and set(s.breaks) <= set(sab.COMPONENTS)
+    assert {"noop-gd", "ascent-gd", "random-gd", "frobenius-for-nuclear", "dropped-constraint-svm", "scaled-svm",
+            "softmax-no-normaliser", "causal-mask-off"} <= set(sab.default_names())
+
+
+# -- what each sabotage does ----------------------------------------------------------------------------
+
+def test_descent_loop_matches_run_gd():
+    # the loop that stands in for run_gd under a sabotage is, unsabotaged, the same GD: 50 steps from a
+    # small start stay far from saturation, where both paths agree to rounding (1e-12 relative)
+    datas = _data(R=3)
+    loop = sab._loop_run_gd("descent")(gd.run_gd)
+    for kw in ({}, {"param": "KQ"}, {"normalized": False}, {"weight_decay": 1e-3}):
+        a = gd.run_gd(datas, steps=50, lr=0.1, record_every=25, **kw)
+        b = loop(datas, steps=50, lr=0.1, record_every=25, **kw)
+        assert np.allclose(a.W, b.W, rtol=1e-12, atol=1e-12) and np.array_equal(a.iterations, b.iterations)
+
+
+@pytest.mark.parametrize("backend", ["torch", "numba"])
+def test_noop_gd_returns_the_initialisation_on_both_backends(backend):
+    datas = _data(R=2)
+    W0 = gd.run_gd(datas, steps=0, lr=0.1).W
+    with sab.sabotage("noop-gd"):
+        res = gd.run_gd(datas, steps=30, lr=0.1, record_every=10, backend=backend)
+    assert np.array_equal(res.W, W0) and res.W_traj.shape == (4, 2, 5, 5)
+    assert np.array_equal(res.W_traj[-1], W0)
+
+
+def test_ascent_and_random_gd_do_not_descend():
+    datas = _data(R=2)
+    clean = gd.run_gd(datas, steps=40, lr=0.1)
+    start = gd.run_gd(datas, steps=0, lr=0.1).loss
+    with sab.sabotage("ascent-gd"):
+        up = gd.run_gd(datas, steps=40, lr=0.1)
+    with sab.sabotage("random-gd"):
+        rnd = gd.run_gd(datas, steps=40, lr=0.1)
+    assert np.all(up.loss > start) and np.all(clean.loss < start)
+    moved = np.linalg.norm(rnd.W - gd.run_gd(datas, steps=0, lr=0.1).W, axis=(1, 2))
+    assert np.all(moved > 0.1) and np.all(moved <= 40 * 0.1 + 1e-12)  # 40 steps of length lr
+    assert np.all(rnd.loss > clean.loss)
+
+
+def test_noop_gd_reaches_prompt_sequence_and_regularisation_path():
+    rng = np.random.default_rng(1)
+    K, g = rng.standard_normal((2, 3, 4, 2)), rng.standard_normal((2, 3, 4))
+    X, G = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 3, 3))
+    with sab.sabotage("noop-gd"):
+        p = prompt.run_prompt_gd(K, g, steps=20, lr=0.1, init=np.ones((2, 2)))
+        s = sequence.run_seq_gd(X, G, steps=20, lr=0.1)
+        rp = gd.regularization_path(_data(), [1.0, 2.0], steps=20)
+    assert np.array_equal(p.p, np.ones((2, 2))) and not p.stalled.any()  # silent: no 'stalled' flag
+    assert np.array_equal(s.W, np.zeros((4, 4))) and not s.stalled.any()
+    clean = gd.regularization_path(_data(), [1.0, 2.0], steps=20)
+    assert np.all(clean.loss <= rp.loss + 1e-12) and np.any(clean.loss < rp.loss - 1e-6)
+
+
+def _svm_data():
+    X = np.array([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+                  [[0.0, 1.0, 0.5], [1.0, 0.0, 0.0], [0.3, 0.2, 0.0]]])
+    return AttentionData(X, [1.0, -1.0], Z=np.array([[1.0, 0.5, 0.2], [0.1, 1.0, 0.4]]))
+
+
+def test_svm_sabotages_are_caught_by_the_certificate_unless_it_is_silenced():
+    data, alpha = _svm_data(), [0, 0]
+    clean = svm.solve_att_svm(data, alpha)
+    nuc = svm.solve_att_svm(data, alpha, norm="nuc")
+    for name in ("scaled-svm", "dropped-constraint-svm"):
+        with sab.sabotage(name), pytest.raises(SolverError, match="certificate did not verify"):
+            svm.solve_att_svm(data, alpha)
+    with sab.sabotage("frobenius-for-nuclear"), pytest.raises(SolverError):
+        svm.solve_att_svm(data, alpha, norm="nuc")
+    with sab.sabotage("scaled-svm-uncertified"):
+        assert np.allclose(svm.solve_att_svm(data, alpha).W, sab.SCALE * clean.W)
+    with sab.sabotage("dropped-constraint-svm-uncertified"):
+        assert svm.solve_att_svm(data, alpha).objective < clean.objective - 1e-6  # a constraint gone
+    with sab.sabotage("frobenius-for-nuclear-uncertified"):
+        fake = svm.solve_att_svm(data, alpha, norm="nuc")
+    assert np.allclose(fake.W, clean.W) and not np.allclose(nuc.W, clean.W, atol=1e-6)
+
+
+def test_small_sabotages():
+    data = _svm_data()
+    with sab.sabotage("causal-mask-off"):
+        assert sequence.causal_mask(3).all()
+    with sab.sabotage("argmin-optimal-token"):
+        data_v = data.with_head([1.0, 0.0, 0.0])
+        assert np.array_equal(tokens.optimal_tokens(data_v).index, np.argmin(tokens.scores(data_v), axis=1))
+    with sab.sabotage("softmax-no-normaliser"):
+        assert not np.allclose(tokens.softmax_probs(data, np.eye(3)).sum(1), 1.0)
+    with sab.sabotage("absolute-rank-threshold"):
+        assert svm.rank_by_gap(1e-7 * np.eye(3))[0] == 0
+    assert svm.rank_by_gap(1e-7 * np.eye(3))[0] == 3
+
+
+# -- depends_on ----------------------------------------------------------------------------------------
+
+def test_register_rejects_unknown_components():
+    with pytest.raises(TypeError, match="unknown component.*'sgd'"):
+        @register
+        class Bad(Theorem):
+            id = "power-bad-deps"
+            title = "bad"
+            depends_on = ("gd", "sgd")
+            profiles = {"quick": Profile(instances=1, min_confirmed=1)}
+
+            def check_x(self, inst, state, ctx):
+                return held()
+    with pytest.raises(TypeError, match="tuple of component names"):
+        @register
+        class Bad2(Theorem):
+            id = "power-bad-deps"
+            title = "bad"
+            depends_on = "gd"
+
+            def check_x(self, inst, state, ctx):
+                return held()
+    assert "power-bad-deps" not in REGISTRY
+
+
+def test_every_builtin_theorem_declares_its_components():
+    catalogue.load_builtin()
+    builtin = [c for c in REGISTRY.values() if c.__module__.startswith("checks.theorems.")]
+    assert builtin and all(set(c.depends_on) <= set(sab.COMPONENTS) for c in builtin)
+    symbolic = {"loss-assumptions", "overparam-landscape"}  # no numeric component of the catalogue
+    assert all(c.depends_on for c in builtin if (c.control_of or c.id) not in symbolic)
+
+
+# -- the matrix ------------------------------------------------------------------------------------------
+
+def test_power_matrix_small_profile(power_plugin, tmp_path, capsys):
+    code = main(["power", "svm-feasibility", *power_plugin, "--plugin", str(PLUGIN), "--no-progress",
+                 "--sabotage", "noop-gd", "scaled-svm", "dropped-constraint-svm", "argmin-optimal-token",
+                 "--out", str(tmp_path)])
+    rep = json.loads((tmp_path / "power.json").read_text())
+    cells = {r["id"]: {n: c["status"] for n, c in r["cells"].items()} for r in rep["theorems"]}
+    assert cells["svm-feasibility"] == {"noop-gd": "not relevant", "scaled-svm": "detected",
+                                        "dropped-constraint-svm": "detected", "argmin-optimal-token": "not relevant"}
+    assert cells["power-gd-lowers-loss"]["noop-gd"] == "detected"
+    assert cells["power-hollow-gd"]["noop-gd"] == "SURVIVED"
+    assert rep["survivors"] == [["power-hollow-gd", "noop-gd"]] and code == 1
+    assert all(r["clean"]["verdict"] == "PASS" for r in rep["theorems"])
+    assert "power-hollow-gd survives noop-gd" in capsys.readouterr().out
+    assert "**SURVIVED**" in (tmp_path / "power.md").read_text()
+    assert sab.active() == () and sab.leaks() == []
+
+
+def test_power_exit_zero_when_every_relevant_sabotage_is_detected(power_plugin, tmp_path):
+    assert main(["power", "power-gd-lowers-loss", "--plugin", str(PLUGIN), "--no-progress",
+                 "--sabotage", "noop-gd", "ascent-gd", "--out", str(tmp_path)]) == 0
+
+
+def test_power_bad_usage(tmp_path, capsys):
+    assert main(["power", "--sabotage", "nope", "--out", str(tmp_path)]) == 2
+    assert "unknown sabotage 'nope'" in capsys.readouterr().err
+    assert main(["power", "no-such-theorem", "--out", str(tmp_path)]) == 2
