@@ -21,6 +21,9 @@ from numerics.fileio import write_bytes, write_text
 from .harness import SIZE_KEYS, InstanceResult, TheoremResult
 
 SCHEMA = 1
+#: Where a reader finds the mathematics and the contracts (in the repository, beside the README).
+DOCS_LINE = ("The mathematics, every statement with the exact hypotheses implemented, and the decision rules: "
+             "docs/theory.md; report fields, verdicts and exit codes: docs/architecture.md.")
 
 
 def safe_name(s: str) -> str:
@@ -203,6 +206,7 @@ def write_markdown(out: Path, rep: dict[str, Any], theorems: Sequence[TheoremRes
              + (" — **INTERRUPTED (partial report)**" if run.get("interrupted") else ""))
     if run.get("data"):
         L.append(f"\ndata: `{run['data']}`")
+    L.append(f"\n{DOCS_LINE}")
     S = run_summary(theorems)
     L += ["", "## Summary", "",
           "Verdicts: " + ", ".join(f"{v} {n}" for v, n in S["verdicts"].items())
@@ -576,6 +580,7 @@ def write_html(out: Path, rep: dict[str, Any], theorems: Sequence[TheoremResult]
          f"<b>{run['seed']}</b>, device {html.escape(str(run['device']))}, started {run['started']}, "
          f"git {html.escape(str(run.get('git')))}"
          + (f"; data <code>{html.escape(str(run['data']))}</code>" if run.get("data") else "") + "</p>"]
+    H.append(f"<p>{html.escape(DOCS_LINE)}</p>")
     if run.get("interrupted"):
         H.append("<p class='bad'>INTERRUPTED — partial report; `attnsvm check --resume` finishes it.</p>")
     H += _html_summary(run_summary(theorems))

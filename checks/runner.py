@@ -73,6 +73,7 @@ def cmd_list(args) -> int:
         ctl = f"  (control of {c.control_of})" if c.control_of else ""
         print(f"{c.id.ljust(w)}  {c.expected:4}  {c.title}{ctl}")
         print(f"{'':{w}}        {c.reference}")
+    print(f"\n{report.DOCS_LINE}")
     return 0
 
 
