@@ -33,8 +33,10 @@ def safe_name(s: str) -> str:
 #: Statuses that do not fail the run: as expected, not applicable to the given data, (on given data) vacuous
 #: because the data do not meet the theorem's hypotheses — a statement about the data, named in the reasons —
 #: or a FAIL on exactly the documented counterexamples of a known finding (same profile, seed and instances).
-#: Every other status fails the run (exit 1): UNEXPECTED, CONTROL NOT REFUTED, ERROR.
-QUIET = ("ok", "n/a", "hyp. unmet", "KNOWN FINDING")
+#: Every other status fails the run (exit 1): UNEXPECTED, CONTROL NOT REFUTED, ERROR. ``undecided`` is a
+#: theorem left INCONCLUSIVE by *given* data (``--data``): the budget did not decide the user's instances, which
+#: says nothing about the suite's power (on its own random family INCONCLUSIVE is UNEXPECTED and fails the run).
+QUIET = ("ok", "n/a", "hyp. unmet", "undecided", "KNOWN FINDING")
 
 
 def status_of(t: TheoremResult) -> str:
@@ -49,6 +51,8 @@ def status_of(t: TheoremResult) -> str:
         return "ok"
     if t.given_data and t.verdict == "VACUOUS":
         return "hyp. unmet"
+    if t.given_data and t.verdict == "INCONCLUSIVE" and not t.control_of:
+        return "undecided"
     if t.known_finding:
         return "KNOWN FINDING"
     if t.verdict == "ERROR":
@@ -466,7 +470,7 @@ def math_html(latex: str) -> str:
         return f"<code class='tex'>{html.escape(latex)}</code>"
 
 
-_STATUS_CLASS = {"ok": "ok", "n/a": "na", "hyp. unmet": "na", "KNOWN FINDING": "na"}
+_STATUS_CLASS = {"ok": "ok", "n/a": "na", "hyp. unmet": "na", "undecided": "na", "KNOWN FINDING": "na"}
 
 
 def _badge(t: TheoremResult) -> str:

@@ -4,6 +4,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import pytest  # noqa: E402
+
+# tests/data holds plugin files for `--plugin` (they register theorems when executed): pytest's
+# --doctest-modules must not import them as modules, or their ids are taken before a test loads them.
+collect_ignore = ["data"]
 from hypothesis import settings  # noqa: E402
 
 # Deterministic property tests in CI: no example database, derandomized.

@@ -76,6 +76,7 @@ def test_check_digits_exits_0_and_reports_applicability(tmp_path):
     # budget does not reach the ten-fold fall of 1 - corr on n = 60 (inconclusive, never a hollow PASS)
     t = by_id["gd-local"]
     assert t["verdict"] == "INCONCLUSIVE" and t["metrics"]["data_n"]["max"] == 60
+    assert t["status"] == "undecided"  # quiet on given data (exit 0 above), never PASS
     assert t["counts"]["refuted"] == 0
     assert by_id["gd-local-control"]["verdict"] == "FAIL"
 
