@@ -14,7 +14,9 @@ unit-norm point (softmax far from one-hot) is where an implementation error show
 from __future__ import annotations
 
 import numpy as np
+import torch
 
+from numerics.attention import ReLUHead
 from numerics.data import AttentionData
 from numerics.gd import run_gd
 
@@ -24,26 +26,64 @@ from numerics.gd import run_gd
 FIDELITY_TOL = 1e-9
 
 
-def independent_grad_W(data: AttentionData, W: np.ndarray) -> np.ndarray:
-    """∇L(W) = (1/n) Σ_i ℓ′(γ_iᵀ s_i) X_iᵀ (diag s_i − s_i s_iᵀ) γ_i z_iᵀ for the logistic loss and the linear
-    head v, in plain numpy (docs/theory.md §2), independent of numerics.attention."""
-    X, Z, Y, v = data.X, data.Z, data.Y, data.require_head()
+def independent_grad_W(data: AttentionData, W: np.ndarray, V: np.ndarray | None = None) -> np.ndarray:
+    """∇L(W) = (1/n) Σ_i ℓ′(Y_i f_i) X_iᵀ (diag s_i − s_i s_iᵀ) Y_i X_i g_i z_iᵀ for the logistic loss, in plain
+    numpy (docs/theory.md §2), independent of numerics.attention.
+
+    Linear head (``V`` None): f_i = vᵀX_iᵀs_i, g_i = v, so Y_i X_i g_i = γ_i and Y_i f_i = γ_iᵀ s_i. ReLU head
+    h(u) = 1ᵀReLU(Vᵀu) (``V`` (d, h)): u_i = X_iᵀ s_i, f_i = h(u_i), g_i = ∇h(u_i) = V 1[Vᵀu_i > 0].
+    """
+    X, Z, Y = data.X, data.Z, data.Y
     logits = np.einsum("itd,de,ie->it", X, W, Z)  # (n, T)
     e = np.exp(logits - logits.max(axis=1, keepdims=True))
     s = e / e.sum(axis=1, keepdims=True)  # (n, T)
-    gamma = Y[:, None] * (X @ v)  # (n, T)
-    u = (s * gamma).sum(axis=1)  # (n,)
-    lprime = -1.0 / (1.0 + np.exp(u))  # logistic ℓ′(u)
+    if V is None:
+        gamma = Y[:, None] * (X @ data.require_head())  # (n, T)
+        yf = (s * gamma).sum(axis=1)  # (n,)
+    else:
+        u = np.einsum("itd,it->id", X, s)  # (n, d)
+        pre = u @ V  # (n, h)
+        g = (pre > 0).astype(float) @ V.T  # (n, d): ∇h(u_i)
+        gamma = Y[:, None] * np.einsum("itd,id->it", X, g)  # (n, T)
+        yf = Y * np.maximum(pre, 0).sum(axis=1)  # (n,)
+    lprime = -1.0 / (1.0 + np.exp(yf))  # logistic ℓ′(Y_i f_i)
     # (diag s − s sᵀ) γ with γ_t − Σ_τ s_τ γ_τ summed as Σ_τ s_τ (γ_t − γ_τ): deep in saturation the
     # subtraction γ_t − u would cancel to rounding noise (s_τ ~ e^-50), the pairwise form stays exact.
     c = s * np.einsum("iu,itu->it", s, gamma[:, :, None] - gamma[:, None, :])  # (n, T)
     return np.einsum("i,itd,it,ie->de", lprime, X, c, Z) / data.n
 
 
+def _corr(step: np.ndarray, grad: np.ndarray) -> float:
+    """corr(step, grad); 1 when both are exactly 0 (a stationary point: GD rightly does not move, e.g. a ReLU
+    head with no active unit), 0 when only one is."""
+    ns, ng = np.linalg.norm(step), np.linalg.norm(grad)
+    if ns == 0 or ng == 0:
+        return 1.0 if ns == ng else 0.0
+    return float(step @ grad / (ns * ng))
+
+
 def step_fidelity(data: AttentionData, W: np.ndarray, lr: float, *, normalized: bool = True,
-                  device: str = "cpu") -> float:
-    """corr(W − W⁺, ∇L(W)) for one step W⁺ of run_gd from W: 1 for a correct (normalised or plain) GD step."""
-    nxt = run_gd([data], steps=1, lr=lr, init=np.asarray(W)[None], normalized=normalized, device=device).W[0]
-    step, g = (np.asarray(W) - nxt).ravel(), independent_grad_W(data, np.asarray(W)).ravel()
-    den = np.linalg.norm(step) * np.linalg.norm(g)
-    return float(step @ g / den) if den > 0 else 0.0
+                  device: str = "cpu", V: np.ndarray | None = None) -> float:
+    """corr(W − W⁺, ∇L(W)) for one step W⁺ of run_gd from W: 1 for a correct (normalised or plain) GD step.
+
+    ``V`` (d, h): the step of GD with the ReLU head h(u) = 1ᵀReLU(Vᵀu) instead of the linear head."""
+    head = None if V is None else ReLUHead(torch.as_tensor(np.asarray(V)[None]))
+    nxt = run_gd([data], steps=1, lr=lr, init=np.asarray(W)[None], normalized=normalized, device=device,
+                 head=head).W[0]
+    return _corr((np.asarray(W) - nxt).ravel(), independent_grad_W(data, np.asarray(W), V).ravel())
+
+
+def step_fidelity_kq(data: AttentionData, K: np.ndarray, Q: np.ndarray, lr: float, *, weight_decay: float = 0.0,
+                     device: str = "cpu") -> float:
+    """corr of one normalised (K, Q) step of run_gd from (K, Q) with the independent one:
+    ∇_K = ∇L(KQᵀ) Q + 2 wd K and ∇_Q = ∇L(KQᵀ)ᵀ K + 2 wd Q, each factor normalised by its own norm.
+
+    The two steps are compared as one vector (ΔK, ΔQ): a correct step is exactly lr·(∇_K/‖∇_K‖, ∇_Q/‖∇_Q‖)."""
+    K, Q = np.asarray(K), np.asarray(Q)
+    res = run_gd([data], param="KQ", steps=1, lr=lr, init=(K[None], Q[None]), weight_decay=weight_decay,
+                 device=device)
+    G = independent_grad_W(data, K @ Q.T)
+    gK, gQ = G @ Q + 2 * weight_decay * K, G.T @ K + 2 * weight_decay * Q
+    want = np.concatenate([(gK / np.linalg.norm(gK)).ravel(), (gQ / np.linalg.norm(gQ)).ravel()])
+    got = np.concatenate([(K - res.K[0]).ravel(), (Q - res.Q[0]).ravel()])
+    return _corr(got, want)

@@ -21,7 +21,12 @@ nothing underflows, and the direction settles (a point of the regularisation pat
 direction is within ~1e-2 of the limit's). Measured (seed 0, 200 draws of this family, 13 s):
 corr(K Q^T, W^mm_⋆,α) ≥ 0.9876 on every draw, flat from step ~400 on; all 200 select with mass 1.0.
 
-Predictions: (0) progress: ‖K Q^T‖_F at the end ≥ 4× its start (measured ≥ 59×; a no-op optimiser
+Predictions: (00) is_gradient_descent: one (K, Q) step of run_gd, from K(0), Q(0) and from their rescaling to
+‖K(0)Q(0)^T‖ = 1 (softmax far from one-hot), equals the step along an independently computed gradient
+(checks/theorems/_gd.py; corr > 1 − 1e-9). The limit direction is a property of the max-margin geometry and is
+reached by wrong optimisers too: with the softmax normaliser missing every quick instance still converged to the
+nuclear solution (power matrix, softmax-no-normaliser), so without this prediction such a bug passed;
+(0) progress: ‖K Q^T‖_F at the end ≥ 4× its start (measured ≥ 59×; a no-op optimiser
 keeps it) — without progress the instance is refuted, and only a progressing run can be inconclusive
 (unclear selection, correlation still rising); (1) corr(K Q^T, W^mm_⋆,α) ≥ CORR_MIN = 0.97 at the end
 (below it and still rising over the second half, by at least a tenth of the remaining distance →
@@ -58,6 +63,7 @@ from numerics.gd import run_gd
 from numerics.svm import solve_att_svm
 from numerics.tokens import optimal_tokens, softmax_probs
 
+from ._gd import FIDELITY_TOL, step_fidelity_kq
 from ._given import given_metrics, need_head
 
 #: Final correlation threshold. THEORY.md §6: the matched pair reaches ≈ 0.997 in the authors' runs, the
@@ -104,7 +110,7 @@ def rising(c: np.ndarray, target: float) -> bool:
 @register
 class KQGDNuclear(Theorem):
     id = "kq-gd-nuclear"
-    depends_on = ("kq-gd", "svm-nuc", "optimal-token", "softmax")
+    depends_on = ("kq-gd", "svm-nuc", "softmax")
     title = "GD on (K, Q) converges in direction to the nuclear-norm Att-SVM⋆ solution"
     reference = "TLTO §4 experiments / open problem (reconstructed; Sheen et al. 2024 for gradient flow)"
     statement = r"\frac{K(k)Q(k)^\top}{\|K(k)Q(k)^\top\|_F}\to\frac{W^{mm}_{\star,\alpha}}{\|W^{mm}_{\star,\alpha}\|_F}"
@@ -140,6 +146,10 @@ class KQGDNuclear(Theorem):
             s = softmax_probs(data, traj[-1, j])
             alpha = s.argmax(1)
             st = {"traj": traj[:, j], "alpha": alpha, "mass": float(s.max(1).min())}
+            K0, Q0 = instances[j]["K0"], instances[j]["Q0"]
+            unit = np.sqrt(np.linalg.norm(K0 @ Q0.T))  # K, Q scaled alike so that ‖K Q^T‖ = 1
+            st["fidelity"] = min(step_fidelity_kq(data, K, Q, STEP, weight_decay=AUTHORS_WD, device=ctxs[j].device)
+                                 for K, Q in ((K0, Q0), (K0 / unit, Q0 / unit)))
             st["fro"] = solve_att_svm(data, alpha)
             st["nuc"] = solve_att_svm(data, alpha, norm="nuc") if st["fro"].feasible else None
             out.append(st)
@@ -158,9 +168,16 @@ class KQGDNuclear(Theorem):
         cn = corr_curve(st["traj"], st["nuc"].W)
         cf = corr_curve(st["traj"], st["fro"].W)
         svm_corr = float(np.sum(st["fro"].W * st["nuc"].W) / np.linalg.norm(st["fro"].W) / np.linalg.norm(st["nuc"].W))
+        # descriptive only (how often GD selected opt); no decision uses optimal_tokens, so "optimal-token" is
+        # not among depends_on
         alpha_is_opt = float(np.all(st["alpha"] == optimal_tokens(inst["data"]).index))
         return cn, cf, dict(given_metrics(ctx), corr_nuc=float(cn[-1]), corr_fro=float(cf[-1]), svm_corr=svm_corr,
                             alpha_is_opt=alpha_is_opt, selected_mass=st["mass"], corr_nuc_curve=cn.tolist())
+
+    def check_is_gradient_descent(self, inst, st, ctx):
+        f = st["fidelity"]
+        return decide(f > 1 - FIDELITY_TOL, f"the optimiser's (K, Q) step is not along −(∇_K L, ∇_Q L) (corr {f:.12f}): "
+                      "not the GD the theorem is about", step_fidelity=f)
 
     def check_progress(self, inst, st, ctx):
         n = np.linalg.norm(st["traj"], axis=(1, 2))
@@ -213,7 +230,7 @@ class KQGDNuclear(Theorem):
 @register
 class KQGDNuclearControl(KQGDNuclear):
     id = "kq-gd-nuclear-control"
-    depends_on = ("kq-gd", "svm-nuc", "optimal-token", "softmax")
+    depends_on = ("kq-gd", "svm-nuc", "softmax")
     title = "Control: (K, Q) GD converges to the Frobenius solution (false)"
     statement = r"\frac{K(k)Q(k)^\top}{\|K(k)Q(k)^\top\|_F}\to\frac{W^{mm}_\alpha}{\|W^{mm}_\alpha\|_F}"
     hypotheses_text = KQGDNuclear.hypotheses_text + "; the two SVM solutions differ (corr < 0.98)"
