@@ -50,6 +50,10 @@ would be decided by rounding. At a true tie the product is exactly 0 and the lea
 breaks the GD part of the local theorem (gd-local-control: the α_i-vs-t gap stops growing), not this sign. So the
 control sits a decided 1e-3 past the tie.
 
+Why μ depends on the data (measured): with gd-local's fixed width μ = 0.01 and the same R, some W on the cone
+boundary has ⟨∇L(W), W^mm_α⟩ > 0 on 14 of 30 draws (local_alpha_data n=3, T=4, d=6, seed 1); with the rule above,
+on none. The paper's μ depends on the data too; a fixed cone is not enough for this part of the theorem.
+
 Numerics: numerics.svm (certified Att-SVM(α)), numerics.attention.grad_W; the sign is computed independently.
 """
 
