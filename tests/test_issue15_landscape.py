@@ -147,3 +147,17 @@ def test_cone_points_lie_in_the_cone_including_its_boundary():
             assert np.linalg.norm(Ws, axis=(1, 2)).min() >= R * (1 - 1e-12)
             if boundary:
                 np.testing.assert_allclose(cw, 1 - mu, atol=1e-12)
+
+
+def test_kq_gd_accepts_non_contiguous_tokens():
+    """b1_data's X is a transposed view (not C-contiguous): the (K, Q) path used to fail on X.view."""
+    from checks.strategies import b1_data
+    from numerics.data import AttentionData
+    from numerics.gd import run_gd
+
+    data = b1_data(2, 3, 6, rng=np.random.default_rng(0))
+    assert not data.X.flags["C_CONTIGUOUS"]
+    copy = AttentionData(np.ascontiguousarray(data.X), data.Y, data.Z, data.v)
+    a = run_gd([data], param="KQ", steps=50, lr=0.5, normalized=False, seed=1)
+    b = run_gd([copy], param="KQ", steps=50, lr=0.5, normalized=False, seed=1)
+    np.testing.assert_allclose(a.W, b.W, rtol=1e-12, atol=1e-15)

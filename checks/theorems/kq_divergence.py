@@ -24,8 +24,9 @@ Predictions.
 * ``no_stationary_point``: the structural sign certificate holds, and at sampled full-rank (K, Q) (Gaussian at
   scales 0.3, 1, 3 and the GD iterates) the tangent solve A = ½W^mm Q^{-T}, B = ½(K^{-1}W^mm)^T reproduces W^mm
   (TANGENT_RTOL) and the production (K, Q)-gradient gives ⟨∇_K L, A⟩ + ⟨∇_Q L, B⟩ < 0, equal to the exactly signed
-  log-space value of ⟨∇L(W), W^mm⟩ to GRAD_RTOL: the (K, Q)-gradient is nonzero there.
-* ``is_gradient_descent``: one run_gd step (param="KQ", plain) from (K(0), Q(0)) and from the mid-run iterate is the
+  log-space value of ⟨∇L(W), W^mm⟩ to GRAD_RTOL: the (K, Q)-gradient is nonzero there. Judged where the value is
+  resolvable in float64 (≥ JUDGE_RATIO of its Cauchy–Schwarz scale; the rest, deep in saturation, are counted).
+* ``is_gradient_descent``: one run_gd step (param="KQ", plain) from (K(0), Q(0)) and from the iterate at k = S/64 is the
   step along (∇L(W)Q, ∇L(W)^T K) with ∇L from the independent numpy closed form (corr > 1 − FIDELITY_TOL).
 * ``norms_grow`` (trend vs log k; near the limit the min margin ρ(k) of KQ^T grows like log k, and
   ½(‖K‖² + ‖Q‖²) ≥ ‖KQ^T‖_⋆ ≥ ρ(k)‖W^mm‖_F ≥ ρ(k)·u with u = 1/max_it‖F_it‖_F): ‖K‖ and ‖Q‖ increase at every
@@ -50,7 +51,7 @@ import math
 import numpy as np
 import torch
 
-from checks import Criterion, Profile, Theorem, decide, failed, held, register
+from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
 from checks import hypotheses as hyp
 from checks.strategies import b1_data, b2_data, valley_data
 from numerics import attention as att
@@ -77,6 +78,11 @@ TANGENT_RTOL = 1e-9
 #: where the value is above float64's floor (FLOAT_FLOOR × ‖W^mm‖).
 GRAD_RTOL = tol.GRAD_RTOL
 FLOAT_FLOOR = 1e-250
+#: The chain-rule comparison is judged where |⟨∇L(W), W^mm⟩| ≥ JUDGE_RATIO × (‖∇_K L‖‖A‖ + ‖∇_Q L‖‖B‖): the float
+#: closed form errs by ~1e-14 of that Cauchy–Schwarz scale (O(nTd) roundings), so there GRAD_RTOL relative accuracy is
+#: meaningful; below it the inner product is a cancellation of much larger terms (saturated softmax at large
+#: ‖K‖, ‖Q‖: measured relative errors up to 200 at |value|/scale ~ 1e-16) and is not judged (counted).
+JUDGE_RATIO = 1e-6
 #: Sampled (K, Q): Gaussian entries at these scales.
 KQ_SCALES = (0.3, 1.0, 3.0)
 #: The control: GD has reached a finite stationary point when ‖∇_{K,Q}‖ falls below this share of its start value.
@@ -180,10 +186,11 @@ class KQDivergence(Theorem):
                                       np.stack([instances[j]["Q0"] for j in idx]), device=ctxs[idx[0]].device)
             for c, j in enumerate(idx):
                 inst = instances[j]
-                mid = len(Ks) // 2
+                # fidelity at the start and the first checkpoint (k = S/64): the gradient is still resolvable there
+                # also on the control's data, whose GD reaches a stationary point (a step of rounding noise) later
                 states[j].update(K=Ks[:, c], Q=Qs[:, c], L=Ls[:, c],
                                  fidelity=min(kq_fidelity(inst["data"], inst["K0"], inst["Q0"], ctxs[j].device),
-                                              kq_fidelity(inst["data"], Ks[mid, c], Qs[mid, c], ctxs[j].device)))
+                                              kq_fidelity(inst["data"], Ks[0, c], Qs[0, c], ctxs[j].device)))
         return states
 
     def assume_loss_A(self, inst, st, ctx):
@@ -221,10 +228,15 @@ class KQDivergence(Theorem):
         D = np.sum(gK * A, axis=(1, 2)) + np.sum(gQ * B, axis=(1, 2))
         P, N, _ = signed_inner(data, K @ Q.transpose(0, 2, 1), Wmm, "logistic", h=st["h"])
         exact = -(np.exp(P) - np.exp(N)) / data.n
-        ok = np.abs(exact) > FLOAT_FLOOR * np.linalg.norm(Wmm)
+        scale = (np.linalg.norm(gK, axis=(1, 2)) * np.linalg.norm(A, axis=(1, 2))
+                 + np.linalg.norm(gQ, axis=(1, 2)) * np.linalg.norm(B, axis=(1, 2)))  # Cauchy–Schwarz bound of |D|
+        ok = (np.abs(exact) > FLOAT_FLOOR * np.linalg.norm(Wmm)) & (np.abs(exact) >= JUDGE_RATIO * scale)
         err = float(np.max(np.abs(D[ok] - exact[ok]) / np.abs(exact[ok]))) if ok.any() else 0.0
         m.update(tangent_residual=tang, kq_chain_rel_err=err, kq_points=int(ok.sum()),
-                 max_kq_inner=float(D[ok].max()) if ok.any() else 0.0)
+                 kq_points_cancelling=int((~ok).sum()), max_kq_inner=float(D[ok].max()) if ok.any() else 0.0)
+        if not ok.any():
+            return undecided("every sampled (K, Q) has ⟨∇L(W), W^mm⟩ below the float64 resolution of the chain rule",
+                             **m)
         if tang > TANGENT_RTOL:
             return failed(f"the tangent solve misses W^mm by {tang:.3g} (relative)", **m)
         if err > GRAD_RTOL:
