@@ -161,3 +161,18 @@ def test_kq_gd_accepts_non_contiguous_tokens():
     a = run_gd([data], param="KQ", steps=50, lr=0.5, normalized=False, seed=1)
     b = run_gd([copy], param="KQ", steps=50, lr=0.5, normalized=False, seed=1)
     np.testing.assert_allclose(a.W, b.W, rtol=1e-12, atol=1e-15)
+
+
+def test_cone_hypotheses_on_an_infeasible_alpha_are_unmet_not_errors():
+    from numerics.data import random_unit_sphere
+
+    cls = REGISTRY["cone-no-stationary"]
+    thm = cls()
+    _, ctxs = _contexts(cls, [0], profile="quick", seed=0, device="cpu", data=None)
+    data = random_unit_sphere(4, 6, 2, rng=np.random.default_rng(0))  # d = 2 < T - 1: this alpha is infeasible
+    inst = {"data": data, "alpha": np.array([0, 1, 2, 3]), "seed": 1}
+    st = thm.prepare([inst], ctxs)[0]
+    assert not st["sol"].feasible
+    outs = {name: fn(thm, inst, st, ctxs[0]) for name, fn in cls._methods("assume_")}
+    assert outs["alpha_locally_optimal"] is False
+    assert outs["R_large"].status == "failed" and outs["feasible_exact"].status == "failed"

@@ -230,10 +230,12 @@ class ConeNoStationary(Theorem):
                       "Att-SVM(α) infeasible, or its margins have no exact rational KKT proof")
 
     def assume_alpha_locally_optimal(self, inst, st, ctx):
-        return is_locally_optimal(inst["data"], inst["alpha"], st["sol"])
+        return bool(st["sol"].feasible) and is_locally_optimal(inst["data"], inst["alpha"], st["sol"])
 
     def assume_R_large(self, inst, st, ctx):
         r = st["rule"]
+        if r is None:
+            return failed("no cone rule: Att-SVM(α) infeasible or its margins not proved exactly")
         return decide(r["M"] <= M_MAX, f"the cone rule needs M = {r['M']:.3g} > {M_MAX:g}", cone_mu=r["mu"],
                       cone_M=float(min(r["M"], 1e12)), delta_plus=r["delta_plus"])
 
@@ -323,4 +325,4 @@ class ConeNoStationaryControl(ConeNoStationary):
         return bool(np.any(g[np.arange(len(a)), a] < g.max(1)))
 
     def assume_alpha_locally_optimal(self, inst, st, ctx):  # the control's hypothesis is the negation
-        return not is_locally_optimal(inst["data"], inst["alpha"], st["sol"])
+        return bool(st["sol"].feasible) and not is_locally_optimal(inst["data"], inst["alpha"], st["sol"])
