@@ -98,8 +98,8 @@ CONTROL_OFFSET = 1e-3
 
 PROFILES = {
     "quick": Profile(instances=8, min_confirmed=6, params={"random": 6, "ascent_steps": 30}),
-    "full": Profile(instances=60, min_confirmed=50, params={"random": 20, "ascent_steps": 100}),
-    "paper": Profile(instances=200, min_confirmed=170, params={"random": 40, "ascent_steps": 150}),
+    "full": Profile(instances=60, min_confirmed=50, params={"random": 10, "ascent_steps": 50}),
+    "paper": Profile(instances=200, min_confirmed=170, params={"random": 12, "ascent_steps": 60}),
 }
 
 
