@@ -298,7 +298,7 @@ class SmoothnessStepControl(SmoothnessStep):
     def check_monotone_decrease(self, inst, st, ctx):
         Ls = st["losses"]
         rise = np.diff(Ls)
-        k = int(np.argmax(rise))
+        k = int(np.argmax(rise > LOSS_ATOL)) if (rise > LOSS_ATOL).any() else 0  # the first step that rose
         return decide(rise.max() <= LOSS_ATOL, f"step {k}: the loss rose from {Ls[k]:.6g} to {Ls[k + 1]:.6g}",
                       first_step_rise=float(rise[0]), max_rise=float(rise.max()))
 
