@@ -35,16 +35,9 @@ that is falling at that rate but still above 0.05 is inconclusive (logarithmic r
 falling, or falls less than 0.8× over five doublings, is refuted (an optimiser that makes no progress is
 refuted, never inconclusive).
 
-:func:`smoothness_bound` — derivation of L̄_W (logistic loss, linear head). With a_i = X_i W z_i ∈ R^T (a
-linear map of W with operator norm ≤ ‖X_i‖₂‖z_i‖₂) and φ_i(a) = ℓ(γ_i^T S(a)),
-∇²_W L = (1/n) Σ_i A_i^T ∇²φ_i(a_i) A_i, so L_W ≤ (1/n) Σ_i ‖X_i‖₂² ‖z_i‖² sup_a ‖∇²φ_i(a)‖₂. With
-s = S(a), J = diag(s) − s s^T, u = γ^T s and g = γ − u 1: ∇φ = ℓ'(u) J γ and
-∇²φ = ℓ''(u) (Jγ)(Jγ)^T + ℓ'(u) D, D = diag(g) J − s (Jγ)^T. Bounds: Jγ = s ⊙ g, so ‖Jγ‖₂ ≤ ‖s ⊙ g‖₁ =
-E_s|γ − E_sγ| ≤ Δ_i/2 (mean absolute deviation of a distribution on an interval of length
-Δ_i = max_t γ_it − min_t γ_it); ‖J‖₂ ≤ ‖J‖_∞ = max_t 2 s_t(1 − s_t) ≤ 1/2 (J symmetric); ‖g‖_∞ ≤ Δ_i; ‖s‖₂ ≤ 1.
-So ‖D‖₂ ≤ Δ_i/2 + Δ_i/2 = Δ_i and, with the logistic |ℓ'| ≤ 1, 0 < ℓ'' ≤ 1/4:
-L_W ≤ L̄_W = (1/n) Σ_i ‖X_i‖₂² ‖z_i‖² (Δ_i²/16 + Δ_i), Δ_i ≤ 2‖v‖ max_t ‖x_it‖. (tests/test_gd_checks.py
-checks L̄_W against measured gradient differences.)
+:func:`smoothness_bound` (checks/theorems/_smoothness.py, the one definition, shared with smoothness-step):
+L̄_W = (1/n) Σ_i ‖X_i‖₂² ‖z_i‖² (Δ_i²/16 + Δ_i) ≥ L_W, derived there. (tests/test_gd_checks.py checks L̄_W against
+measured gradient differences.)
 
 Control (``gd-global-control``), at the boundary of the B hypotheses: the same plain GD, step rule and
 predictions on unit-sphere data where NEITHER B.1 NOR B.2 holds (tested: ``assume_neither_B1_nor_B2``), with
@@ -83,6 +76,7 @@ from numerics.svm import is_locally_optimal, solve_att_svm
 from numerics.tokens import corr, optimal_tokens, scores
 
 from ._given import draw_candidate, given_metrics, need_head, switched_candidates
+from ._smoothness import smoothness_bound  # noqa: F401  (one definition, shared with smoothness-step)
 
 # -- helpers shared by the gd theorems ---------------------------------------------------------
 
@@ -124,16 +118,6 @@ PROFILES = {
     "full": Profile(instances=60, min_confirmed=50, batch=30),
     "paper": Profile(instances=200, min_confirmed=180, batch=50),
 }
-
-
-def smoothness_bound(data: AttentionData) -> float:
-    """L̄_W = (1/n) Σ_i ‖X_i‖₂² ‖z_i‖² (Δ_i²/16 + Δ_i) ≥ L_W, the Lipschitz constant of ∇L(W) for the logistic
-    loss with the linear head v (Δ_i = max_t γ_it − min_t γ_it; derivation in the module docstring)."""
-    g = scores(data)
-    D = g.max(1) - g.min(1)  # (n,)
-    Xn = np.linalg.norm(data.X, ord=2, axis=(1, 2))  # (n,) spectral norms of X_i
-    zn = np.linalg.norm(data.Z, axis=1)
-    return float(np.mean(Xn ** 2 * zn ** 2 * (D ** 2 / 16 + D)))
 
 
 def grad_inner(data: AttentionData, W: np.ndarray, M: np.ndarray) -> float:

@@ -55,6 +55,7 @@ from numerics.gd import run_gd
 from numerics.svm import is_locally_optimal, solve_att_svm
 from numerics.tokens import corr, margins, optimal_tokens, scores
 
+from ._cone import boundary_start
 from ._gd import FIDELITY_TOL, step_fidelity
 from ._given import draw_candidate, given_metrics, need_head, switched_candidates
 
@@ -102,16 +103,6 @@ def init_multiplier(data, alpha, W_alpha) -> float:
     slack = marg[higher] - 1.0
     slack = slack[slack > 1e-6]  # active higher-scoring tokens are the control's business (not local)
     return M_MIN if slack.size == 0 else max(M_MIN, SHARE_EXP / float(slack.min()))
-
-
-def boundary_start(W_alpha: np.ndarray, R: float, direction: np.ndarray, mu: float = MU) -> np.ndarray:
-    """R ((1 − μ) Ŵ + √(1 − (1 − μ)²) U) with U the unit part of ``direction`` orthogonal to W_alpha:
-    ‖W(0)‖_F = R and corr(W(0), W_alpha) = 1 − μ (to rounding)."""
-    Wh = W_alpha / np.linalg.norm(W_alpha)
-    U = direction - np.sum(direction * Wh) * Wh
-    U = U / np.linalg.norm(U)
-    c = 1.0 - mu
-    return R * (c * Wh + np.sqrt(1.0 - c * c) * U)
 
 
 @register
@@ -167,7 +158,7 @@ class GDLocal(Theorem):
                 st["M"] = M = init_multiplier(data, inst["alpha"], sol.W)
                 if M <= M_MAX:  # otherwise vacuous (assume_R_large): GD is not run
                     R = M * np.linalg.norm(sol.W)
-                    W0 = boundary_start(sol.W, R, inst["direction"])
+                    W0 = boundary_start(sol.W, R, inst["direction"], MU)
                     # one run per instance: the step is relative to the instance's own start
                     res = run_gd([data], steps=STEPS, lr=GROWTH_BUDGET * R / STEPS, init=W0[None],
                                  record_every=RECORD, device=ctx.device)

@@ -1,0 +1,317 @@
+r"""kq-divergence — for W = KQ^T under B.1/B.2 data: no finite non-degenerate stationary point, and ‖K‖, ‖Q‖ → ∞ along GD.
+
+Statement (TLTO §4, the (K, Q) counterpart of the global landscape result; reconstructed, THEORY.md §2, §4): under
+Assumption A, Att-SVM(opt) feasible with unique optimal tokens, and B.1 or B.2, the loss L(K, Q) = L(KQ^T) has no
+finite stationary point (K, Q) whose tangent space T(K, Q) = {AQ^T + KB^T} contains W^mm (in particular none with
+rank K = rank Q = d), and plain GD on (K, Q) has ‖K(k)‖_F, ‖Q(k)‖_F → ∞.
+
+Why, and what is exact: ⟨∇_K L, A⟩ + ⟨∇_Q L, B⟩ = ⟨∇L(W), AQ^T + KB^T⟩ (chain rule, ∇_K = ∇L(W)Q, ∇_Q = ∇L(W)^T K), so
+with AQ^T + KB^T = W^mm it equals ⟨∇L(W), W^mm⟩, negative at EVERY W under B.1/B.2 — certified once per instance,
+exactly (``_landscape.sign_fixed`` on the exact rational margins; the paper's argument). What can fail, and is
+checked numerically: the chain rule of the production closed form (numerics.attention.grad_KQ), the tangent
+solve, and GD. Not claimed, and recorded instead: (K, Q) = (0, 0) IS a stationary point (∇_K = ∇L(0)·0 = 0), as
+is any (K, Q) whose tangent space misses W^mm (a saddle); the unqualified "no finite stationary point" is false there
+(metric ``origin_grad_norm`` = 0 exactly on every instance). GD from the paper's small random start escapes it.
+
+Hypotheses implemented: logistic loss (Assumption A, sympy proof); unique optimal tokens; Att-SVM(opt) feasible
+(certified) with an exact rational KKT proof of its margins; B.1 or B.2 (checks.hypotheses on the certified
+support sets and the scores); m = d. Instance family, by instance index: even — B.2 data (b2_data, n=3, T=4, d=6),
+odd — B.1 data (b1_data, n=2, T=3, d=6). GD: plain GD on (K, Q), step η = 1, STEPS = 8192 from K(0), Q(0) with
+i.i.d. N(0, 0.1²) entries, run in segments ending at k = S/64, S/32, …, S (six doublings).
+
+Predictions.
+
+* ``no_stationary_point``: the structural sign certificate holds, and at sampled full-rank (K, Q) (Gaussian at
+  scales 0.3, 1, 3 and the GD iterates) the tangent solve A = ½W^mm Q^{-T}, B = ½(K^{-1}W^mm)^T reproduces W^mm
+  (TANGENT_RTOL) and the production (K, Q)-gradient gives ⟨∇_K L, A⟩ + ⟨∇_Q L, B⟩ < 0, equal to the exactly signed
+  log-space value of ⟨∇L(W), W^mm⟩ to GRAD_RTOL: the (K, Q)-gradient is nonzero there. Judged where the value is
+  resolvable in float64 (≥ JUDGE_RATIO of its Cauchy–Schwarz scale; the rest, deep in saturation, are counted).
+* ``is_gradient_descent``: one run_gd step (param="KQ", plain) from (K(0), Q(0)) and from the iterate at k = S/64 is the
+  step along (∇L(W)Q, ∇L(W)^T K) with ∇L from the independent numpy closed form (corr > 1 − FIDELITY_TOL).
+* ``norms_grow`` (trend vs log k; near the limit the min margin ρ(k) of KQ^T grows like log k, and
+  ½(‖K‖² + ‖Q‖²) ≥ ‖KQ^T‖_⋆ ≥ ρ(k)‖W^mm‖_F ≥ ρ(k)·u with u = 1/max_it‖F_it‖_F): ‖K‖ and ‖Q‖ increase at every
+  recorded doubling; each of the last two doublings adds ≥ RATE_MIN·u·ln 2 to ½(‖K‖² + ‖Q‖²) and ≥ RATE_MIN·ln 2 to
+  ρ(k) (theory → ln 2 per doubling; measured 0.78–0.84 at S = 8192); the loss decreases at every recorded point.
+  A no-op optimiser adds 0, an ascending one drives the margins negative and the loss up: refuted.
+
+Negative control (``kq-divergence-control``), at the boundary of the feasibility hypothesis: valley data
+(checks.strategies.valley_data: two examples with the same tokens and query and opposite labels, T = 2), where B.2
+holds (T = 2), the optimal tokens are unique, but Att-SVM(opt) is infeasible (certified by a Farkas vector) and the
+logistic loss ½[ℓ(u) + ℓ(−u)] has a finite minimiser (u = 0 at δ* = log(−γ_2/γ_1)). The claim "‖K‖, ‖Q‖ → ∞" is
+false there: GD converges to a finite stationary point (its gradient falls below STATIONARY_RTOL of the start's)
+and the norms stop growing (refuted by ``norms_grow``). The linear loss would not do: ℓ(u) + ℓ(−u) is constant.
+
+Numerics: numerics.gd.run_gd (param="KQ", torch path, plain GD), numerics.attention.grad_KQ, numerics.svm.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
+from checks import hypotheses as hyp
+from checks.strategies import b1_data, b2_data, valley_data
+from numerics import attention as att
+from numerics import tolerances as tol
+from numerics.gd import run_gd
+from numerics.svm import solve_att_svm
+from numerics.tokens import margins, optimal_tokens, scores
+
+from ._gd import FIDELITY_TOL, independent_grad_W
+from ._landscape import exact_margin_profile, sign_fixed, signed_inner
+
+#: Plain GD on (K, Q): step and budget (8192 steps of a batch ≈ 1 s on one core), six doublings recorded.
+ETA, STEPS, DOUBLINGS = 1.0, 8192, 6
+#: The start: K(0), Q(0) with i.i.d. N(0, INIT_SCALE²) entries (small, off the saddle at 0).
+INIT_SCALE = 0.1
+#: Per-doubling growth, in units of ln 2 (min margin) and u·ln 2 (½(‖K‖² + ‖Q‖²)): theory → 1 (margin) and
+#: ≥ 1 (energy); measured 1.12–1.21 × ln 2 for the margin. 0.5 leaves room for the budget, while a stalled or
+#: bounded run adds → 0.
+RATE_MIN = 0.5
+#: Tangent solve: A Q^T + K B^T = W^mm to this relative residual (Q, K full rank and well conditioned at the
+#: sampled scales; solves accurate to ~1e-13).
+TANGENT_RTOL = 1e-9
+#: Production (K, Q)-gradient inner product vs the exact log-space value (numerics.tolerances.GRAD_RTOL), judged
+#: where the value is above float64's floor (FLOAT_FLOOR × ‖W^mm‖).
+GRAD_RTOL = tol.GRAD_RTOL
+FLOAT_FLOOR = 1e-250
+#: The chain-rule comparison is judged where |⟨∇L(W), W^mm⟩| ≥ JUDGE_RATIO × (‖∇_K L‖‖A‖ + ‖∇_Q L‖‖B‖): the float
+#: closed form errs by ~1e-14 of that Cauchy–Schwarz scale (O(nTd) roundings), so there GRAD_RTOL relative accuracy is
+#: meaningful; below it the inner product is a cancellation of much larger terms (saturated softmax at large
+#: ‖K‖, ‖Q‖: measured relative errors up to 200 at |value|/scale ~ 1e-16) and is not judged (counted).
+JUDGE_RATIO = 1e-6
+#: Sampled (K, Q): Gaussian entries at these scales.
+KQ_SCALES = (0.3, 1.0, 3.0)
+#: The control: GD has reached a finite stationary point when ‖∇_{K,Q}‖ falls below this share of its start value.
+STATIONARY_RTOL = 1e-6
+
+PROFILES = {
+    "quick": Profile(instances=6, min_confirmed=6, batch=6, params={"per_scale": 3}),
+    "full": Profile(instances=60, min_confirmed=55, batch=30, params={"per_scale": 6}),
+    "paper": Profile(instances=200, min_confirmed=190, batch=50, params={"per_scale": 10}),
+}
+
+
+def checkpoints(steps: int = STEPS, doublings: int = DOUBLINGS) -> list[int]:
+    """k = S/2^doublings, …, S/2, S."""
+    return [steps >> j for j in range(doublings, -1, -1)]
+
+
+def run_segments(datas, K0, Q0, device="cpu"):
+    """Plain GD on (K, Q) run in segments ending at the checkpoints: (K, Q, loss) at each, shapes (P, R, d, m)."""
+    Ks, Qs, Ls = [], [], []
+    K, Q, k = K0, Q0, 0
+    for stop in checkpoints():
+        res = run_gd(datas, param="KQ", steps=stop - k, lr=ETA, normalized=False, init=(K, Q), device=device)
+        K, Q, k = res.K, res.Q, stop
+        Ks.append(K)
+        Qs.append(Q)
+        Ls.append(res.loss)
+    return np.stack(Ks), np.stack(Qs), np.stack(Ls)
+
+
+def kq_grads(data, K, Q):
+    """Production (∇_K L, ∇_Q L) at a batch (R, d, m)."""
+    b = att.batch_from_data([data] * len(K))
+    gK, gQ = att.grad_KQ(b.X, b.Y, b.Z, torch.as_tensor(np.ascontiguousarray(K)),
+                         torch.as_tensor(np.ascontiguousarray(Q)), b.linear_head())
+    return gK.numpy(), gQ.numpy()
+
+
+def kq_fidelity(data, K, Q, device="cpu") -> float:
+    """min over K, Q of corr(step taken, independent gradient) for one plain run_gd step (param="KQ")."""
+    res = run_gd([data], param="KQ", steps=1, lr=ETA, normalized=False, init=(K[None], Q[None]), device=device)
+    G = independent_grad_W(data, K @ Q.T)
+    out = 1.0
+    for step, g in ((K - res.K[0], G @ Q), (Q - res.Q[0], G.T @ K)):
+        den = np.linalg.norm(step) * np.linalg.norm(g)
+        out = min(out, float(np.sum(step * g) / den) if den > 0 else 0.0)
+    return out
+
+
+def unit(data, alpha) -> float:
+    """u = 1 / max_it ‖(x_iα_i − x_it) z_i^T‖_F: a W with some margin 1 has ‖W‖_⋆ ≥ ‖W‖_F ≥ u."""
+    n = data.n
+    D = np.linalg.norm(data.X[np.arange(n), alpha][:, None, :] - data.X, axis=2)  # (n, T)
+    return float(1.0 / (D * np.linalg.norm(data.Z, axis=1)[:, None]).max())
+
+
+@register
+class KQDivergence(Theorem):
+    id = "kq-divergence"
+    depends_on = ("kq-gd", "svm-fro", "optimal-token", "gradient")
+    title = "(K, Q) under B.1/B.2: no finite non-degenerate stationary point, ‖K‖, ‖Q‖ → ∞ along GD"
+    reference = "TLTO §4 ((K, Q) landscape under B.1/B.2; reconstructed)"
+    statement = (r"\text{A, feasible, B.1 or B.2}:\ \nabla_{K,Q}L\ne 0 \text{ whenever } W^{mm}\in T(K,Q),\quad "
+                 r"\|K(k)\|_F,\|Q(k)\|_F\to\infty")
+    hypotheses_text = ("logistic loss; unique opt; Att-SVM(opt) feasible with exact KKT margins; B.1 or B.2 (B.2 data "
+                       f"n=3,T=4,d=6 / B.1 data n=2,T=3,d=6); m = d; plain GD η = {ETA:g}, {STEPS} steps from "
+                       f"N(0, {INIT_SCALE}²) factors")
+    profiles = PROFILES
+    plot_metric = "margin_rate"
+    criteria = (
+        Criterion("structural sign certificate of ⟨∇L(W), W^mm⟩ < 0 at every W", "==", 1),
+        Criterion("⟨∇_K L, A⟩ + ⟨∇_Q L, B⟩ vs exact ⟨∇L(W), W^mm⟩, relative", "<=", GRAD_RTOL),
+        Criterion("min margin growth per doubling of k / ln 2 (last two)", ">=", RATE_MIN, plot_metric="margin_rate"),
+        Criterion("½(‖K‖² + ‖Q‖²) growth per doubling / (u ln 2) (last two)", ">=", RATE_MIN),
+        Criterion("corr(run_gd step, −(∇L Q, ∇Lᵀ K))", ">", f"1 - {FIDELITY_TOL:g}"),
+    )
+
+    def _data(self, rng, ctx):
+        return b2_data(3, 4, 6, rng=rng) if ctx.instance % 2 == 0 else b1_data(2, 3, 6, rng=rng)
+
+    def instance(self, rng, ctx):
+        data = self._data(rng, ctx)
+        d = data.d
+        return {"data": data, "K0": INIT_SCALE * rng.standard_normal((d, d)),
+                "Q0": INIT_SCALE * rng.standard_normal((d, d)), "seed": int(rng.integers(2**31))}
+
+    def prepare(self, instances, ctxs):
+        states = []
+        for inst in instances:
+            data = inst["data"]
+            sol = solve_att_svm(data)
+            st = {"sol": sol, "h": exact_margin_profile(data, sol) if sol.feasible else None}
+            states.append(st)
+        groups: dict[tuple, list[int]] = {}
+        for j, inst in enumerate(instances):
+            dt = inst["data"]
+            groups.setdefault((dt.n, dt.T, dt.d), []).append(j)
+        for idx in groups.values():
+            datas = [instances[j]["data"] for j in idx]
+            Ks, Qs, Ls = run_segments(datas, np.stack([instances[j]["K0"] for j in idx]),
+                                      np.stack([instances[j]["Q0"] for j in idx]), device=ctxs[idx[0]].device)
+            for c, j in enumerate(idx):
+                inst = instances[j]
+                # fidelity at the start and the first checkpoint (k = S/64): the gradient is still resolvable there
+                # also on the control's data, whose GD reaches a stationary point (a step of rounding noise) later
+                states[j].update(K=Ks[:, c], Q=Qs[:, c], L=Ls[:, c],
+                                 fidelity=min(kq_fidelity(inst["data"], inst["K0"], inst["Q0"], ctxs[j].device),
+                                              kq_fidelity(inst["data"], Ks[0, c], Qs[0, c], ctxs[j].device)))
+        return states
+
+    def assume_loss_A(self, inst, st, ctx):
+        return hyp.loss_satisfies_assumption_a("logistic")
+
+    def assume_unique_opt(self, inst, st, ctx):
+        return optimal_tokens(inst["data"]).unique
+
+    def assume_feasible_exact(self, inst, st, ctx):
+        return decide(st["sol"].feasible and st["h"] is not None,
+                      "Att-SVM(opt) infeasible, or its margins have no exact rational KKT proof")
+
+    def assume_B1_or_B2(self, inst, st, ctx):
+        data = inst["data"]
+        b1, b2 = hyp.b1_or_b2(st["sol"], scores(data), optimal_tokens(data).index)
+        return decide(b1 or b2, "neither B.1 nor B.2 holds", B1=b1, B2=b2)
+
+    def check_no_stationary_point(self, inst, st, ctx):
+        data, Wmm, rng = inst["data"], st["sol"].W, ctx.rng
+        fixed, m = sign_fixed(scores(data), st["h"])
+        b0 = att.batch_from_data([data])
+        z = torch.zeros((1, data.d, data.d), dtype=torch.float64)
+        gK0, gQ0 = att.grad_KQ(b0.X, b0.Y, b0.Z, z, z, b0.linear_head())
+        m["origin_grad_norm"] = float(torch.linalg.vector_norm(gK0) + torch.linalg.vector_norm(gQ0))
+        if not fixed:
+            return failed("B.1/B.2 hold but the pair products do not fix the sign of ⟨∇L(W), W^mm⟩", **m)
+        k, d = int(ctx.params.get("per_scale", 3)), data.d
+        K = np.concatenate([s * rng.standard_normal((k, d, d)) for s in KQ_SCALES] + [st["K"]])
+        Q = np.concatenate([s * rng.standard_normal((k, d, d)) for s in KQ_SCALES] + [st["Q"]])
+        A = 0.5 * np.linalg.solve(Q, Wmm.T[None]).transpose(0, 2, 1)  # A Q^T = ½ W^mm
+        B = 0.5 * np.linalg.solve(K, np.broadcast_to(Wmm, K.shape)).transpose(0, 2, 1)  # K B^T = ½ W^mm
+        res = np.linalg.norm(A @ Q.transpose(0, 2, 1) + K @ B.transpose(0, 2, 1) - Wmm, axis=(1, 2))
+        tang = float(res.max() / np.linalg.norm(Wmm))
+        gK, gQ = kq_grads(data, K, Q)
+        D = np.sum(gK * A, axis=(1, 2)) + np.sum(gQ * B, axis=(1, 2))
+        P, N, _ = signed_inner(data, K @ Q.transpose(0, 2, 1), Wmm, "logistic", h=st["h"])
+        exact = -(np.exp(P) - np.exp(N)) / data.n
+        scale = (np.linalg.norm(gK, axis=(1, 2)) * np.linalg.norm(A, axis=(1, 2))
+                 + np.linalg.norm(gQ, axis=(1, 2)) * np.linalg.norm(B, axis=(1, 2)))  # Cauchy–Schwarz bound of |D|
+        ok = (np.abs(exact) > FLOAT_FLOOR * np.linalg.norm(Wmm)) & (np.abs(exact) >= JUDGE_RATIO * scale)
+        err = float(np.max(np.abs(D[ok] - exact[ok]) / np.abs(exact[ok]))) if ok.any() else 0.0
+        m.update(tangent_residual=tang, kq_chain_rel_err=err, kq_points=int(ok.sum()),
+                 kq_points_cancelling=int((~ok).sum()), max_kq_inner=float(D[ok].max()) if ok.any() else 0.0)
+        if not ok.any():
+            return undecided("every sampled (K, Q) has ⟨∇L(W), W^mm⟩ below the float64 resolution of the chain rule",
+                             **m)
+        if tang > TANGENT_RTOL:
+            return failed(f"the tangent solve misses W^mm by {tang:.3g} (relative)", **m)
+        if err > GRAD_RTOL:
+            return failed(f"⟨∇_K L, A⟩ + ⟨∇_Q L, B⟩ differs from ⟨∇L(W), W^mm⟩ by {err:.3g} (relative): the (K, Q) "
+                          "gradient is not the chain rule of ∇L(W)", **m)
+        return decide(bool(np.all(D[ok] < 0)) and ok.any(), "a (K, Q) with ⟨∇_{K,Q}L, (A, B)⟩ ≥ 0", **m)
+
+    def check_is_gradient_descent(self, inst, st, ctx):
+        f = st["fidelity"]
+        return decide(f > 1 - FIDELITY_TOL, f"the optimiser's (K, Q) step is not along −∇ (corr {f:.12f})",
+                      step_fidelity=f)
+
+    def _unit(self, inst, st):
+        return unit(inst["data"], optimal_tokens(inst["data"]).index)
+
+    def check_norms_grow(self, inst, st, ctx):
+        data = inst["data"]
+        K, Q, L = st["K"], st["Q"], st["L"]
+        nK, nQ = np.linalg.norm(K, axis=(1, 2)), np.linalg.norm(Q, axis=(1, 2))
+        E = 0.5 * (nK ** 2 + nQ ** 2)
+        rho = np.array([float(np.min(margins(data, k @ q.T))) for k, q in zip(K, Q, strict=True)])
+        u = self._unit(inst, st)
+        e_rate = np.diff(E) / (u * math.log(2))
+        m_rate = np.diff(rho) / math.log(2)
+        m = {"energy_rate": float(e_rate[-1]), "margin_rate": float(m_rate[-1]), "final_K_norm": float(nK[-1]),
+             "final_Q_norm": float(nQ[-1]), "final_margin": float(rho[-1]), "energy_curve": E.tolist(),
+             "energy_curve_iterations": checkpoints(), "loss_drop": float(L[0] - L[-1])}
+        if not (np.all(e_rate[-2:] >= RATE_MIN) and np.all(m_rate[-2:] >= RATE_MIN)):
+            return failed(f"not growing like log k: the last doublings added {e_rate[-2]:.3g}, {e_rate[-1]:.3g} × u ln 2 "
+                          f"to ½(‖K‖² + ‖Q‖²) and {m_rate[-2]:.3g}, {m_rate[-1]:.3g} × ln 2 to the min margin "
+                          f"(needs ≥ {RATE_MIN})", **m)
+        if not (np.all(np.diff(nK) > 0) and np.all(np.diff(nQ) > 0)):
+            return failed(f"‖K‖ or ‖Q‖ fell at a doubling of k: ‖K‖ {np.round(nK, 4).tolist()}, "
+                          f"‖Q‖ {np.round(nQ, 4).tolist()}", **m)
+        if not np.all(np.diff(L) < 0):
+            return failed(f"the loss did not decrease at every doubling: {L.tolist()}", **m)
+        return held(**m)
+
+
+@register
+class KQDivergenceControl(KQDivergence):
+    id = "kq-divergence-control"
+    depends_on = ("kq-gd", "svm-fro", "optimal-token", "gradient")
+    title = "Control: ‖K‖, ‖Q‖ → ∞ on B.2 data whose Att-SVM(opt) is infeasible (finite minimiser; false)"
+    statement = r"\text{B.2, Att-SVM(opt) infeasible (valley data)}\Rightarrow \|K(k)\|,\|Q(k)\|\to\infty"
+    hypotheses_text = ("logistic loss; unique opt; B.2 (T = 2); Att-SVM(opt) INFEASIBLE (Farkas certificate): valley "
+                       "data, finite minimiser; the same GD")
+    expected = "FAIL"
+    control_of = "kq-divergence"
+    plot_metric = "energy_rate"
+
+    def _data(self, rng, ctx):
+        return valley_data(int(rng.integers(2, 7)), rng=rng)
+
+    #: the control negates the feasibility hypothesis (None removes the inherited one)
+    assume_feasible_exact = None
+    check_no_stationary_point = None
+
+    def assume_infeasible(self, inst, st, ctx):
+        sol = st["sol"]
+        return decide(not sol.feasible and bool(sol.certificate.verified),
+                      "Att-SVM(opt) is feasible (or its infeasibility is not certified)")
+
+    def _unit(self, inst, st):
+        return unit(inst["data"], optimal_tokens(inst["data"]).index)
+
+    def check_gd_reaches_no_stationary_point(self, inst, st, ctx):
+        data = inst["data"]
+
+        def kq_norm(K, Q):
+            G = independent_grad_W(data, K @ Q.T)
+            return float(np.hypot(np.linalg.norm(G @ Q), np.linalg.norm(G.T @ K)))
+
+        K, Q = st["K"][-1], st["Q"][-1]
+        gstart, gend = kq_norm(inst["K0"], inst["Q0"]), kq_norm(K, Q)
+        return decide(gend > STATIONARY_RTOL * gstart, f"GD reached a finite stationary point: ‖∇_(K,Q)L‖ = {gend:.3g} "
+                      f"(start {gstart:.3g}) at ‖K‖ = {np.linalg.norm(K):.3g}, ‖Q‖ = {np.linalg.norm(Q):.3g}",
+                      end_grad_ratio=gend / gstart)
