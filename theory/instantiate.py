@@ -35,10 +35,11 @@ from .model import U
 KINDS = ("grad_W", "grad_K", "grad_Q", "cov_inner")
 
 
-def _entries(kind: str, d: int, m: int) -> list:
-    """The proved right-hand sides, entry by entry (concrete free indices)."""
+def _entries(kind: str, d: int, m: int, variant: str = "correct") -> list:
+    """The proved right-hand sides, entry by entry (concrete free indices); ``variant="no-outer"`` (grad_W
+    only) is the wrong closed form without -s s^T, kept to show the comparison with numerics has power."""
     if kind == "grad_W":
-        return [g.closed_form_entry(j, k) for j in range(1, d + 1) for k in range(1, d + 1)]
+        return [g.closed_form_entry(j, k, variant=variant) for j in range(1, d + 1) for k in range(1, d + 1)]
     q = g.index("q")
     G = lambda r, c: g.closed_form_entry(r, c, g._kq)  # noqa: E731
     if kind == "grad_K":
@@ -83,7 +84,7 @@ def unroll(e, env: dict, leaves: dict, fns: dict, memo: dict):
 
 
 @cache
-def compiled(kind: str, n: int, T: int, d: int, m: int = 1, loss: str = "logistic"):
+def compiled(kind: str, n: int, T: int, d: int, m: int = 1, loss: str = "logistic", variant: str = "correct"):
     """lambdify(X, Y, Z, v, W or (K, Q), [M]) of the proved expression at sizes (n, T, d, m)."""
     for name, val in (("n", n), ("T", T), ("d", d), ("m", m)):
         if int(val) != val or val < 1:
@@ -103,23 +104,25 @@ def compiled(kind: str, n: int, T: int, d: int, m: int = 1, loss: str = "logisti
             syms.append(sym)
         args.append(syms)
     memo: dict = {}
-    out = [unroll(e, sizes, leaves, fns, memo) for e in _entries(kind, d, m)]
+    out = [unroll(e, sizes, leaves, fns, memo) for e in _entries(kind, d, m, variant)]
     return sp.lambdify(args, out, modules="numpy", cse=True)
 
 
-def _call(kind, arrays, shape, m=1, loss="logistic"):
+def _call(kind, arrays, shape, m=1, loss="logistic", variant="correct"):
     X = np.asarray(arrays[0], dtype=float)
     if X.ndim != 3:
         raise InvalidInputError(f"X must have shape (n, T, d), got {X.shape}")
     n, T, d = X.shape
-    fn = compiled(kind, n, T, d, m, loss)
+    fn = compiled(kind, n, T, d, m, loss, variant)
     return np.asarray(fn(*[np.asarray(a, dtype=float).ravel() for a in arrays]), dtype=float).reshape(shape)
 
 
-def grad_W(X, Y, Z, v, W, *, loss="logistic"):
+def grad_W(X, Y, Z, v, W, *, loss="logistic", variant="correct"):
     """The proved closed form of grad L(W), (d, d)."""
+    if variant not in ("correct", "no-outer"):
+        raise InvalidInputError(f"variant must be 'correct' or 'no-outer', got {variant!r}")
     d = np.shape(X)[-1]
-    return _call("grad_W", (X, Y, Z, v, W), (d, d), loss=loss)
+    return _call("grad_W", (X, Y, Z, v, W), (d, d), loss=loss, variant=variant)
 
 
 def grad_KQ(X, Y, Z, v, K, Q, *, loss="logistic"):

@@ -48,7 +48,20 @@ import sympy as sp
 
 from numerics.errors import InvalidInputError
 
-from .general import GeneralProof, M, Step, T, W, _proof, cov, derivatives_as_functions, ell, ellp, ellpp, logit
+from .general import (
+    GeneralProof,
+    M,
+    Step,
+    T,
+    W,
+    _proof,
+    cov,
+    derivatives_as_functions,
+    ell,
+    ellp,
+    ellpp,
+    logit,
+)
 from .losses import loss_expr
 from .model import U
 from .sums import index, is_zero
