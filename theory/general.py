@@ -12,10 +12,10 @@ Each identity lhs = rhs is proved in two machine steps:
 
 1. ``sympy.diff`` differentiates the Sum expression with respect to a *generic* entry W[j, k] (K[a, b],
    Q[a, b], a[tau]); sympy moves the derivative under the finite sums and produces Kronecker deltas,
-   which ``doit`` sifts; :func:`theory.sums.resolve` removes the range conditions using 1 <= j <= d etc.
+   which the normal form sifts using the range hypotheses 1 <= j <= d etc.
    ``ell`` is an undefined function, so the result holds for every differentiable loss.
 2. :func:`theory.sums.is_zero` decides lhs - rhs = 0 with rules valid for every positive integer value
-   of the bounds (linearity, finite Fubini, renaming of bound variables, folds of known sums).
+   of the bounds (linearity, finite Fubini, renaming of bound variables, sifting, folds of known sums).
 
 The right-hand sides are the matrix closed forms written entry by entry (the definition of a matrix
 product: [X^T c z^T]_{jk} = sum_tau X_{tau j} c_tau z_k), so a proof here is a proof of the matrix
@@ -152,7 +152,7 @@ def derivatives_as_functions(expr):
 
 @cache
 def derived_gradient_entry():
-    """dL/dW[j,k] by sympy.diff, resolved (free indices j, k in [1, d])."""
+    """dL/dW[j,k] by sympy.diff (free indices j, k in [1, d]), ell's derivative shown as ell'(u)."""
     j, k = index("j"), index("k")
     return derivatives_as_functions(sp.diff(loss(), W[j, k]))
 

@@ -20,9 +20,8 @@ Two expressions are equal for every size if the normal form of their difference 
 (:func:`is_zero`). The converse is not claimed: a non-empty normal form is "not proved", never "false";
 refutations come from concrete counter-values at fixed sizes (:mod:`theory.derivations`).
 
-:func:`resolve` applies sympy's ``doit`` (which sifts ``Sum(KroneckerDelta(x, j) f(x)) = f(j)``) and
-then removes the range ``Piecewise`` it produces, after checking that its condition follows from the
-hypothesis ``1 <= j <= N`` for every free index j of range N.
+Kronecker deltas from ``sympy.diff`` (d X[i,t,p] / d X[i,t,j] = delta_pj) are sifted by rule 6, with the
+hypothesis 1 <= j <= N for every free index j given in ``ranges``; sympy's ``doit`` is never needed.
 
 Examples
 --------
@@ -65,52 +64,6 @@ def _canon_name(depth: int, k: int) -> sp.Symbol:
     return sp.Symbol(f"_c{depth}_{k}", integer=True, positive=True)
 
 
-# -- resolving sympy's doit() -------------------------------------------------------------------------
-
-def _relation_true(rel, ranges: dict) -> bool:
-    """Decide one relational under 1 <= j <= N for every (j, N) in ``ranges``: substitute N = j + r (r >= 0)."""
-    if rel in (sp.true, True):
-        return True
-    if rel.is_Relational:
-        simple = rel.simplify() if not isinstance(rel, (sp.Eq, sp.Ne)) else rel
-        if simple is sp.true:
-            return True
-    for j, N in ranges.items():
-        r = sp.Symbol("_r", integer=True, nonnegative=True)
-        if N.is_Symbol and rel.has(N):
-            val = rel.xreplace({N: j + r})
-            if val is sp.true or (val.is_Relational and val.simplify() is sp.true):
-                return True
-    return False
-
-
-def _condition_true(cond, ranges: dict) -> bool:
-    if cond in (sp.true, True):
-        return True
-    if isinstance(cond, sp.And):
-        return all(_condition_true(c, ranges) for c in cond.args)
-    return _relation_true(cond, ranges)
-
-
-def resolve(expr, ranges: dict):
-    """``expr.doit()`` with every range ``Piecewise`` replaced by the branch the index ranges select.
-
-    ``ranges`` maps each free index symbol j to its upper bound N (hypothesis 1 <= j <= N). A Piecewise
-    whose first branch's condition does not follow from the ranges raises (it is never guessed).
-    """
-    out = sp.sympify(expr).doit()
-
-    def pick(*args):
-        for val, cond in args:
-            if _condition_true(cond, ranges):
-                return val
-        raise InvalidInputError(f"cannot decide the range condition(s) {[c for _, c in args]} from {ranges}")
-
-    while out.has(sp.Piecewise):
-        out = out.replace(lambda e: isinstance(e, sp.Piecewise), lambda e: pick(*e.args))
-    return out
-
-
 # -- the normal form ----------------------------------------------------------------------------------
 
 def _atom(e, depth: int):
@@ -122,7 +75,7 @@ def _atom(e, depth: int):
     if isinstance(e, sp.Pow):
         return sp.Pow(canonical(e.base, depth + 1), e.exp)
     if isinstance(e, sp.Piecewise):
-        raise InvalidInputError("normal_form: resolve range Piecewise first (theory.sums.resolve)")
+        raise InvalidInputError("normal_form: Piecewise expressions are not supported (no doit() before normalising)")
     return e.func(*[canonical(a, depth + 1) if isinstance(a, sp.Basic) and not isinstance(a, sp.Tuple) else a
                     for a in e.args])
 
