@@ -148,6 +148,21 @@ def test_proved_gradient_equals_numerics(sizes, loss):
     assert _rel(bad, ref) > 1e3 * tol.FORMAL_RTOL
 
 
+def test_comparison_detects_sabotaged_numerics():
+    """Power of the theory-to-numerics link: with numerics' gradient transposed (numerics.sabotage), the proved
+    expression no longer matches numerics.attention."""
+    from numerics.sabotage import sabotage
+
+    e = _inst(2, 3, 2, seed=5)
+    mine = ins.grad_W(e["X"], e["Y"], e["Z"], e["v"], e["W"])
+    with sabotage("transposed-gradient"):
+        from numerics import attention as att_s
+
+        ref = att_s.grad_W(_t(e["X"]), _t(e["Y"]), _t(e["Z"]), _t(e["W"]), att_s.LinearHead(_t(e["v"])))[0].numpy()
+    assert _rel(mine, ref) > 1e3 * tol.FORMAL_RTOL
+    assert _rel(mine.T, ref) < tol.FORMAL_RTOL  # it is exactly the transpose, nothing else
+
+
 @pytest.mark.parametrize("sizes", [(1, 2, 1, 1), (2, 3, 2, 1), (1, 2, 2, 2)])
 def test_proved_kq_gradients_equal_numerics(sizes):
     e = _inst(*sizes, seed=7)
