@@ -26,9 +26,10 @@ Predictions.
   EVERY W. This is certified once per instance, exactly (h from the exact rational KKT solution;
   ``_landscape.sign_fixed``; metric ``sign_fixed_by_construction``). Under B.1 or B.2 it always holds — it is
   the paper's proof (proved for all n, T, d in theory.stationarity, metric ``proved_all_sizes``): the
-  non-optimal pairs vanish (equal margins, resp. equal scores) and the optimal pairs are (γ_opt − γ_t)·(h_opt − h_t) > 0. Hence B.1 "on general data with negative pair products" does not
-  exist: sampling W cannot add anything on B.1/B.2 data, and the prediction can fail only through the
-  instance's numbers (a wrong W^mm, wrong margins, wrong scores). Where the certificate does not hold
+  non-optimal pairs vanish (equal margins, resp. equal scores) and the optimal pairs are
+  (γ_opt − γ_t)·(h_opt − h_t) > 0. Hence B.1 "on general data with negative pair products" does not exist:
+  sampling W cannot add anything on B.1/B.2 data, and the prediction can fail only through the instance's
+  numbers (a wrong W^mm, wrong margins, wrong scores). Where the certificate does not hold
   (given data, the control) the sign is searched for: Gaussian W at norms 1e-3 … 1e4, near ±W^mm, token
   pushes, the adversarial pair-concentrating W of ``_landscape.pair_ws`` and a short ascent, each judged
   by the exact log-space sign. With the certificate, the closed-form gradient of numerics.attention is
