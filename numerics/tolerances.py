@@ -43,3 +43,10 @@ def as_dict() -> dict[str, float]:
 #: SVD null vector (residual ~1e-15 relative); at 1e-9 any feasible W would need ||W||_F >= 1e9 / max||F_s||
 #: (b^T lam = 1), far beyond every norm a feasible instance of the suite's families produces.
 FARKAS_TOL = 1e-9
+
+#: theory/ vs numerics: the expressions proved for all sizes, lambdified (theory.instantiate), against
+#: numerics.attention, relative to max(1, max|reference|). Both are float64 evaluations of the same function
+#: on O(1) data (|W| entries <= ~3, so softmax logits stay O(10)); they differ only in summation order and the
+#: softmax max-shift, i.e. a few ulp per term over at most n*T*d^2 <= ~100 terms (~1e-14). 1e-12 leaves 100x
+#: for other BLAS reduction orders and still catches any wrong term (those are >= 1e-3 on such data).
+FORMAL_RTOL = 1e-12

@@ -437,112 +437,10 @@ def covariance_identity(n: int = 2, T: int = 3, d: int = 2, variant: str = "corr
                   sp.ImmutableMatrix([[lhs]]), sp.ImmutableMatrix([[rhs]]), mod.ellp, method, t0=t0)
 
 
-# -- 5. stationary-point conditions ----------------------------------------------------------------
-
-@cache
-def stationary_conditions(n: int = 2, T: int = 2, d: int = 2, variant: str = "correct",
-                          method: str = "auto") -> Derivation:
-    r"""grad L(W) = 0 written per example: sum_i ell'_i sum_t s_it (gamma_it - gamma_bar_i) x_it z_i^T = 0.
-
-    gamma_bar_i = s_i^T gamma_i is the softmax-mean score, because X_i^T (diag(s) - s s^T) gamma =
-    sum_t s_t (gamma_t - s^T gamma) x_t. ``extra["equations"]`` are the d^2 scalar equations (with exp),
-    ``extra["per_example"]`` the n matrices G_i with grad L = (1/n) sum_i G_i. ``holds`` certifies that
-    these equations are exactly grad L(W) = 0. Variant ``"no-mean"`` drops gamma_bar_i and must fail.
-
-    Examples
-    --------
-    >>> r = stationary_conditions(1, 2, 1)
-    >>> r.holds, len(r.extra["equations"])
-    (True, 1)
-    """
-    _check_variant("stationary-conditions", variant)
-    _check_method(method)
-    t0 = time.perf_counter()
-    mod = symbolic_model(n, T, d)
-    per = []
-    for i in range(n):
-        s, g = mod.softmax(i), mod.gamma(i)
-        gbar = 0 if variant == "no-mean" else (s.T * g)[0, 0]
-        acc = sp.zeros(d, 1)
-        for t in range(T):
-            acc += s[t] * (g[t] - gbar) * mod.X[i][t, :].T
-        per.append(sp.ImmutableMatrix(mod.ellp[i] * acc * mod.z[i].T))
-    rhs = sp.ImmutableMatrix(sum(per, sp.zeros(d, d)) / n)
-    eqs = tuple(sp.Eq(to_exp(rhs[j, k]), 0) for j in range(d) for k in range(d))
-    tex = (r"\nabla L(W) = 0 \iff \sum_{i=1}^n \ell'_i \sum_{t=1}^T s_{it}\,(\gamma_{it}"
-           + ("" if variant == "no-mean" else r" - \bar\gamma_i") + r")\, x_{it} z_i^\top = 0,\ "
-           + r"\bar\gamma_i = s_i^\top\gamma_i" + rf"\ (n={n}, T={T}, d={d})")
-    return _prove("stationary-conditions", variant, {"n": n, "T": T, "d": d},
-                  "grad L(W) = 0 <=> sum_i ell'_i sum_t s_it (gamma_it - s_i^T gamma_i) x_it z_i^T = 0", tex,
-                  symbolic_gradient(n, T, d), rhs, mod.ellp, method, t0=t0,
-                  extra={"equations": eqs, "per_example": tuple(to_exp(p) for p in per)})
-
-
-# -- lemma: n = 1, T = 2 has no finite stationary point ---------------------------------------------
-
-LEMMA_ARGUMENT = (
-    "grad L(W) = ell'(u) s_1 s_2 (gamma_1 - gamma_2) (x_1 - x_2) z^T (proved below as an identity).",
-    "ell'(u) < 0 for every u under Assumption A (theory.losses.assumption_a proves it for each catalogue loss).",
-    "s_1 s_2 = e^{a_1} e^{a_2} / (e^{a_1} + e^{a_2})^2 > 0 for every finite W (sympy: is_positive).",
-    "gamma_1 - gamma_2 = Y v^T (x_1 - x_2); so gamma_1 != gamma_2 forces x_1 != x_2, and the scalar "
-    "ell' s_1 s_2 (gamma_1 - gamma_2) is non-zero.",
-    "A rank-one matrix a b^T is zero iff a = 0 or b = 0; hence grad L(W) = 0 iff z = 0. For any query z != 0 "
-    "the gradient never vanishes: ||grad L(W)||_F^2 = ell'^2 s_1^2 s_2^2 (gamma_1-gamma_2)^2 ||x_1-x_2||^2 ||z||^2 > 0, "
-    "so L has no finite stationary point.",
-)
-
-
-@cache
-def no_stationary_point_lemma(d: int = 2, variant: str = "correct", method: str = "auto") -> Derivation:
-    r"""n = 1, T = 2: grad L(W) = ell'(u) s_1 s_2 (gamma_1 - gamma_2) (x_1 - x_2) z^T, never 0 if gamma_1 != gamma_2, z != 0.
-
-    ``extra`` holds the ``factorisation`` (scalar factor and rank-one matrix), ``norm_squared`` of the
-    gradient, ``softmax_product_positive`` (sympy's verdict that s_1 s_2 > 0), ``loss_derivative_negative``
-    (Assumption A's ell' < 0 per catalogue loss) and the ``argument`` (see :data:`LEMMA_ARGUMENT`).
-    Variant ``"no-softmax-factor"`` omits s_1 s_2 and must fail.
-
-    Examples
-    --------
-    >>> r = no_stationary_point_lemma(1)
-    >>> r.holds, r.extra["softmax_product_positive"]
-    (True, True)
-
-    References
-    ----------
-    TLTO §2-3 (no finite stationary points; ||W|| diverges under GD); THEORY.md §4 no-stationary-points.
-    """
-    from .losses import LOSSES, assumption_a
-
-    _check_variant("no-stationary-point-n1-T2", variant)
-    _check_method(method)
-    t0 = time.perf_counter()
-    mod = symbolic_model(1, 2, d)
-    s, g = mod.softmax(0), mod.gamma(0)
-    dx = (mod.X[0][0, :] - mod.X[0][1, :]).T  # (d, 1)
-    soft = 1 if variant == "no-softmax-factor" else s[0] * s[1]
-    scalar = mod.ellp[0] * soft * (g[0] - g[1])
-    rank_one = sp.ImmutableMatrix(dx * mod.z[0].T)
-    rhs = sp.ImmutableMatrix(scalar * rank_one)
-    sq = lambda v: sp.Add(*[e**2 for e in v])  # noqa: E731
-    extra = {
-        "factorisation": (to_exp(scalar), rank_one),
-        "norm_squared": to_exp(scalar**2 * sq(dx) * sq(mod.z[0])),
-        "gamma_difference": sp.factor(g[0] - g[1]),
-        "softmax_product_positive": bool((s[0] * s[1]).is_positive),
-        "loss_derivative_negative": {k: assumption_a(k).decreasing for k in LOSSES},
-        "argument": LEMMA_ARGUMENT,
-    }
-    fac = "" if variant == "no-softmax-factor" else r"s_1 s_2\,"
-    tex = (r"\nabla L(W) = \ell'(u)\, " + fac + r"(\gamma_1 - \gamma_2)\,(x_1 - x_2)\, z^\top"
-           + rf"\ (n=1, T=2, d={d});\ \ell' < 0,\ s_1 s_2 > 0,\ \gamma_1 \ne \gamma_2 \Rightarrow \nabla L(W) \ne 0 \text{{ for }} z \ne 0")
-    return _prove("no-stationary-point-n1-T2", variant, {"n": 1, "T": 2, "d": d},
-                  "n=1, T=2: grad L(W) = ell' s_1 s_2 (gamma_1 - gamma_2)(x_1 - x_2) z^T != 0", tex,
-                  symbolic_gradient(1, 2, d), rhs, mod.ellp, method, t0=t0, extra=extra,
-                  notes=" ".join(LEMMA_ARGUMENT))
-
-
 def all_derivations(method: str = "auto") -> list[Derivation]:
     """Every derivation at its default sizes, correct variant and every wrong variant (cached)."""
+    from .stationarity import no_stationary_point_lemma, stationary_conditions
+
     fns = {
         "softmax-jacobian": softmax_jacobian,
         "gradient-closed-form": gradient_closed_form,
@@ -560,3 +458,8 @@ __all__ = [
     "stationary_conditions", "no_stationary_point_lemma", "symbolic_gradient", "closed_form_gradient",
     "all_derivations",
 ]
+
+# The stationary-point derivations live in theory.stationarity (split for size); re-exported here.
+from .stationarity import LEMMA_ARGUMENT, no_stationary_point_lemma, stationary_conditions  # noqa: E402
+
+__all__ += ["LEMMA_ARGUMENT", "no_stationary_point_lemma", "stationary_conditions"]

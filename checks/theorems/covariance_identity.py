@@ -43,7 +43,7 @@ from checks import Profile, Theorem, decide, failed, held, register, undecided
 from checks.theorems._given import need_head
 from numerics.data import AttentionData
 from numerics.tolerances import GRAD_RTOL
-from theory import derivations
+from theory import derivations, general
 from theory.losses import assumption_a
 
 from .gradient_closed_form import (
@@ -216,6 +216,11 @@ class CovarianceIdentity(Theorem):
         n, T, d = sizes[ctx.instance % len(sizes)]
         r = derivations.covariance_identity(n, T, d, variant=self.variant)
         m = {"symbolic_size": n * T * d, "symbolic_seconds": r.seconds}
+        gen = general.covariance_general(self.variant)  # the same identity for every size (theory.general, cached)
+        m["proved_all_sizes"] = gen.holds
+        if r.holds and not gen.holds:
+            return failed("the all-size proof (theory.general) did not go through: "
+                          + "; ".join(s.what for s in gen.steps if not s.holds), **m)
         if r.holds:
             return held(**m)
         cv = r.counter_value

@@ -62,7 +62,7 @@ from checks.theorems._given import need_head
 from numerics import attention as att
 from numerics.data import AttentionData, random_unit_sphere
 from numerics.tolerances import GRAD_RTOL
-from theory import derivations
+from theory import derivations, general
 from theory.losses import assumption_a
 
 LOSSES = ("logistic", "exponential", "linear")
@@ -462,6 +462,11 @@ class GradientClosedForm(Theorem):
         n, T, d, head = symbolic_size(ctx)
         r = derivations.gradient_closed_form(n, T, d, head=head, variant=self.variant)
         m = {"symbolic_size": n * T * d, "symbolic_seconds": r.seconds}
+        gen = general.gradient_general(self.variant)  # the same identity for every size (theory.general, cached)
+        m["proved_all_sizes"] = gen.holds
+        if r.holds and not gen.holds:
+            return failed("the all-size proof (theory.general) did not go through: "
+                          + "; ".join(s.what for s in gen.steps if not s.holds), **m)
         if r.holds:
             return held(**m)
         cv = r.counter_value

@@ -41,7 +41,7 @@ from checks import Profile, failed, held, register
 from checks.theorems._given import need_head
 from numerics import attention as att
 from numerics.tolerances import GRAD_RTOL
-from theory import derivations
+from theory import derivations, general
 
 from .gradient_closed_form import (
     EPS,
@@ -187,6 +187,11 @@ class KQChainRule(_Base):
         n, T, d, m = sizes[ctx.instance % len(sizes)]
         r = derivations.kq_chain_rule(n, T, d, m, variant=self.variant)
         metrics = {"symbolic_size": n * T * d * m, "symbolic_seconds": r.seconds}
+        gen = general.kq_chain_rule_general(self.variant)  # the same identity for every size (theory.general, cached)
+        metrics["proved_all_sizes"] = gen.holds
+        if r.holds and not gen.holds:
+            return failed("the all-size proof (theory.general) did not go through: "
+                          + "; ".join(s.what for s in gen.steps if not s.holds), **metrics)
         if r.holds:
             return held(**metrics)
         cv = r.counter_value

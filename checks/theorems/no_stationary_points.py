@@ -25,10 +25,11 @@ Predictions.
   s has full support and ℓ' < 0, so if every pair product is ≥ 0 and one is > 0 the sign is negative at
   EVERY W. This is certified once per instance, exactly (h from the exact rational KKT solution;
   ``_landscape.sign_fixed``; metric ``sign_fixed_by_construction``). Under B.1 or B.2 it always holds — it is
-  the paper's proof: the non-optimal pairs vanish (equal margins, resp. equal scores) and the optimal pairs
-  are (γ_opt − γ_t)·(h_opt − h_t) > 0. Hence B.1 "on general data with negative pair products" does not
-  exist: sampling W cannot add anything on B.1/B.2 data, and the prediction can fail only through the
-  instance's numbers (a wrong W^mm, wrong margins, wrong scores). Where the certificate does not hold
+  the paper's proof (proved for all n, T, d in theory.stationarity, metric ``proved_all_sizes``): the
+  non-optimal pairs vanish (equal margins, resp. equal scores) and the optimal pairs are
+  (γ_opt − γ_t)·(h_opt − h_t) > 0. Hence B.1 "on general data with negative pair products" does not exist:
+  sampling W cannot add anything on B.1/B.2 data, and the prediction can fail only through the instance's
+  numbers (a wrong W^mm, wrong margins, wrong scores). Where the certificate does not hold
   (given data, the control) the sign is searched for: Gaussian W at norms 1e-3 … 1e4, near ±W^mm, token
   pushes, the adversarial pair-concentrating W of ``_landscape.pair_ws`` and a short ascent, each judged
   by the exact log-space sign. With the certificate, the closed-form gradient of numerics.attention is
@@ -63,6 +64,7 @@ from numerics import attention as att
 from numerics.gd import run_gd
 from numerics.svm import solve_att_svm
 from numerics.tokens import optimal_tokens, scores
+from theory.stationarity import no_stationary_point_general
 
 from ._given import given_metrics, need_head
 from ._landscape import (
@@ -164,6 +166,10 @@ class _LandscapeBase(Theorem):
         fixed, m = sign_fixed(g, h)
         m.update(given_metrics(ctx))
         if fixed:
+            # the argument for every W and every size is proved in theory.stationarity (cached after one call)
+            m["proved_all_sizes"] = no_stationary_point_general().holds
+            if not m["proved_all_sizes"]:
+                return failed("the all-size proof (theory.stationarity) did not go through", **m)
             k, bad = _float_grad_signs(data, sol.W, loss, ctx.rng)
             m.update(float_grad_samples=k, float_grad_nonnegative=bad)
             return decide(bad == 0, f"the certificate says <grad L(W), W^mm> < 0 at every W, but the closed-form "
