@@ -35,7 +35,7 @@ above it that stalls is refuted, one still shrinking geometrically is undecided)
 Certified failures of the path numerics make an instance undecided, never refuted (``path_reliable``): E not
 decreasing in R over the judged radii R ≥ 8 (the minimum over a larger ball is ≤; a rise means the path missed the
 minimiser or the ball's minimiser is interior, where the sphere search does not apply), a lower E at the ball point
-R·p̂_target than at the path point, or a path point that is not a first-order constrained minimiser
+R·p̂_target than at the path point (judged radii), or a path point that is not a first-order constrained minimiser
 (stationarity ‖projected tangential gradient‖/|radial gradient| > STAT_TOL at the largest radius; the decaying
 schedule ends within ≈ lr/steps = 1.25e-4 rad, measured ≤ 5e-5). An optimiser that never moves leaves random
 starts, which fail the stationarity test.
@@ -192,7 +192,7 @@ class _RPBase(Theorem):
     def check_path_reliable(self, inst, state, ctx):
         E, cand, stat = state["excess"], state["cand"], float(state["stat"][-1])
         dec = bool(np.all(np.diff(E[JUDGED_FROM:]) < 0))
-        beaten = bool(np.any(cand < E - CAND_RTOL * np.abs(E)))
+        beaten = bool(np.any((cand < E - CAND_RTOL * np.abs(E))[JUDGED_FROM:]))
         metrics = dict(final_stationarity=stat, excess_final=float(E[-1]), excess_list=[float(x) for x in E],
                        start_excess_list=[float(x) for x in state["start_excess"]])
         if not dec or beaten or stat > STAT_TOL:
