@@ -8,8 +8,12 @@ path of the prompt-attention model f(X) = v^T X^T S(K p), keys k_it = W x_it, W 
   p-SVM for opt, p_R = argmin_{‖p‖ ≤ R} L(p) satisfies p_R / R → p^mm / ‖p^mm‖ as R → ∞ — for any data, with no
   B.2-type condition (the path is a global minimiser, so it is not trapped by locally optimal α);
 * local (*reconstructed*, the cone-restricted path of TLTO's local theorem transcribed to p): if α is locally
-  optimal (γ_{iα_i} > γ_it for every support token t of p^mm_α) and μ > 0 is small enough, the path restricted
-  to the cone, p_R^α = argmin {L(p) : ‖p‖ ≤ R, corr(p, p^mm_α) ≥ 1 − μ}, satisfies p_R^α / R → p^mm_α / ‖p^mm_α‖.
+  optimal (γ_{iα_i} > γ_it for every support token t of p^mm_α), μ > 0 is small enough and R0 large enough, the
+  path restricted to the cone C_{μ,R0} = {corr(p, p^mm_α) ≥ 1 − μ, ‖p‖ ≥ R0},
+  p_R^α = argmin {L(p) : p ∈ C_{μ,R0}, ‖p‖ ≤ R}, satisfies p_R^α / R → p^mm_α / ‖p^mm_α‖. (R0 matters: near the
+  origin a higher-scoring non-support token can make L < L_∞(α) inside the cone, and a minimiser there would
+  never leave; see the control.) Implemented with R0 = R0_LOCAL = 4: the path is computed on the spheres and
+  judged on R ≥ 8, where E decreasing in R shows the C_{μ,R0}-ball minimiser lies on the outer sphere.
 
 Hypotheses implemented (exactly): logistic loss; ``feasible`` (the certified p-SVM for the target α);
 ``unique_optimal`` (global: the largest score exceeds the others by > TIE_TOL); ``locally_optimal`` (local: every
@@ -45,7 +49,9 @@ Measured (seed 0): global 1 − corr ≤ 5e-10 from R = 16 on, local ≤ 3e-9 fr
 Control (``p-rp-path-control``, at the boundary): the local claim for a *non*-locally-optimal α — γ3 ~ U(0.9,
 0.98), so α's support token 3 ties or beats α. The cone-restricted path is then pulled to the cone's boundary and
 stalls at 1 − corr = μ ≈ 0.12 — well inside the cone, so a fixed threshold of 0.15 (or any check of "stays in the
-cone") would pass it; the per-instance μ/4 threshold refutes it.
+cone") would pass it. It is refuted exactly: every non-α token scores at least as high as α, so a path point with
+mass on them has L < L_∞(α) (E_α < 0, computed without cancellation), and then the cone-ball minimiser can never
+approach p̂^mm_α (control's ``check_direction``); the stall above μ/4 refutes it too where E_α underflows to 0.
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ from numerics import tolerances as tol
 from numerics.prompt import prompt_excess, prompt_reg_path
 from numerics.svm import solve_p_svm
 
+from ._prompt import require_tight
 from .rp_w_frobenius import judge_path
 
 RADII = 2.0 ** np.arange(0, 8)  # 1..128: E = L − L_∞ ~ e^{−1.4 R} stays a normal float64 up to R ≈ 500
@@ -86,6 +93,8 @@ CAND_RTOL = 1e-3
 #: ball minimiser may be interior — the sphere's minimum then *rises* with R (full profile, seed 0, local instances
 #: 31 and 47: E = −2.1e-5, 6.4e-4 at R = 1, 2) — which the theorem, about R → ∞, does not concern.
 JUDGED_FROM = len(RADII) // 2 - 1
+#: The local cone's inner radius (C_{μ,R0}); every judged radius (R ≥ 8) lies beyond it.
+R0_LOCAL = 4.0
 
 BASE_KEYS = np.array([[-1.0, 1.0], [1.0, 0.0], [0.0, 0.0]])
 
@@ -166,6 +175,8 @@ class _RPBase(Theorem):
 
     # -- hypotheses ------------------------------------------------------------------------------
     def assume_feasible(self, inst, state, ctx):
+        if state["sol"].feasible:
+            require_tight(inst["keys"], inst["alpha"], state["sol"])  # a non-optimal answer is a solver error
         return decide(state["sol"].feasible, "p-SVM for the target α is infeasible")
 
     def assume_unique_optimal(self, inst, state, ctx):
@@ -189,22 +200,31 @@ class _RPBase(Theorem):
             thr = min(thr, LOCAL_MU / SEPARATION_K)
         return thr, sep
 
-    def check_path_reliable(self, inst, state, ctx):
+    def _unreliable(self, state) -> tuple[str, dict]:
+        """Why the path numerics failed on the judged radii ('' when they did not), with metrics."""
         E, cand, stat = state["excess"], state["cand"], float(state["stat"][-1])
         dec = bool(np.all(np.diff(E[JUDGED_FROM:]) < 0))
         beaten = bool(np.any((cand < E - CAND_RTOL * np.abs(E))[JUDGED_FROM:]))
-        metrics = dict(final_stationarity=stat, excess_final=float(E[-1]), excess_list=[float(x) for x in E],
-                       start_excess_list=[float(x) for x in state["start_excess"]])
-        if not dec or beaten or stat > STAT_TOL:
-            why = ("E = L − L_∞ does not decrease in R" if not dec else
-                   "the target's ball point has a lower loss than the path point" if beaten else
-                   f"the path point is not a constrained minimiser (stationarity {stat:.3g} > {STAT_TOL})")
+        bound = STAT_TOL
+        metrics = dict(final_stationarity=stat, excess_final=float(E[-1]), excess_list=[float(x) for x in E])
+        why = ("E = L − L_∞ does not decrease over the judged radii" if not dec else
+               "the target's ball point has a lower loss than the path point" if beaten else
+               f"the path point is not a constrained minimiser (stationarity {stat:.3g} > {bound:.3g})"
+               if stat > bound else "")
+        return why, metrics
+
+    def check_path_reliable(self, inst, state, ctx):
+        why, metrics = self._unreliable(state)
+        if why:
             return undecided(f"path numerics failed: {why}", **metrics)
-        return decide(stat <= STAT_TOL, "", **metrics)
+        return decide(not why, "", **metrics)
 
     def check_direction(self, inst, state, ctx):
         err = 1 - _corr(state["p"], state["sol"].w)
         thr, sep = self._threshold(inst, state)
+        why, _ = self._unreliable(state)
+        if why:  # a path the numerics did not find cannot refute (nor confirm) the claim
+            return undecided(f"path numerics failed: {why}", err_final=float(err[-1]), err_curve=[float(x) for x in err])
         return judge_path(err, thr, "1 − corr(p_R, p^mm_α)", err_final=float(err[-1]), err_threshold=thr, sep=sep,
                           err_curve=[float(x) for x in err])
 
@@ -237,6 +257,20 @@ class PRPPathControl(_RPBase):
 
     #: the control drops local optimality (None removes the inherited hypothesis) and requires its negation
     assume_locally_optimal = None
+
+    def check_direction(self, inst, state, ctx):
+        """An exact refutation first: a point p of C_{μ,R0} with L(p) < L_∞(α) (E_α(p) < 0, computed without cancellation)
+        certifies the claim false — the cone-ball minimiser has L(p_R) ≤ L(p) < L_∞(α) for every R ≥ ‖p‖, while
+        p_R/R → p̂^mm_α would drive the softmax onto α and L(p_R) → L_∞(α). (Such a ball minimiser may be interior,
+        so the sphere path's E need not decrease — which makes the theorem's reliability test undecided here.)"""
+        inner = RADII >= R0_LOCAL  # the path points that lie in C_{μ,R0}
+        E = state["excess"][inner]
+        if float(E.min()) < 0:
+            err = 1 - _corr(state["p"], state["sol"].w)
+            return decide(False, f"certified: a point of the cone C_(μ,R0) has L < L_∞(α) (E = {float(E.min()):.3g} at "
+                          f"R = {RADII[inner][int(np.argmin(E))]:g}), so p_R/R cannot converge to p^mm_α",
+                          err_final=float(err[-1]), err_curve=[float(x) for x in err], excess_min=float(E.min()))
+        return super().check_direction(inst, state, ctx)
 
     def assume_not_locally_optimal(self, inst, state, ctx):
         g, a, sup = inst["gamma"], inst["alpha"], state["sol"].support
