@@ -1,5 +1,5 @@
-"""Issue 15, TLZO part: p-rp-path, p-gd-equivalence, joint-vp-path under the rate condition r/R → ∞ and its
-equal-radii variant. Each theorem PASSes on the quick profile, its control FAILs, and the relevant sabotages
+"""Issue 15, TLZO part: p-rp-path, p-gd-equivalence, p-nonlinear-head, joint-vp-path under the rate condition
+r/R → ∞ and its equal-radii variant. Each theorem PASSes on the quick profile, its control FAILs, and the relevant sabotages
 change the verdict; plus the numerics they rest on (the excess loss, the prompt path, the exact W ↔ q step)."""
 
 import numpy as np
@@ -10,10 +10,17 @@ from checks.harness import run_theorem
 from checks.testing import assert_verdict_as_expected, parametrize_with_theorems
 from checks.theorem import REGISTRY
 from numerics.errors import InvalidInputError
-from numerics.prompt import prompt_excess, prompt_loss, prompt_reg_path
+from numerics.prompt import (
+    head_value,
+    prompt_excess,
+    prompt_head_excess,
+    prompt_head_grad,
+    prompt_loss,
+    prompt_reg_path,
+)
 from numerics.sabotage import sabotage
 
-IDS = ["p-rp-path", "p-gd-equivalence", "joint-vp-path", "joint-vp-path-equal-radii"]
+IDS = ["p-rp-path", "p-gd-equivalence", "p-nonlinear-head", "joint-vp-path", "joint-vp-path-equal-radii"]
 
 
 @parametrize_with_theorems(profile="quick", ids=IDS)
@@ -34,6 +41,8 @@ def test_controls_registered_at_their_theorems():
     ("p-rp-path", "noop-gd"), ("p-rp-path", "ascent-gd"), ("p-rp-path", "scaled-svm"),
     ("p-gd-equivalence", "noop-gd"), ("p-gd-equivalence", "softmax-no-normaliser"),
     ("p-gd-equivalence", "transposed-gradient"), ("p-gd-equivalence", "scaled-svm-uncertified"),
+    ("p-rp-path", "scaled-svm-uncertified"),
+    ("p-nonlinear-head", "noop-gd"), ("p-nonlinear-head", "random-gd"), ("p-nonlinear-head", "scaled-svm-uncertified"),
     ("joint-vp-path", "noop-gd"),
 ])
 def test_sabotage_is_detected(tid, sab):
@@ -119,3 +128,51 @@ def test_one_w_step_is_one_prompt_step_with_scaled_step():
     assert np.allclose(W1 @ p, q1, rtol=0, atol=1e-13)
     P = np.eye(5) - np.outer(p, p) / (p @ p)
     assert np.allclose(W1 @ P, W0 @ P, rtol=0, atol=1e-13)
+
+
+def _head_problem(seed=2):
+    rng = np.random.default_rng(seed)
+    X = torch.as_tensor(rng.standard_normal((2, 2, 3, 4)))
+    Y = torch.as_tensor(rng.choice([-1.0, 1.0], (2, 2)))
+    V = torch.as_tensor(rng.standard_normal((2, 4, 5)))
+    a = torch.as_tensor(rng.uniform(0.5, 1.0, (2, 5)))
+    return X, Y, V, a
+
+
+def test_head_gradient_matches_autograd():
+    X, Y, V, a = _head_problem()
+    p = torch.as_tensor(np.random.default_rng(3).standard_normal((2, 4)), dtype=torch.float64).requires_grad_(True)
+    s = torch.softmax(torch.einsum("rntk,rk->rnt", X, p), -1)
+    u = torch.einsum("rnt,rntd->rnd", s, X)
+    h = (torch.relu(torch.einsum("rnd,rdm->rnm", u, V)) * a[:, None, :]).sum(-1)
+    torch.nn.functional.softplus(-Y * h).mean(-1).sum().backward()
+    G = prompt_head_grad(X, X, Y, V, a, p.detach())
+    assert torch.allclose(G, p.grad, rtol=1e-10, atol=1e-13)
+
+
+def test_head_excess_equals_loss_difference():
+    X, Y, V, a = _head_problem(4)
+    p = torch.as_tensor(np.random.default_rng(5).standard_normal((2, 4)))
+    ref = torch.as_tensor([[0, 2], [1, 1]])
+    s = torch.softmax(torch.einsum("rntk,rk->rnt", X, p), -1)
+    u = torch.einsum("rnt,rntd->rnd", s, X)
+    h = np.stack([head_value(u.numpy()[r], V.numpy()[r], a.numpy()[r]) for r in range(2)])  # (2, n)
+    ha = np.stack([head_value(X.numpy()[r, np.arange(2), ref.numpy()[r]], V.numpy()[r], a.numpy()[r])
+                   for r in range(2)])
+    sp = lambda z: np.log1p(np.exp(-np.abs(z))) + np.maximum(-z, 0)  # noqa: E731  softplus(-z)
+    direct = (sp(Y.numpy() * h) - sp(Y.numpy() * ha)).mean(-1)
+    assert np.allclose(prompt_head_excess(X, X, Y, V, a, p, ref).numpy(), direct, rtol=1e-9, atol=1e-14)
+
+
+def test_a_non_tight_svm_answer_is_a_solver_error():
+    from checks.theorems._prompt import require_tight
+    from numerics.errors import SolverError
+    from numerics.svm import solve_p_svm
+
+    K = np.array([[[-1.0, 1.0], [1.0, 0.0], [0.0, 0.0]]])
+    sol = solve_p_svm(K, np.array([0]))
+    assert abs(require_tight(K, np.array([0]), sol) - 1) < 1e-9
+    import dataclasses
+
+    with pytest.raises(SolverError):
+        require_tight(K, np.array([0]), dataclasses.replace(sol, w=1.05 * sol.w))
