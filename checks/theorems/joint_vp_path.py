@@ -46,13 +46,13 @@ RATE_FLOOR at r = R²: the optimiser's accuracy on the spheres). Inconclusive: p
 falling by ≥ 20 % over the last doubling of R (precision caps R at 16).
 
 Measured at r = R² (seed 0, quick family): non-tight instances reach p^rlx exactly at R = 8 (1 − corr = 0:
-the non-support example's constraint is slack on the whole path), tight ones stay within 2e-4 (the optimiser's
+the non-support example's constraint is slack on the whole path), tight ones stay within 4.5e-4 (the optimiser's
 accuracy on the spheres at r = 256: log L ≈ −180 while its p-dependence is ≈ 1e-3), v within 1e-6.
 
 Finding of the variant (paper profile, r = R): the limit of p_R/R is argmax_{‖q‖=1} min_i (γ_i + q^T(x_i2 − x_i1)), which is the
 relaxed p-SVM only when every non-support example's v-margin excess outweighs its p-margin shortfall at p^rlx;
 instances 177 and 199 violate this and converge to a direction 0.015 / 0.010 away (``JointVPPathEqualRadii.finding``).
-Under the rate condition the same instances are not refuted (the theorem's paper profile).
+Under the rate condition the same instances reach p^rlx (the theorem's paper profile, seed 0: 200 of 200 confirmed).
 
 Controls (``joint-vp-path-control`` at r = R², ``joint-vp-path-equal-radii-control`` at r = R): on non-tight
 instances, "p → the full p-SVM" — refuted because the path settles on the relaxed direction, whose 1 − corr with
@@ -68,7 +68,7 @@ from checks import Profile, Theorem, decide, register, undecided
 from numerics.prompt import joint_vp_path
 from numerics.svm import solve_joint_vp_svm, solve_p_svm
 
-#: Radii of the path (r = R). float64 resolves the p-dependence of log L only while r e^{−R·margin} ≫
+#: Radii R of the prompt (the head's radius is r = R² or r = R, see RATE). float64 resolves the p-dependence of log L only while r e^{−R·margin} ≫
 #: 1e-15 |log L|, i.e. up to R ≈ 20 here; 16 is the largest power of two safely inside.
 RADII = (1.0, 2.0, 4.0, 8.0, 16.0)
 #: Final directional errors allowed at R = 16. Measured on the fixtures: v ≈ 1e-4, p ≈ 2e-4 (tight),

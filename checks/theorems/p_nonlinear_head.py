@@ -32,6 +32,9 @@ rebalance at rate R per radian); ``direction``: 1 − corr(p_R, p^mm_α) judged 
 the per-instance threshold min(CORR_TOL, sep/4), sep = 1 − corr(p^mm_α, p^mm_{α^lin}) (α^lin below) where the
 two selections differ. Path: numerics.prompt.prompt_head_reg_path on R = 1..128.
 
+No progress refutes: a path whose point at every judged radius is no better (E) than the best of its starting
+points was not optimised (a no-op or climbing optimiser) and is refuted, not left undecided.
+
 Measured (seed 0): 1 − corr(p_R, p^mm_α) ≈ 5e-5 – 1.3e-4 at R = 128, falling ≈ 4× per doubling; the linear-part
 selection's p-SVM stays 0.49 – 1.15 away.
 
@@ -153,7 +156,8 @@ class _HeadBase(Theorem):
             st = {"sol": sols[j], "lin": lins[j]}
             if j in ok:
                 col = ok.index(j)
-                st.update(p=path.p[col], excess=path.excess[col], stat=path.stationarity[col], cand=cand[col])
+                st.update(p=path.p[col], excess=path.excess[col], stat=path.stationarity[col], cand=cand[col],
+                          start_excess=path.start_excess[col])
             states[j] = st
         return states
 
@@ -201,6 +205,10 @@ class _HeadBase(Theorem):
         err = 1 - _corr(state["p"], target)
         sep = self._sep(state)
         thr = min(CORR_TOL, sep / SEPARATION_K)
+        E, E0 = state["excess"][JUDGED_FROM:], state["start_excess"][JUDGED_FROM:]
+        if np.all(E >= E0):  # the optimiser never improved on its starting points: no progress refutes
+            return decide(False, "no progress: at every judged radius the path point is no better than the best "
+                          "starting point", err_final=float(err[-1]), err_curve=[float(x) for x in err])
         why, _ = self._unreliable(state)
         if why:  # a path the numerics did not find cannot refute (nor confirm) the claim
             return undecided(f"path numerics failed: {why}", err_final=float(err[-1]), err_curve=[float(x) for x in err])

@@ -44,6 +44,9 @@ R·p̂_target than at the path point (judged radii), or a path point that is not
 schedule ends within ≈ lr/steps = 1.25e-4 rad, measured ≤ 5e-5). An optimiser that never moves leaves random
 starts, which fail the stationarity test.
 
+No progress refutes: a path whose point at every judged radius is no better (E) than the best of its starting
+points was not optimised at all (a no-op or climbing optimiser) and is refuted, not left undecided.
+
 Measured (seed 0): global 1 − corr ≤ 5e-10 from R = 16 on, local ≤ 3e-9 from R = 8 (γ3 ≤ 0.8).
 
 Control (``p-rp-path-control``, at the boundary): the local claim for a *non*-locally-optimal α — γ3 ~ U(0.9,
@@ -222,6 +225,10 @@ class _RPBase(Theorem):
     def check_direction(self, inst, state, ctx):
         err = 1 - _corr(state["p"], state["sol"].w)
         thr, sep = self._threshold(inst, state)
+        E, E0 = state["excess"][JUDGED_FROM:], state["start_excess"][JUDGED_FROM:]
+        if np.all(E >= E0):  # the optimiser never improved on its starting points: no progress refutes
+            return decide(False, "no progress: at every judged radius the path point is no better than the best "
+                          "starting point", err_final=float(err[-1]), err_curve=[float(x) for x in err])
         why, _ = self._unreliable(state)
         if why:  # a path the numerics did not find cannot refute (nor confirm) the claim
             return undecided(f"path numerics failed: {why}", err_final=float(err[-1]), err_curve=[float(x) for x in err])
