@@ -2,6 +2,8 @@
 r/R → ∞ and its equal-radii variant. Each theorem PASSes on the quick profile, its control FAILs, and the relevant sabotages
 change the verdict; plus the numerics they rest on (the excess loss, the prompt path, the exact W ↔ q step)."""
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -37,6 +39,11 @@ def test_controls_registered_at_their_theorems():
     assert "not_locally_optimal" in REGISTRY["p-rp-path-control"].hypothesis_names()
 
 
+@functools.cache
+def _clean_verdict(tid: str) -> str:
+    return run_theorem(REGISTRY[tid], profile="quick", seed=0).verdict
+
+
 @pytest.mark.parametrize("tid,sab", [
     ("p-rp-path", "noop-gd"), ("p-rp-path", "ascent-gd"), ("p-rp-path", "scaled-svm"),
     ("p-gd-equivalence", "noop-gd"), ("p-gd-equivalence", "softmax-no-normaliser"),
@@ -46,7 +53,7 @@ def test_controls_registered_at_their_theorems():
     ("joint-vp-path", "noop-gd"),
 ])
 def test_sabotage_is_detected(tid, sab):
-    clean = run_theorem(REGISTRY[tid], profile="quick", seed=0).verdict
+    clean = _clean_verdict(tid)
     with sabotage(sab):
         broken = run_theorem(REGISTRY[tid], profile="quick", seed=0).verdict
     assert clean == "PASS" and broken != "PASS", (tid, sab, broken)
