@@ -60,6 +60,8 @@ COMPONENTS: dict[str, str] = {
     "prompt-gd": "GD on the prompt p, numerics.prompt.run_prompt_gd",
     "seq-gd": "GD on the sequence / causal loss, numerics.sequence.run_seq_gd",
     "vp-path": "the joint (v, p) regularisation path, numerics.prompt.joint_vp_path",
+    "prompt-path": "the regularisation path of the prompt p, numerics.prompt.prompt_reg_path and "
+                   "prompt_head_reg_path (nonlinear head)",
     "gradient": "closed-form gradients of numerics.attention (grad_from_weights: grad_W, grad_KQ, GD steps)",
     "softmax": "the softmax maps numerics.tokens.softmax_probs, numerics.attention.softmax, gd._softmax_rows",
     "causal-mask": "the causal mask of sequence GD and of the causal SVM (numerics.sequence, numerics.svm)",
@@ -281,6 +283,8 @@ def _gd_patches(mode: str) -> list[Patch]:
         ("numerics.gd", "run_gd", _loop_run_gd(mode)),
         ("numerics.gd", "regularization_path", _regpath(mode)),
         ("numerics.prompt", "run_prompt_gd", _within("numerics.prompt", "prompt_grad", mode, clear_stalled=noop)),
+        ("numerics.prompt", "prompt_reg_path", _within("numerics.prompt", "prompt_grad", mode)),
+        ("numerics.prompt", "prompt_head_reg_path", _within("numerics.prompt", "prompt_head_grad", mode)),
         ("numerics.sequence", "run_seq_gd", _within("numerics.sequence", "seq_grad", mode, clear_stalled=noop)),
     ]
     if noop:
@@ -457,7 +461,7 @@ def _descent_loop() -> Patch:
 
 # -- the catalogue -----------------------------------------------------------------------------------
 
-_GD_BREAKS = ("gd", "kq-gd", "regpath", "prompt-gd", "seq-gd")
+_GD_BREAKS = ("gd", "kq-gd", "regpath", "prompt-gd", "seq-gd", "prompt-path")
 
 CATALOGUE: dict[str, Sabotage] = {s.name: s for s in (
     Sabotage("noop-gd", (*_GD_BREAKS, "vp-path"),

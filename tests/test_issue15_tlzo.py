@@ -1,0 +1,185 @@
+"""Issue 15, TLZO part: p-rp-path, p-gd-equivalence, p-nonlinear-head, joint-vp-path under the rate condition
+r/R → ∞ and its equal-radii variant. Each theorem PASSes on the quick profile, its control FAILs, and the relevant sabotages
+change the verdict; plus the numerics they rest on (the excess loss, the prompt path, the exact W ↔ q step)."""
+
+import functools
+
+import numpy as np
+import pytest
+import torch
+
+from checks.harness import run_theorem
+from checks.testing import assert_verdict_as_expected, parametrize_with_theorems
+from checks.theorem import REGISTRY
+from numerics.errors import InvalidInputError
+from numerics.prompt import (
+    head_value,
+    prompt_excess,
+    prompt_head_excess,
+    prompt_head_grad,
+    prompt_loss,
+    prompt_reg_path,
+)
+from numerics.sabotage import sabotage
+
+IDS = ["p-rp-path", "p-gd-equivalence", "p-nonlinear-head", "joint-vp-path", "joint-vp-path-equal-radii"]
+
+
+@parametrize_with_theorems(profile="quick", ids=IDS)
+def test_quick_verdicts(theorem_cls, profile):
+    """Theorems PASS, their controls FAIL (the ids bring their controls along)."""
+    assert_verdict_as_expected(theorem_cls, profile=profile)
+
+
+def test_controls_registered_at_their_theorems():
+    for tid in IDS:
+        ctl = REGISTRY[f"{tid}-control"]
+        assert ctl.expected == "FAIL" and ctl.control_of == tid
+    assert "locally_optimal" not in REGISTRY["p-rp-path-control"].hypothesis_names()
+    assert "not_locally_optimal" in REGISTRY["p-rp-path-control"].hypothesis_names()
+
+
+@functools.cache
+def _clean_verdict(tid: str) -> str:
+    return run_theorem(REGISTRY[tid], profile="quick", seed=0).verdict
+
+
+@pytest.mark.parametrize("tid,sab", [
+    ("p-rp-path", "noop-gd"), ("p-rp-path", "ascent-gd"), ("p-rp-path", "scaled-svm"),
+    ("p-gd-equivalence", "noop-gd"), ("p-gd-equivalence", "softmax-no-normaliser"),
+    ("p-gd-equivalence", "transposed-gradient"), ("p-gd-equivalence", "scaled-svm-uncertified"),
+    ("p-rp-path", "scaled-svm-uncertified"),
+    ("p-nonlinear-head", "noop-gd"), ("p-nonlinear-head", "random-gd"), ("p-nonlinear-head", "scaled-svm-uncertified"),
+    ("joint-vp-path", "noop-gd"),
+])
+def test_sabotage_is_detected(tid, sab):
+    clean = _clean_verdict(tid)
+    with sabotage(sab):
+        broken = run_theorem(REGISTRY[tid], profile="quick", seed=0).verdict
+    assert clean == "PASS" and broken != "PASS", (tid, sab, broken)
+
+
+def test_depends_on_declares_the_new_component():
+    assert "prompt-path" in REGISTRY["p-rp-path"].depends_on
+    from numerics.sabotage import breaks
+
+    assert "prompt-path" in breaks("noop-gd") and "prompt-path" in breaks("random-gd")
+
+
+# -- numerics ------------------------------------------------------------------------------------------
+
+def test_excess_equals_loss_difference_where_both_resolve():
+    rng = np.random.default_rng(1)
+    K = torch.as_tensor(rng.standard_normal((3, 2, 4, 3)))
+    g = torch.as_tensor(rng.standard_normal((3, 2, 4)))
+    p = torch.as_tensor(rng.standard_normal((3, 3)))
+    ref = torch.as_tensor(rng.integers(0, 4, (3, 2)))
+    a = torch.gather(g, -1, ref[..., None])[..., 0]
+    direct = prompt_loss(K, g, p) - torch.nn.functional.softplus(-a).mean(-1)
+    assert torch.allclose(prompt_excess(K, g, p, ref), direct, rtol=1e-10, atol=1e-14)
+
+
+def test_excess_keeps_precision_where_the_loss_is_flat():
+    """At ‖p‖ = 100 on TLZO's fixture L − L_∞ ≈ e^{−100}: L is flat to 16 digits, E is not."""
+    K = torch.tensor([[[[-1.0, 1.0], [1.0, 0.0], [0.0, 0.0]]]], dtype=torch.float64)
+    g = torch.tensor([[[1.0, 0.9, 0.5]]], dtype=torch.float64)
+    p = torch.tensor([[-50.0, 50.0]], dtype=torch.float64)  # the global direction, radius 70.7
+    e = prompt_excess(K, g, p, torch.tensor([[0]])).item()
+    s_other = np.exp(-100.0)  # token 3's share: margin p^T(k1 − k3) = 100; token 2's is e^{-150}
+    expected = s_other * (1.0 - 0.5) / (1 + np.exp(1.0))  # δ·σ(−a) to first order
+    assert 0 < e and abs(e / expected - 1) < 1e-6
+
+
+def test_prompt_path_reaches_both_limits_on_the_fixture():
+    K = np.array([[[[-1.0, 1.0], [1.0, 0.0], [0.0, 0.0]]]])
+    g = np.array([[[1.0, 0.9, 0.5]]])
+    radii = [4.0, 16.0, 64.0]
+    glob = prompt_reg_path(K, g, radii, ref=np.array([[0]]), rng=np.random.default_rng(0))
+    loc = prompt_reg_path(K, g, radii, ref=np.array([[1]]), rng=np.random.default_rng(0),
+                          cone=np.array([[1.0, 0.0]]), cone_mu=1 - np.cos(0.5))
+    pg, pl = glob.p[0, -1], loc.p[0, -1]
+    assert np.isclose(np.linalg.norm(pg), 64.0) and np.isclose(np.linalg.norm(pl), 64.0)
+    assert 1 - pg @ np.array([-1.0, 1.0]) / (64 * np.sqrt(2)) < 1e-6
+    assert 1 - pl[0] / 64 < 1e-6
+    assert np.all(np.diff(glob.excess[0]) < 0) and glob.stationarity[0, -1] < 1e-3
+
+
+def test_prompt_path_rejects_bad_input():
+    K = np.zeros((1, 1, 3, 2))
+    g = np.zeros((1, 1, 3))
+    with pytest.raises(InvalidInputError):
+        prompt_reg_path(K, g, [0.0, 1.0], ref=np.array([[0]]), rng=np.random.default_rng(0))
+    with pytest.raises(InvalidInputError):
+        prompt_reg_path(K, g, [1.0], ref=np.array([[5]]), rng=np.random.default_rng(0))
+    with pytest.raises(InvalidInputError):
+        prompt_reg_path(K, g, [1.0], ref=np.array([[0]]), rng=np.random.default_rng(0), cone=np.ones((1, 2)))
+
+
+def test_one_w_step_is_one_prompt_step_with_scaled_step():
+    """The exact identity behind p-gd-equivalence: one normalised GD step on W with shared query p moves Wp
+    as one normalised prompt step of size η‖p‖, and leaves W(I − P_p) unchanged."""
+    from checks.strategies import b2_data
+    from numerics.data import AttentionData
+    from numerics.gd import run_gd
+    from numerics.prompt import prompt_scores, run_prompt_gd
+
+    rng = np.random.default_rng(3)
+    base = b2_data(2, 3, 5, rng=rng)
+    p = 2.5 * rng.standard_normal(5) / np.sqrt(5)
+    data = AttentionData(base.X, base.Y, np.tile(p, (2, 1)), base.v)
+    W0 = rng.standard_normal((5, 5))
+    eta = 0.07
+    W1 = run_gd([data], param="W", steps=1, lr=eta, init=W0[None], backend="torch").W[0]
+    q1 = run_prompt_gd(base.X, prompt_scores(base.X, base.Y, base.v), steps=1, lr=eta * np.linalg.norm(p),
+                       init=(W0 @ p)[None]).p[0]
+    assert np.allclose(W1 @ p, q1, rtol=0, atol=1e-13)
+    P = np.eye(5) - np.outer(p, p) / (p @ p)
+    assert np.allclose(W1 @ P, W0 @ P, rtol=0, atol=1e-13)
+
+
+def _head_problem(seed=2):
+    rng = np.random.default_rng(seed)
+    X = torch.as_tensor(rng.standard_normal((2, 2, 3, 4)))
+    Y = torch.as_tensor(rng.choice([-1.0, 1.0], (2, 2)))
+    V = torch.as_tensor(rng.standard_normal((2, 4, 5)))
+    a = torch.as_tensor(rng.uniform(0.5, 1.0, (2, 5)))
+    return X, Y, V, a
+
+
+def test_head_gradient_matches_autograd():
+    X, Y, V, a = _head_problem()
+    p = torch.as_tensor(np.random.default_rng(3).standard_normal((2, 4)), dtype=torch.float64).requires_grad_(True)
+    s = torch.softmax(torch.einsum("rntk,rk->rnt", X, p), -1)
+    u = torch.einsum("rnt,rntd->rnd", s, X)
+    h = (torch.relu(torch.einsum("rnd,rdm->rnm", u, V)) * a[:, None, :]).sum(-1)
+    torch.nn.functional.softplus(-Y * h).mean(-1).sum().backward()
+    G = prompt_head_grad(X, X, Y, V, a, p.detach())
+    assert torch.allclose(G, p.grad, rtol=1e-10, atol=1e-13)
+
+
+def test_head_excess_equals_loss_difference():
+    X, Y, V, a = _head_problem(4)
+    p = torch.as_tensor(np.random.default_rng(5).standard_normal((2, 4)))
+    ref = torch.as_tensor([[0, 2], [1, 1]])
+    s = torch.softmax(torch.einsum("rntk,rk->rnt", X, p), -1)
+    u = torch.einsum("rnt,rntd->rnd", s, X)
+    h = np.stack([head_value(u.numpy()[r], V.numpy()[r], a.numpy()[r]) for r in range(2)])  # (2, n)
+    ha = np.stack([head_value(X.numpy()[r, np.arange(2), ref.numpy()[r]], V.numpy()[r], a.numpy()[r])
+                   for r in range(2)])
+    sp = lambda z: np.log1p(np.exp(-np.abs(z))) + np.maximum(-z, 0)  # noqa: E731  softplus(-z)
+    direct = (sp(Y.numpy() * h) - sp(Y.numpy() * ha)).mean(-1)
+    assert np.allclose(prompt_head_excess(X, X, Y, V, a, p, ref).numpy(), direct, rtol=1e-9, atol=1e-14)
+
+
+def test_a_non_tight_svm_answer_is_a_solver_error():
+    from checks.theorems._prompt import require_tight
+    from numerics.errors import SolverError
+    from numerics.svm import solve_p_svm
+
+    K = np.array([[[-1.0, 1.0], [1.0, 0.0], [0.0, 0.0]]])
+    sol = solve_p_svm(K, np.array([0]))
+    assert abs(require_tight(K, np.array([0]), sol) - 1) < 1e-9
+    import dataclasses
+
+    with pytest.raises(SolverError):
+        require_tight(K, np.array([0]), dataclasses.replace(sol, w=1.05 * sol.w))
