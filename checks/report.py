@@ -440,7 +440,12 @@ def plot_theorem(out: Path, cls: Any, t: TheoremResult, results: Sequence[Instan
                 vals += s["y"]
             iters = bool(series) and all(s["iterations"] for s in series)
             ax.set_xlabel("GD iteration" if iters else "record index")
-        for y, lab in _thresholds(t, name):
+            xs = [x for s in series for x in s["x"] if np.isfinite(x)]
+            if iters and xs and min(xs) > 0 and max(xs) >= 10 * min(xs):
+                ax.set_xscale("log")  # iterates recorded on a geometric grid (k = S/32, …, S): log k
+        # a rule on a final value (metric X) also marks the panel of its curve X_curve
+        base = name[: -len("_curve")] if name != metric and name.endswith("_curve") else None
+        for y, lab in _thresholds(t, name) + (_thresholds(t, base) if base else []):
             ax.axhline(y, color="k", ls="--", lw=1, label=f"threshold {lab}")
             vals.append(y)
         _set_yscale(ax, vals, _error_like(name))
