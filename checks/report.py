@@ -328,16 +328,20 @@ def _num(y: Any) -> float:
 
 def curve_series(results: Sequence[InstanceResult], curve: str) -> list[dict[str, Any]]:
     """The data of one ``*_curve`` panel: per instance, x (the GD iteration when the instance records
-    ``<name>_iterations`` or ``iterations`` of the same length, else the record index), y, and outcome."""
+    ``<name>_iterations`` or ``iterations`` of the same length; the radius R of a regularisation path when it
+    records ``<name>_radii``; else the record index), y, outcome, and ``xlabel``."""
     base = curve[: -len("_curve")] if curve.endswith("_curve") else curve
     out = []
     for r in results:
         ys = r.metrics.get(curve)
         if not (isinstance(ys, list) and ys):
             continue
-        xs = r.metrics.get(f"{base}_iterations", r.metrics.get("iterations"))
+        xs, label = r.metrics.get(f"{base}_iterations", r.metrics.get("iterations")), "GD iteration"
+        if not (isinstance(xs, list) and len(xs) == len(ys)) and isinstance(r.metrics.get(f"{base}_radii"), list):
+            xs, label = r.metrics[f"{base}_radii"], "radius R"
         by_iter = isinstance(xs, list) and len(xs) == len(ys)
         out.append({"instance": r.instance, "outcome": r.outcome, "iterations": by_iter,
+                    "xlabel": label if by_iter else "record index",
                     "x": [_num(x) for x in xs] if by_iter else list(range(len(ys))), "y": [_num(y) for y in ys]})
     return out
 
@@ -439,7 +443,8 @@ def plot_theorem(out: Path, cls: Any, t: TheoremResult, results: Sequence[Instan
                 ax.plot(s["x"], s["y"], color=COLORS.get(s["outcome"], "k"), alpha=0.6, lw=1, label=s["outcome"])
                 vals += s["y"]
             iters = bool(series) and all(s["iterations"] for s in series)
-            ax.set_xlabel("GD iteration" if iters else "record index")
+            labels = {s["xlabel"] for s in series}
+            ax.set_xlabel(labels.pop() if iters and len(labels) == 1 else "record index")
             xs = [x for s in series for x in s["x"] if np.isfinite(x)]
             if iters and xs and min(xs) > 0 and max(xs) >= 10 * min(xs):
                 ax.set_xscale("log")  # iterates recorded on a geometric grid (k = S/32, …, S): log k
