@@ -120,10 +120,15 @@ def sizes_text(t: TheoremResult) -> str:
     return ", ".join(parts)
 
 
+def _fmt_threshold(x: Any) -> str:
+    """A threshold exactly as the check compares it (12 significant digits: 1 − 1e-9 is not shown as 1)."""
+    return f"{x:.12g}" if isinstance(x, float) else str(x)
+
+
 def criteria_rows(t: TheoremResult) -> list[tuple[str, str, str]]:
     """(quantity, rule, threshold) per declared criterion."""
     return [(str(c.get("name", "")), str(c.get("rule", "")).strip(),
-             "" if c.get("value") is None else _fmt(c["value"])) for c in t.criteria]
+             "" if c.get("value") is None else _fmt_threshold(c["value"])) for c in t.criteria]
 
 
 def inconclusive_text(t: TheoremResult) -> str:
@@ -347,7 +352,7 @@ def curve_series(results: Sequence[InstanceResult], curve: str) -> list[dict[str
 
 
 def _thresholds(t: TheoremResult, metric: str) -> list[tuple[float, str]]:
-    return [(float(c["value"]), f"{c['rule'].strip()} {_fmt(c['value'])}") for c in t.criteria
+    return [(float(c["value"]), f"{c['rule'].strip()} {_fmt_threshold(c['value'])}") for c in t.criteria
             if c.get("plot_metric") == metric and isinstance(c.get("value"), (int, float))
             and not isinstance(c.get("value"), bool)]
 
@@ -472,7 +477,8 @@ def math_html(latex: str) -> str:
     try:
         from latex2mathml.converter import convert
 
-        mathml = convert(latex, display="block")
+        # latex2mathml knows \min but not \arg (it would print "\arg"): the same operator spelled out
+        mathml = convert(re.sub(r"\\arg(?![A-Za-z])", r"\\operatorname{arg}", latex), display="block")
         if "<math" not in mathml:
             raise ValueError("no MathML produced")
         return mathml

@@ -110,3 +110,14 @@ def test_curves_are_recorded_against_iterations_and_radii(cheap_run):
     assert rp["xlabel"] == "radius R" and rp["x"] == list(rp_w_frobenius.RADII[: len(rp["x"])])
     fig = cheap_run / "figures" / "gd-global.png"
     assert fig.is_file() and fig.stat().st_size > 0
+
+
+def test_statements_render_without_raw_latex_commands():
+    """Every built-in statement's MathML has no command the converter left as text (e.g. ``\\arg``)."""
+    import re
+
+    from checks.report import math_html
+
+    for cls in _builtin():
+        m = math_html(cls.statement)
+        assert m.startswith("<math") and not re.search(r">\\[A-Za-z]+<", m), (cls.id, m[:200])

@@ -120,8 +120,8 @@ class _GenBase(Theorem):
     plot_metric = "err_svmeq"
     #: the rules shared by gen-svm and its control (err_X = 1 − corr(W_GD(S), X), predictors from W_GD(3S/4))
     criteria = (
-        Criterion("corr(one step of the optimiser, −∇L computed independently) at W(0) and W(0)/‖W(0)‖_F", ">",
-                  1 - FIDELITY_TOL),
+        Criterion("1 − corr(one step of the optimiser, −∇L computed independently) at W(0) and W(0)/‖W(0)‖_F", "<",
+                  FIDELITY_TOL),
         Criterion("max |residual| of W^fin's log-ratio equations", "<=", FIN_RES_TOL, plot_metric="fin_residual"),
         Criterion("inconclusive (budget): min(err_svmeq, err_dir, err_one)", ">", CONVERGED_TOL,
                   plot_metric="err_svmeq"),

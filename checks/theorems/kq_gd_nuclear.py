@@ -120,8 +120,8 @@ class KQGDNuclear(Theorem):
     profiles = PROFILES
     plot_metric = "corr_nuc"
     criteria = (
-        Criterion("corr(one (K, Q) step of the optimiser, −(∇_K L, ∇_Q L) computed independently) at (K(0), Q(0)) "
-                  "and rescaled to ‖K Q^T‖_F = 1", ">", 1 - FIDELITY_TOL),
+        Criterion("1 − corr(one (K, Q) step of the optimiser, −(∇_K L, ∇_Q L) computed independently) at "
+                  "(K(0), Q(0)) and rescaled to ‖K Q^T‖_F = 1", "<", FIDELITY_TOL),
         Criterion("growth ‖K(S)Q(S)^T‖_F / ‖K(0)Q(0)^T‖_F", ">=", NORM_GROWTH_MIN, plot_metric="norm_growth"),
         Criterion("inconclusive (budget): min_i max_t s_it at the last iterate", "<=", SELECT_MIN),
         Criterion("corr(K(S)Q(S)^T, W^mm_⋆,α) at the last iterate", ">=", CORR_MIN, plot_metric="corr_nuc"),

@@ -123,7 +123,7 @@ class OverparamGlobal(Theorem):
     hypotheses_text = ("random unit-sphere data, n=4, T=6; runs with Att-SVM(opt) infeasible left out, ≥ 16 "
                        "feasible runs per d; normalised GD step 0.5, 2000 steps, W(0) ~ N(0, 0.1²)")
     profiles = PROFILES
-    plot_metric = "share_large"
+    plot_metric = "diff_lo"
     criteria = (
         Criterion(f"a run reached W^mm: 1 − corr(W(S), W^mm), S = {STEPS}", "<", GAP_MAX),
         Criterion("a run is undecided (else missed) while 1 − corr(W(S), W^mm) is below", "<", NEAR_MAX),
@@ -226,3 +226,4 @@ class OverparamGlobalControl(OverparamGlobal):
     control_of = "overparam-global"
     d_small, d_large = 2, 3
     runs_small, runs_large = 256, 128
+    plot_metric = "diff_hi"
