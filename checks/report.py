@@ -120,10 +120,15 @@ def sizes_text(t: TheoremResult) -> str:
     return ", ".join(parts)
 
 
+def _fmt_threshold(x: Any) -> str:
+    """A threshold exactly as the check compares it (12 significant digits: 1 − 1e-9 is not shown as 1)."""
+    return f"{x:.12g}" if isinstance(x, float) else str(x)
+
+
 def criteria_rows(t: TheoremResult) -> list[tuple[str, str, str]]:
     """(quantity, rule, threshold) per declared criterion."""
     return [(str(c.get("name", "")), str(c.get("rule", "")).strip(),
-             "" if c.get("value") is None else _fmt(c["value"])) for c in t.criteria]
+             "" if c.get("value") is None else _fmt_threshold(c["value"])) for c in t.criteria]
 
 
 def inconclusive_text(t: TheoremResult) -> str:
@@ -328,22 +333,26 @@ def _num(y: Any) -> float:
 
 def curve_series(results: Sequence[InstanceResult], curve: str) -> list[dict[str, Any]]:
     """The data of one ``*_curve`` panel: per instance, x (the GD iteration when the instance records
-    ``<name>_iterations`` or ``iterations`` of the same length, else the record index), y, and outcome."""
+    ``<name>_iterations`` or ``iterations`` of the same length; the radius R of a regularisation path when it
+    records ``<name>_radii``; else the record index), y, outcome, and ``xlabel``."""
     base = curve[: -len("_curve")] if curve.endswith("_curve") else curve
     out = []
     for r in results:
         ys = r.metrics.get(curve)
         if not (isinstance(ys, list) and ys):
             continue
-        xs = r.metrics.get(f"{base}_iterations", r.metrics.get("iterations"))
+        xs, label = r.metrics.get(f"{base}_iterations", r.metrics.get("iterations")), "GD iteration"
+        if not (isinstance(xs, list) and len(xs) == len(ys)) and isinstance(r.metrics.get(f"{base}_radii"), list):
+            xs, label = r.metrics[f"{base}_radii"], "radius R"
         by_iter = isinstance(xs, list) and len(xs) == len(ys)
         out.append({"instance": r.instance, "outcome": r.outcome, "iterations": by_iter,
+                    "xlabel": label if by_iter else "record index",
                     "x": [_num(x) for x in xs] if by_iter else list(range(len(ys))), "y": [_num(y) for y in ys]})
     return out
 
 
 def _thresholds(t: TheoremResult, metric: str) -> list[tuple[float, str]]:
-    return [(float(c["value"]), f"{c['rule'].strip()} {_fmt(c['value'])}") for c in t.criteria
+    return [(float(c["value"]), f"{c['rule'].strip()} {_fmt_threshold(c['value'])}") for c in t.criteria
             if c.get("plot_metric") == metric and isinstance(c.get("value"), (int, float))
             and not isinstance(c.get("value"), bool)]
 
@@ -439,8 +448,14 @@ def plot_theorem(out: Path, cls: Any, t: TheoremResult, results: Sequence[Instan
                 ax.plot(s["x"], s["y"], color=COLORS.get(s["outcome"], "k"), alpha=0.6, lw=1, label=s["outcome"])
                 vals += s["y"]
             iters = bool(series) and all(s["iterations"] for s in series)
-            ax.set_xlabel("GD iteration" if iters else "record index")
-        for y, lab in _thresholds(t, name):
+            labels = {s["xlabel"] for s in series}
+            ax.set_xlabel(labels.pop() if iters and len(labels) == 1 else "record index")
+            xs = [x for s in series for x in s["x"] if np.isfinite(x)]
+            if iters and xs and min(xs) > 0 and max(xs) >= 10 * min(xs):
+                ax.set_xscale("log")  # iterates recorded on a geometric grid (k = S/32, …, S): log k
+        # a rule on a final value (metric X) also marks the panel of its curve X_curve
+        base = name[: -len("_curve")] if name != metric and name.endswith("_curve") else None
+        for y, lab in _thresholds(t, name) + (_thresholds(t, base) if base else []):
             ax.axhline(y, color="k", ls="--", lw=1, label=f"threshold {lab}")
             vals.append(y)
         _set_yscale(ax, vals, _error_like(name))
@@ -462,7 +477,8 @@ def math_html(latex: str) -> str:
     try:
         from latex2mathml.converter import convert
 
-        mathml = convert(latex, display="block")
+        # latex2mathml knows \min but not \arg (it would print "\arg"): the same operator spelled out
+        mathml = convert(re.sub(r"\\arg(?![A-Za-z])", r"\\operatorname{arg}", latex), display="block")
         if "<math" not in mathml:
             raise ValueError("no MathML produced")
         return mathml

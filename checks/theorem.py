@@ -38,13 +38,16 @@ What the report shows (all optional):
 - ``criteria``: the decision rules, as a tuple of :class:`Criterion` (quantity, comparison, threshold),
   e.g. ``Criterion("1 - corr(W(k), W^mm) at the last iterate", "<", 1e-2, plot_metric="corr_err_curve")``.
   They are printed in every report format and written to report.json (``criteria: [{name, rule, value}]``);
-  a criterion with ``plot_metric`` draws its threshold as a line on that metric's figure panel.
+  a criterion with ``plot_metric`` draws its threshold as a line on that metric's figure panel (a criterion
+  on ``X`` also on the panel of the curve ``X_curve``).
 - ``theorem_number``: the paper's numbering where known (``"TLTO Thm 2"``), shown beside ``reference``.
 - ``sizes(inst)``: the instance's sizes, recorded in each instance's metrics (default: ``n``, ``T``, ``d``
   of the :class:`~numerics.data.AttentionData` found in the instance; add ``m`` for a key-query width).
 - Series: a metric named ``<name>_curve`` (a list) is plotted per instance, coloured by outcome. Its
   x-axis is the GD iteration when the instance also records ``<name>_iterations`` (or ``iterations``),
-  a list of the same length giving the iteration of each recorded value; otherwise the record index.
+  a list of the same length giving the iteration of each recorded value; the radius R when it records
+  ``<name>_radii`` (a regularisation path); otherwise the record index. Positive x values on a grid spanning
+  a decade or more (k = S/32, …, S; R = 1, 2, …, 128) are drawn on a log x-axis.
   A curve whose name says it is an error (``err``, e.g. 1 - corr) is drawn on a log y-axis.
 """
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import failed, held, undecided
+from checks import Criterion, failed, held, undecided
 from numerics.data import AttentionData
 from numerics.tokens import scores
 
@@ -296,6 +296,17 @@ DECEL_SHARE = 0.5
 #: The loss 'rose' only beyond float64 rounding of an O(1) mean of n terms (a saturated linear loss is
 #: flat to the last bit at the end of a run).
 LOSS_RTOL = 1e-12
+
+#: The decision rules of :func:`judge_divergence`, for the theorems' ``criteria`` (report).
+DIVERGENCE_CRITERIA = (
+    Criterion("growth of ‖W(k)‖_F over the last half of normalised GD, as a share of the most it can move "
+              "(lr·steps/2)", ">=", DIVERGE_SHARE, plot_metric="norm_growth_share"),
+    Criterion("growth of ‖W(k)‖_F over the last quarter / over the third quarter (not levelling off)", ">=",
+              DECEL_SHARE),
+    Criterion("refuted: ‖W(k)‖_F grew over the last half by", "<=", 0.0),
+    Criterion("refuted: L(W(S)) ≥ L(W(0)), or L rose over the last half by more than (relative)", ">", LOSS_RTOL),
+    Criterion("inconclusive (budget): growing, loss falling, but a share above is missed", "→", "inconclusive"),
+)
 
 
 def judge_divergence(norms: np.ndarray, losses: np.ndarray, lr: float, steps: int):

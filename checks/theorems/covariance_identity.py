@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from checks import Profile, Theorem, decide, failed, held, register, undecided
+from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
 from checks.theorems._given import need_head
 from numerics.data import AttentionData
 from numerics.tolerances import GRAD_RTOL
@@ -136,6 +136,16 @@ class CovarianceIdentity(Theorem):
     profiles = PROFILES
     accepts_data = True
     plot_metric = "rel_err_cov_vs_autograd"
+    criteria = (
+        Criterion(f"|covariance sum − ⟨autograd ∇L, M⟩| / term scale (plus {ROUNDOFF_ULPS:g} ulps)", "<=", GRAD_RTOL,
+                  plot_metric="rel_err_cov_vs_autograd"),
+        Criterion("|covariance sum − ⟨numerics.attention.grad_W, M⟩| / term scale", "<=", GRAD_RTOL),
+        Criterion(f"|covariance sum − directional central difference (step {FD_STEP:g})| / term scale; refuted "
+                  "beyond it plus the quotient's error bound", "<=", GRAD_RTOL),
+        Criterion("inconclusive: the quotient's error bound above this share of the tolerance", ">", FD_ERR_SHARE),
+        Criterion("where every covariance is > 0: ⟨∇L(W), M⟩", "<", 0.0),
+        Criterion("sympy: the identity at the cycled small symbolic sizes", "proved (residual 0)", "exact"),
+    )
     variant = "correct"
 
     def not_applicable(self, data):

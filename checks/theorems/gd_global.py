@@ -67,7 +67,7 @@ import math
 
 import numpy as np
 
-from checks import Profile, Theorem, decide, held, register, undecided
+from checks import Criterion, Profile, Theorem, decide, held, register, undecided
 from checks import hypotheses as hyp
 from checks.strategies import b1_data, b2_data, local_alpha_data
 from numerics.data import AttentionData
@@ -153,6 +153,16 @@ class GDGlobal(Theorem):
                        f"(computed bound), {STEPS} steps; W(0) ~ N(0, {INIT_SCALE}²) with ⟨∇L(W(0)), W^mm⟩ < 0")
     profiles = PROFILES
     plot_metric = "corr_err"
+    criteria = (
+        Criterion("increase of ‖W(k)‖_F over each of the last two doublings of k, in units of ‖W^mm‖_F ln 2",
+                  ">=", NORM_RATE_MIN, plot_metric="norm_rate"),
+        Criterion(f"1 − corr(W(k), W^mm) at k = S/2^{DOUBLINGS}, …, S/2, S (S = {STEPS})", "strictly decreasing",
+                  "at every recorded doubling"),
+        Criterion(f"(1 − corr at k = S) / (1 − corr at k = S/{2 ** DOUBLINGS})", "<=", FALL_MAX, plot_metric="corr_err_fall"),
+        Criterion("1 − corr(W(S), W^mm) (PASS of the instance)", "<", CORR_ERR_MAX, plot_metric="corr_err"),
+        Criterion("inconclusive (logarithmic rate, budget): falling as required but 1 − corr(W(S), W^mm)", ">=",
+                  CORR_ERR_MAX),
+    )
     accepts_data = True
     normalized = False
     steps, lr, record = STEPS, ETA, RECORD
@@ -239,7 +249,7 @@ class GDGlobal(Theorem):
         idx = doubling_points(st["its"], self.steps)
         err = 1 - corr_curve(st["traj"][idx], self.target(inst, st))
         m = dict(given_metrics(ctx), corr_err=float(err[-1]), corr_err_fall=float(err[-1] / err[0]),
-                 corr_err_curve=err.tolist())
+                 corr_err_curve=err.tolist(), corr_err_iterations=st["its"][idx].tolist())
         progress = bool(np.all(np.diff(err) < 0) and err[-1] <= FALL_MAX * err[0])
         if not progress:
             return decide(False, f"1 − corr(W(k), W^mm) is not falling: {err[0]:.3g} at k = {self.steps >> DOUBLINGS} "

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import decide, held, register, undecided
+from checks import Criterion, decide, held, register, undecided
 from numerics.tokens import optimal_tokens, softmax_probs
 
 from ._given import given_metrics
@@ -53,6 +53,16 @@ OPT_MASS_MIN = 0.99
 class _Normalized:
     normalized = True
     steps, lr, record = STEPS, STEP, RECORD
+    criteria = (
+        Criterion("growth of ‖W(k)‖_F per step over the second half of the run, in units of η", ">=", NORM_RATE_MIN,
+                  plot_metric="norm_rate"),
+        Criterion("1 − corr(W(k), W^mm) over the second half of the record: each step non-increasing up to a "
+                  "relative slack, and the last value below the mid-run one", "slack <=", TREND_SLACK),
+        Criterion(f"(1 − corr at k = S) / (1 − corr at k = {RECORD}), S = {STEPS}", "<=", FALL_MAX),
+        Criterion("1 − corr(W(S), W^mm) (PASS of the instance)", "<", CORR_ERR_MAX, plot_metric="corr_err"),
+        Criterion("inconclusive (budget): falling as required but 1 − corr(W(S), W^mm)", ">=", CORR_ERR_MAX),
+        Criterion("min_i softmax mass on opt_i at W(S)", ">", OPT_MASS_MIN, plot_metric="opt_mass"),
+    )
 
     def check_norm_grows(self, inst, st, ctx):
         n = np.linalg.norm(st["traj"], axis=(1, 2))
@@ -63,7 +73,8 @@ class _Normalized:
 
     def check_direction(self, inst, st, ctx):
         err = 1 - corr_curve(st["traj"], self.target(inst, st))
-        m = dict(given_metrics(ctx), corr_err=float(err[-1]), corr_err_curve=err.tolist())
+        m = dict(given_metrics(ctx), corr_err=float(err[-1]), corr_err_curve=err.tolist(),
+                 corr_err_iterations=st["its"].tolist())
         if not (falling(err, TREND_SLACK) and err[-1] <= FALL_MAX * err[1]):
             return decide(False, f"1 − corr(W(k), W^mm) not falling: {err[1]:.3g} at k = {st['its'][1]} → "
                           f"{err[-1]:.3g} at k = {st['its'][-1]}", **m)

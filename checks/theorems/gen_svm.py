@@ -63,7 +63,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from checks import Profile, Theorem, decide, register, undecided
+from checks import Criterion, Profile, Theorem, decide, register, undecided
 from numerics import tolerances as tol
 from numerics.attention import ReLUHead
 from numerics.data import random_unit_sphere
@@ -120,6 +120,16 @@ class _GenBase(Theorem):
         "paper": Profile(instances=1600, min_confirmed=250, batch=50),
     }
     plot_metric = "err_svmeq"
+    #: the rules shared by gen-svm and its control (err_X = 1 − corr(W_GD(S), X), predictors from W_GD(3S/4))
+    criteria = (
+        Criterion("1 − corr(one step of the optimiser, −∇L computed independently) at W(0) and W(0)/‖W(0)‖_F", "<",
+                  FIDELITY_TOL),
+        Criterion("max |residual| of W^fin's log-ratio equations", "<=", FIN_RES_TOL, plot_metric="fin_residual"),
+        Criterion("inconclusive (budget): min(err_svmeq, err_dir, err_one)", ">", CONVERGED_TOL,
+                  plot_metric="err_svmeq"),
+        Criterion("inconclusive (budget): token sets (τ_H, τ_L) at 3/4 of the run vs the final ones", "differ",
+                  "any example"),
+    )
 
     def not_applicable(self, data):
         return ("needs a nonlinear (ReLU) head trained with W; the data format carries only a fixed linear "
@@ -236,7 +246,8 @@ class _GenBase(Theorem):
             errs.append(float(1 - corr(Wk, Weq)))
             p = softmax_probs(data, Wk)
             masked.append(max(float(p[i, m].max()) for i, m in enumerate(gs.masked) if len(m)))
-        metrics = dict(err_svmeq_curve=errs, max_masked_prob=masked[-1], dead_examples=state["dead_examples"])
+        metrics = dict(err_svmeq_curve=errs, max_masked_prob=masked[-1], dead_examples=state["dead_examples"],
+                       err_svmeq_iterations=np.minimum(RECORD_EVERY * np.arange(len(traj)), STEPS)[len(traj) // 2:].tolist())
         fell = masked[-1] < masked[0]
         ok = (not fell) or errs[-1] <= errs[0] + TIE
         if not ok and self._sets_changing(inst, state):
@@ -274,6 +285,13 @@ class GenSVM(_GenBase):
         "0.102, its dead example's frozen sets are single-token)."
     )
     finding_seen = {("full", 0): (208,), ("paper", 0): (208, 404, 832, 884, 1337)}
+    criteria = _GenBase.criteria + (
+        Criterion("err_svmeq − err_one", "<=", TIE),
+        Criterion("err_svmeq − err_dir, unless 1 − corr(W^svmeq, W^dir) ≤ min(err_svmeq, err_dir) (a tie)", "<=",
+                  TIE),
+        Criterion("shrinks: where the largest masked probability fell over the second half, the svmeq error's "
+                  "change over it", "<=", TIE),
+    )
 
 
 @register
@@ -285,6 +303,7 @@ class GenSVMControl(_GenBase):
     expected = "FAIL"
     control_of = "gen-svm"
     hypotheses_text = "as gen-svm (non-degenerate: some example selects ≥ 2 tokens and some token is masked)"
+    criteria = _GenBase.criteria + (Criterion("err_one − err_svmeq", "<=", TIE),)
 
     def check_svmeq_best(self, inst, state, ctx):
         e = self._final_errors(state)

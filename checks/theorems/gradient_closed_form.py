@@ -56,7 +56,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 from hypothesis.extra import numpy as hnp
 
-from checks import Profile, Theorem, decide, failed, held, register, undecided
+from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
 from checks.strategies import attention_datasets
 from checks.theorems._given import need_head
 from numerics import attention as att
@@ -408,6 +408,18 @@ class GradientClosedForm(Theorem):
     profiles = PROFILES
     accepts_data = True
     plot_metric = "rel_err_closed_vs_autograd"
+    #: the rules of every gradient identity check (kq-chain-rule inherits them: its closed form is [∇_K; ∇_Q])
+    criteria = (
+        Criterion("sympy: the identity at the cycled small symbolic sizes", "proved (residual 0)", "exact"),
+        Criterion(f"‖closed form − autograd‖_F / max of their norms (plus {ROUNDOFF_ULPS:g} ulps of the term "
+                  "scale)", "<=", GRAD_RTOL, plot_metric="rel_err_closed_vs_autograd"),
+        Criterion(f"closed form and autograd vs 4-point central differences (step {FD_STEP:g}), relative; refuted "
+                  "beyond it plus the difference quotient's error bound", "<=", GRAD_RTOL),
+        Criterion("inconclusive: the difference quotient's error bound above this share of the tolerance", ">",
+                  FD_ERR_SHARE),
+        Criterion("Hypothesis search (every 4th generated instance): cases whose closed form misses the tolerance",
+                  "==", 0),
+    )
     variant = "correct"
 
     def not_applicable(self, data):

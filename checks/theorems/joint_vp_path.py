@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import Profile, Theorem, decide, register, undecided
+from checks import Criterion, Profile, Theorem, decide, register, undecided
 from numerics.prompt import joint_vp_path
 from numerics.svm import solve_joint_vp_svm, solve_p_svm
 
@@ -130,6 +130,14 @@ class _JointBase(Theorem):
         "paper": Profile(instances=200, min_confirmed=170, batch=25),
     }
     plot_metric = "p_final_gap"
+    criteria = (
+        Criterion(f"1 − corr(v_R, v^mm) at R = {RADII[-1]:g}", "<", V_TOL, plot_metric="v_gap_curve"),
+        Criterion("… and not above its value at the middle radius, unless already below", "<", FLOOR),
+        Criterion(f"1 − corr(p_R, target p-SVM) at R = {RADII[-1]:g} (same trend rule)", "<", P_TOL,
+                  plot_metric="p_final_gap"),
+        Criterion("inconclusive (budget, float64 caps R): p error above that but below", "<", SLOW_TOL),
+        Criterion("… and its ratio over the last doubling of R", "<=", SLOW_RATIO),
+    )
 
     def not_applicable(self, data):
         return ("TLZO's joint (v, p) prompt model checked on its exact T = d = 2 fixtures (trained head v, "

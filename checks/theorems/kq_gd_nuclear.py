@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import Profile, Theorem, decide, held, register, undecided
+from checks import Criterion, Profile, Theorem, decide, held, register, undecided
 from checks.reproduce import AUTHORS_WD, GD_LR, GD_STEPS, _uniform_init
 from checks.theorems.gd_global import corr_curve
 from numerics.data import random_unit_sphere
@@ -119,6 +119,17 @@ class KQGDNuclear(Theorem):
                        "eps(‖K‖² + ‖Q‖²), nn.Linear uniform init")
     profiles = PROFILES
     plot_metric = "corr_nuc"
+    criteria = (
+        Criterion("1 − corr(one (K, Q) step of the optimiser, −(∇_K L, ∇_Q L) computed independently) at "
+                  "(K(0), Q(0)) and rescaled to ‖K Q^T‖_F = 1", "<", FIDELITY_TOL),
+        Criterion("growth ‖K(S)Q(S)^T‖_F / ‖K(0)Q(0)^T‖_F", ">=", NORM_GROWTH_MIN, plot_metric="norm_growth"),
+        Criterion("inconclusive (budget): min_i max_t s_it at the last iterate", "<=", SELECT_MIN),
+        Criterion("corr(K(S)Q(S)^T, W^mm_⋆,α) at the last iterate", ">=", CORR_MIN, plot_metric="corr_nuc"),
+        Criterion("inconclusive (budget) below that only while the second half never falls and rises by ≥ this "
+                  "fraction of the remaining distance (else refuted)", ">=", RISE_FRAC),
+        Criterion(f"(corr_nuc − corr_fro) / (1 − s) at the last iterate, s = corr(W^mm_⋆,α, W^mm_α) < {DIFFER_MAX}; "
+                  "inconclusive below it while rising", ">=", SEP_FRAC),
+    )
     n, T, d = 4, 5, 8
     accepts_data = True
 
@@ -172,7 +183,8 @@ class KQGDNuclear(Theorem):
         # not among depends_on
         alpha_is_opt = float(np.all(st["alpha"] == optimal_tokens(inst["data"]).index))
         return cn, cf, dict(given_metrics(ctx), corr_nuc=float(cn[-1]), corr_fro=float(cf[-1]), svm_corr=svm_corr,
-                            alpha_is_opt=alpha_is_opt, selected_mass=st["mass"], corr_nuc_curve=cn.tolist())
+                            alpha_is_opt=alpha_is_opt, selected_mass=st["mass"], corr_nuc_curve=cn.tolist(),
+                            corr_nuc_iterations=np.minimum(RECORD * np.arange(len(cn)), STEPS).tolist())
 
     def check_is_gradient_descent(self, inst, st, ctx):
         f = st["fidelity"]
@@ -207,7 +219,8 @@ class KQGDNuclear(Theorem):
             return held(separation=float(c_claim[-1] - c_other[-1]))
         sep_min = SEP_FRAC * (1 - m["svm_corr"])
         sep = c_claim - c_other
-        extra = dict(separation=float(sep[-1]), separation_min=sep_min, separation_curve=sep.tolist())
+        extra = dict(separation=float(sep[-1]), separation_min=sep_min, separation_curve=sep.tolist(),
+                     separation_iterations=np.minimum(RECORD * np.arange(len(sep)), STEPS).tolist())
         what = f"corr_{claim[:3].lower()} − corr_{other[:3].lower()} = {sep[-1]:.4f} < {sep_min:.4f}"
         if sep[-1] < sep_min:
             if rising(sep, sep_min):
@@ -237,6 +250,12 @@ class KQGDNuclearControl(KQGDNuclear):
     expected = "FAIL"
     control_of = "kq-gd-nuclear"
     plot_metric = "corr_fro"
+    criteria = KQGDNuclear.criteria[:3] + (
+        Criterion("corr(K(S)Q(S)^T, W^mm_α) (Frobenius) at the last iterate", ">=", CORR_MIN, plot_metric="corr_fro"),
+        KQGDNuclear.criteria[4],
+        Criterion(f"(corr_fro − corr_nuc) / (1 − s) at the last iterate, s = corr(W^mm_⋆,α, W^mm_α) < {DIFFER_MAX}; "
+                  "inconclusive below it while rising", ">=", SEP_FRAC),
+    )
 
     def not_applicable(self, data):
         if data.d < data.n:

@@ -42,7 +42,7 @@ import mpmath
 import numpy as np
 import sympy as sp
 
-from checks import Profile, Theorem, failed, held, register, undecided
+from checks import Criterion, Profile, Theorem, failed, held, register, undecided
 from theory.losses import CONTROL_LOSSES as LOSSES_CONTROL
 from theory.losses import LOSSES, assumption_a
 from theory.model import U
@@ -101,6 +101,17 @@ class LossAssumptions(Theorem):
                        "with random B in 1..20, and the logistic loss with B in {1, 5, 20}")
     profiles = PROFILES
     plot_metric = "lipschitz_constant"
+    criteria = (
+        Criterion("sympy (theory.losses.assumption_a): ℓ'(u) < 0 for all u", "proved", "exact"),
+        Criterion(f"max of ℓ' on a {SIGN_GRID_POINTS}-point mpmath grid of [−50B, 50B] (cross-check)", "<", 0.0),
+        Criterion("sympy: ℓ' bounded and Lipschitz on [−B, B] (ℓ'' continuous)", "proved", "exact"),
+        Criterion(f"grid sup|ℓ'| and grid Lipschitz quotient ({GRID_POINTS} points of [−B, B]) over sympy's "
+                  "constants, minus 1 (relative excess)", "<=", BOUND_RTOL),
+        Criterion("refuted (not Lipschitz): difference quotients of ℓ' at sympy's counter-point as |u − u0| = "
+                  "1e-2 → 1e-8", "strictly increasing", "every step"),
+        Criterion("inconclusive: sympy's counter-point not confirmed by the quotients, or continuity of ℓ'' "
+                  "undecided", "→", "inconclusive"),
+    )
 
     def not_applicable(self, data):
         return ("a claim about the loss functions themselves (sympy proofs of Assumption A); "

@@ -57,7 +57,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from checks import Profile, Theorem, decide, failed, held, register, undecided
+from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
 from checks.hypotheses import b1_or_b2, b2_spread
 from checks.strategies import b1_data, b2_data
 from numerics import attention as att
@@ -68,6 +68,8 @@ from theory.stationarity import no_stationary_point_general
 
 from ._given import given_metrics, need_head
 from ._landscape import (
+    DIVERGENCE_CRITERIA,
+    LOG_PREC,
     LOSSES,
     dloss_negative_on,
     exact_margin_profile,
@@ -118,6 +120,17 @@ class _LandscapeBase(Theorem):
 
     profiles = PROFILES
     plot_metric = "min_pair_product"
+    criteria = (
+        Criterion("certificate: every pair product (γ_it − γ_iτ)(h_it − h_iτ), h_i = X_i W^mm z_i from the exact "
+                  "KKT solution (one > 0 fixes ⟨∇L(W), W^mm⟩ < 0 at every W)", ">=", 0.0,
+                  plot_metric="min_pair_product"),
+        Criterion(f"where certified: W (Gaussian, norms {GRAD_NORMS}) whose closed-form float ⟨∇L(W), W^mm⟩ ≥ "
+                  f"{GRAD_SIGN_FLOOR:g}·1e-16·‖∇L‖‖W^mm‖ (count)", "==", 0),
+        Criterion("where not certified: W found (samples, ascent) with exact log-space ⟨∇L(W), W^mm⟩ > 0 (count; "
+                  "any refutes)", "==", 0),
+        Criterion("inconclusive: a sampled inner product whose two log-sums are closer than", "<", LOG_PREC),
+        Criterion("inconclusive: exact (rational) KKT proof of W^mm failed", "→", "inconclusive"),
+    ) + DIVERGENCE_CRITERIA
     accepts_data = True
 
     def not_applicable(self, data):

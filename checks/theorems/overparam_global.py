@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import Profile, Theorem, decide, held, register, undecided
+from checks import Criterion, Profile, Theorem, decide, held, register, undecided
 from checks.sweep import wilson_interval
 from checks.theorems.gd_global import corr_curve
 from numerics.data import random_unit_sphere
@@ -123,7 +123,22 @@ class OverparamGlobal(Theorem):
     hypotheses_text = ("random unit-sphere data, n=4, T=6; runs with Att-SVM(opt) infeasible left out, ≥ 16 "
                        "feasible runs per d; normalised GD step 0.5, 2000 steps, W(0) ~ N(0, 0.1²)")
     profiles = PROFILES
-    plot_metric = "share_large"
+    plot_metric = "diff_lo"
+    criteria = (
+        Criterion(f"a run reached W^mm: 1 − corr(W(S), W^mm), S = {STEPS}", "<", GAP_MAX),
+        Criterion("a run is undecided (else missed) while 1 − corr(W(S), W^mm) is below", "<", NEAR_MAX),
+        Criterion("… and falling over the second half by ≥ this fraction of its distance to the reach threshold",
+                  ">=", FALL_FRAC),
+        Criterion("feasible runs at each d (else the instance is vacuous)", ">=", MIN_FEASIBLE),
+        Criterion("median growth ‖W(S)‖_F / ‖W(0)‖_F (min over the two d)", ">=", NORM_GROWTH_MIN,
+                  plot_metric="norm_growth"),
+        Criterion("runs whose loss did not fall", "==", 0),
+        Criterion("lower end of the 95% Newcombe interval of share(d_large) − share(d_small), undecided runs "
+                  "counted against the claim", ">", 0.0, plot_metric="diff_lo"),
+        Criterion("refuted when the upper end (undecided runs counted for the claim) is", "<", 0.0,
+                  plot_metric="diff_hi"),
+        Criterion("inconclusive: the interval contains 0", "→", "inconclusive"),
+    )
     d_small, d_large = 3, 16
     runs_small, runs_large = 64, 64
 
@@ -211,3 +226,4 @@ class OverparamGlobalControl(OverparamGlobal):
     control_of = "overparam-global"
     d_small, d_large = 2, 3
     runs_small, runs_large = 256, 128
+    plot_metric = "diff_hi"

@@ -48,7 +48,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from checks import Profile, Theorem, decide, failed, held, register, undecided
+from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
 from numerics import attention as att
 from numerics import tolerances as tol
 from numerics.data import random_unit_sphere
@@ -56,7 +56,7 @@ from numerics.gd import run_gd
 from numerics.tokens import scores
 
 from ._given import given_metrics, need_head
-from ._landscape import LOSSES, dloss_negative_on, judge_divergence
+from ._landscape import DIVERGENCE_CRITERIA, LOSSES, dloss_negative_on, judge_divergence
 
 #: Relative residual of the construction ‖A vec W̄ − γ‖ / ‖γ‖: least squares on an O(1), well-conditioned
 #: system (generic unit data) is accurate to ~1e-15; 1e-10 leaves room for conditioning ~1e5.
@@ -180,6 +180,13 @@ class OverparamLandscape(_Base):
     hypotheses_text = ("d >= max(n, T); generic: rank Z = n, rank X_i = T (sigma ratio > 1e-8); scores not all "
                        "constant (linear-head and generic tables); catalogue loss (Assumption A)")
     plot_metric = "identity_rel_err"
+    criteria = (
+        Criterion("rank of W ↦ (X_i W z_i)_i (singular values > MAP_RANK_RTOL·σ_max) vs nT", "==", "nT"),
+        Criterion("relative residual ‖A vec W̄ − γ‖/‖γ‖ of the least-squares W̄ (linear-head and generic tables)",
+                  "<=", RESID_TOL, plot_metric="construction_residual"),
+        Criterion("max relative error of ⟨∇L(W), W̄⟩ = (1/n) Σ ℓ'_i Var_s(γ_i) at Gaussian W of norms "
+                  f"{IDENTITY_NORMS}", "<=", IDENTITY_RTOL, plot_metric="identity_rel_err"),
+    ) + DIVERGENCE_CRITERIA
 
     def _family(self, rng):
         n, T = int(rng.integers(1, 5)), int(rng.integers(2, 6))
@@ -241,6 +248,13 @@ class OverparamLandscapeControl(_Base):
     expected = "FAIL"
     control_of = "overparam-landscape"
     plot_metric = "residual_lower_bound_rel"
+    criteria = (
+        Criterion("relative residual of the least-squares W̄ for the generic table (the claim holds when)", "<=",
+                  RESID_TOL, plot_metric="construction_residual"),
+        Criterion(f"refuted: certified lower bound on the relative residual of every W with ‖W‖_F ≤ {NORM_CAP:g}", ">",
+                  RESID_TOL, plot_metric="residual_lower_bound_rel"),
+        Criterion("inconclusive: residual above the tolerance but not certified", "→", "inconclusive"),
+    )
 
     def not_applicable(self, data):
         if data.v is None:

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import Profile, Theorem, decide, register, undecided
+from checks import Criterion, Profile, Theorem, decide, register, undecided
 from checks import hypotheses as hyp
 from checks.strategies import b2_data
 from numerics import tolerances as tol
@@ -96,6 +96,19 @@ class _PromptBase(Theorem):
         "paper": Profile(instances=300, min_confirmed=250, batch=60),
     }
     plot_metric = "final_gap"
+    criteria = (
+        Criterion("local instances: max over k ≥ 1 of 1 − corr(p(k), p^mm_α) (stays in the wider cone; else refuted)",
+                  "<=", STAY_MU, plot_metric="max_gap"),
+        Criterion(f"1 − corr(p(S), p^mm_α), S = {STEPS} (PASS of the instance)", "<", CORR_TOL,
+                  plot_metric="final_gap"),
+        Criterion("… and not above its mid-run value, relative slack", "<=", TREND_RTOL),
+        Criterion("… and fallen from p(0) by a factor", ">=", FALL_FACTOR),
+        Criterion("refuted (no progress) when ‖p(S)‖ − ‖p(0)‖ in units of η·S", "<", NORM_GROWTH_MIN),
+        Criterion("… or when 1 − corr(p(S)) is not below its value at p(0)", ">=", "1 − corr at p(0)"),
+        Criterion("inconclusive (budget): ‖p(S)‖ / ‖p^mm_α‖", "<", BUDGET_RATIO),
+        Criterion("inconclusive: the gradient underflowed to 0 before convergence; otherwise refuted", "→",
+                  "inconclusive"),
+    )
 
     def not_applicable(self, data):
         return ("TLZO's prompt-attention model (trainable prompt p, keys W x_it) checked on its exact fixtures; "

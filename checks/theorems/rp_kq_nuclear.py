@@ -40,8 +40,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import Profile, decide, register
-from checks.theorems.rp_w_frobenius import RPWFrobenius, control_not_applicable
+from checks import Criterion, Profile, decide, register
+from checks.theorems.rp_w_frobenius import RPWFrobenius, control_not_applicable, path_criteria
 
 RADII = 2.0 ** np.arange(0, 7)  # 1..64, not THEORY.md's 128: see the module docstring
 GIVEN_RADII = RADII
@@ -86,6 +86,12 @@ class RPKQNuclear(RPWFrobenius):
     path_steps, restarts = PATH_STEPS, RESTARTS
     corr_err_max = CORR_ERR_MAX
     sep_min = SEP_MIN
+    criteria = path_criteria("W^mm_⋆", "W^mm", CORR_ERR_MAX) + (
+        Criterion("norm constraint active, (‖K_R‖²_F + ‖Q_R‖²_F)/2 ≥ (1 − numerics.gd.ACTIVE_RTOL)·R", "at",
+                  "every resolved radius"),
+        Criterion(f"‖K_R Q_R^T‖_⋆ / R at every resolved radius (and ≤ 1 + {NUC_RATIO_SLACK:g})", ">=", NUC_RATIO_MIN,
+                  plot_metric="nuc_ratio_min"),
+    )
 
     def assume_m_ge_n(self, inst, st, ctx):
         data = inst["data"]
@@ -116,6 +122,7 @@ class RPKQNuclearControl(RPKQNuclear):
     hypotheses_text = RPKQNuclear.hypotheses_text + "; threshold sep/4 (the theorem's, see SEPARATION_K)"
     expected = "FAIL"
     control_of = "rp-kq-nuclear"
+    criteria = path_criteria("W^mm", "W^mm_⋆", CORR_ERR_MAX) + RPKQNuclear.criteria[-2:-1]
 
     def not_applicable(self, data):
         return control_not_applicable(data, m_ge_n=True, sep_min=self.sep_min)

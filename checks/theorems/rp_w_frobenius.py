@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import Outcome, Profile, Theorem, decide, failed, held, register, undecided
+from checks import Criterion, Outcome, Profile, Theorem, decide, failed, held, register, undecided
 from checks import hypotheses as hyp
 from numerics.data import random_unit_sphere
 from numerics.gd import regularization_path
@@ -207,6 +207,24 @@ def judge_path(err: np.ndarray, threshold: float, name: str, stall_fails: bool =
                   **metrics)
 
 
+def path_criteria(target: str, other: str, corr_err_max: float) -> tuple[Criterion, ...]:
+    """The decision rules of ``check_direction`` (via judge_path and refine_control) for the report."""
+    return (
+        Criterion(f"radii whose path loss still drops by > {RES_RTOL:g} (relative) from the previous one "
+                  "(resolved; fewer: inconclusive)", ">=", MIN_RESOLVED),
+        Criterion("inconclusive: the path missed the constrained minimiser (loss not decreasing in R, or a ball "
+                  "candidate with a loss lower by more than, relative)", ">", CAND_RTOL),
+        Criterion("resolved radii from the first where the path selects opt (min-margin > 0; fewer: inconclusive)",
+                  ">=", MIN_TREND),
+        Criterion(f"1 − corr(W_R, {target}) from there on: each step's rise over the previous, relative "
+                  f"(plus {TREND_ABS:g}), and the last below the first (else refuted)", "<=", TREND_REL),
+        Criterion(f"1 − corr(W_R, {target}) at the largest resolved R, threshold min(this, sep/{SEPARATION_K:g}), "
+                  f"sep = 1 − corr(W^mm, W^mm_⋆)", "<", corr_err_max, plot_metric="corr_err"),
+        Criterion("inconclusive above the threshold while still shrinking, last ratio err(R_J)/err(R_J−1) "
+                  f"(refuted when stalled, or when within sep/{SEPARATION_K:g} of {other})", "<=", SHRINK_MAX),
+    )
+
+
 @register
 class RPWFrobenius(Theorem):
     id = "rp-w-frobenius"
@@ -218,6 +236,11 @@ class RPWFrobenius(Theorem):
                        "given data: the first 5 examples of each label, R = 1..128, 1000 path steps per radius")
     profiles = PROFILES
     plot_metric = "corr_err"
+    criteria = path_criteria("W^mm", "W^mm_⋆", CORR_ERR_MAX) + (
+        Criterion("norm constraint active, ‖W_R‖_F ≥ (1 − numerics.gd.ACTIVE_RTOL)·R", "at", "every resolved radius"),
+        Criterion("normalised margin min-margin(W_R)·‖W^mm‖_F/R at the largest resolved R (judged as above; "
+                  "a stall is inconclusive)", ">", MARGIN_MIN, plot_metric="margin_curve"),
+    )
     param = "W"
     radii = RADII
     path_steps, restarts = PATH_STEPS, RESTARTS
@@ -305,12 +328,14 @@ class RPWFrobenius(Theorem):
         if not path_reliable(st["loss"], st["cand_loss"]):
             return undecided("the path missed the constrained minimiser (loss not decreasing in R, or a ball "
                              "point R·W^mm/‖W^mm‖ or a rescaled path point has lower loss)",
-                             corr_err=float(err[-1]), corr_err_curve=err.tolist())
+                             corr_err=float(err[-1]), corr_err_curve=err.tolist(),
+                             corr_err_radii=st["radii"][:J].tolist())
         thr = self.threshold(st)
         other = float(1 - corr(st["W"][-1], self.other(st)))
         out = judge_path(err, thr, "1 − corr(W_R, target)", start=trend_start(inst["data"], st["W"]),
                          resolved_R=float(st["radii"][J - 1]), corr_threshold=thr, separation=separation(st),
-                         corr_err=float(err[-1]), corr_err_other=other, corr_err_curve=err.tolist())
+                         corr_err=float(err[-1]), corr_err_other=other, corr_err_curve=err.tolist(),
+                         corr_err_radii=st["radii"][:J].tolist())
         return self.refine(out, other, st)
 
     def refine(self, out: Outcome, other: float, st) -> Outcome:
@@ -339,7 +364,7 @@ class RPWFrobenius(Theorem):
             * np.linalg.norm(Wmm)
         return judge_path(1 - nm, 1 - MARGIN_MIN, "1 − normalised margin", stall_fails=False,
                           start=trend_start(data, st["W"][:J]),
-                          margin_ratio=float(nm[-1]), margin_curve=nm.tolist())
+                          margin_ratio=float(nm[-1]), margin_curve=nm.tolist(), margin_radii=st["radii"][:J].tolist())
 
 
 def control_not_applicable(data, *, m_ge_n: bool, sep_min: float = SEP_MIN) -> str | None:
@@ -401,6 +426,7 @@ class RPWFrobeniusControl(RPWFrobenius):
     hypotheses_text = RPWFrobenius.hypotheses_text + "; threshold sep/4 (the theorem's, see SEPARATION_K)"
     expected = "FAIL"
     control_of = "rp-w-frobenius"
+    criteria = path_criteria("W^mm_⋆", "W^mm", CORR_ERR_MAX) + RPWFrobenius.criteria[-2:-1]
 
     def not_applicable(self, data):
         return control_not_applicable(data, m_ge_n=False, sep_min=self.sep_min)

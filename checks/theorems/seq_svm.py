@@ -53,7 +53,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from checks import Profile, Theorem, decide, register, undecided
+from checks import Criterion, Profile, Theorem, decide, register, undecided
 from checks.strategies import b2_data
 from numerics import tolerances as tol
 from numerics.data import AttentionData
@@ -104,6 +104,17 @@ class _SeqBase(Theorem):
         "paper": Profile(instances=200, min_confirmed=150, batch=50),
     }
     plot_metric = "final_gap"
+    criteria = (
+        Criterion(f"1 − corr(W(S), target SVM), S = {STEPS} (PASS of the instance)", "<", CORR_TOL,
+                  plot_metric="gap_curve"),
+        Criterion("… and not above its mid-run value, relative slack", "<=", TREND_RTOL),
+        Criterion("refuted (no progress) when ‖W(S)‖ − ‖W(0)‖ in units of η·S", "<", NORM_GROWTH_MIN),
+        Criterion("… or when 1 − corr(W(S)) is not below its value at the first record", ">=", "1 − corr at k = 1st record"),
+        Criterion("inconclusive (budget): ‖W(S)‖ / ‖target‖", "<", BUDGET_RATIO),
+        Criterion("inconclusive (slow): not above mid-run and 1 − corr(W(S))", "<", SLOW_TOL),
+        Criterion("inconclusive: the gradient underflowed to 0 before convergence; otherwise refuted", "→",
+                  "inconclusive"),
+    )
 
     def not_applicable(self, data):
         return ("needs sequence data: every position k is a query with its own label Y_ik; the data format "
@@ -160,7 +171,8 @@ class _SeqBase(Theorem):
         rows = [(i, k) for i in range(N) for k in range(T) if not (inst["causal"] and k == 0)]
         sel_opt = float(np.mean([picks[i, k] == a[i, k] for i, k in rows]))
         metrics = dict(final_gap=final, mid_gap=float(gap[half]), final_norm=float(np.linalg.norm(W)),
-                       selects_optimal=sel_opt, gap_curve=[float(x) for x in gap])
+                       selects_optimal=sel_opt, gap_curve=[float(x) for x in gap],
+                       gap_iterations=np.asarray(state["its"]).tolist())
         ok = final < CORR_TOL and final <= gap[half] * (1 + TREND_RTOL) + 1e-15
         growth = float(np.linalg.norm(W) - np.linalg.norm(state["traj"][0]))
         if ok:

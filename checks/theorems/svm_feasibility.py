@@ -50,7 +50,7 @@ import itertools
 
 import numpy as np
 
-from checks import Profile, Theorem, decide, register, undecided
+from checks import Criterion, Profile, Theorem, decide, register, undecided
 from numerics.data import AttentionData, random_unit_sphere
 from numerics.svm import solve_att_svm
 
@@ -120,6 +120,12 @@ class SVMFeasibility(Theorem):
                        "the T-1 token differences are linearly independent (sigma_min/sigma_max > 1e-8)")
     profiles = PROFILES
     plot_metric = "feasible_share"
+    criteria = (
+        Criterion(f"selections α (all when T^n ≤ {ENUM_MAX}, else {SAMPLE_ALPHAS} sampled) with Att-SVM(α) "
+                  "infeasible (verified Farkas certificate)", "==", 0),
+        Criterion("share of the tried α with Att-SVM(α) feasible", "==", 1.0, plot_metric="feasible_share"),
+        Criterion("inconclusive: a solver certificate did not verify", "→", "inconclusive"),
+    )
     accepts_data = True
 
     def instance(self, rng, ctx):
@@ -170,6 +176,11 @@ class SVMFeasibilityControl(SVMFeasibility):
     expected = "FAIL"
     control_of = "svm-feasibility"
     plot_metric = "infeasible_verified"
+    criteria = (
+        Criterion(f"selections α (all when T^n ≤ {ENUM_MAX}, else {SAMPLE_ALPHAS} sampled) certified infeasible "
+                  "by a verified Farkas certificate", "==", 0, plot_metric="infeasible_verified"),
+        Criterion("inconclusive: an infeasible answer without a verified Farkas certificate", "→", "inconclusive"),
+    )
 
     def not_applicable(self, data):
         if data.d == max(data.T - 1, data.n) - 1:

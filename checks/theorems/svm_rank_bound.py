@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import Profile, Theorem, decide, failed, held, register
+from checks import Criterion, Profile, Theorem, decide, failed, held, register
 from numerics import tolerances as tol
 from numerics.data import AttentionData, random_unit_sphere
 from numerics.svm import certify_att_svm, solve_att_svm
@@ -120,6 +120,17 @@ class SVMRankBound(Theorem):
                        "solutions (true by construction for the reduced ones)")
     profiles = PROFILES
     plot_metric = "span_residual"
+    criteria = (
+        Criterion("‖W(I − P_Z)‖_F / ‖W‖_F of the full-space Frobenius and nuclear solutions", "<=", SPAN_TOL,
+                  plot_metric="span_residual"),
+        Criterion("‖(I − P_D)W‖_F / ‖W‖_F, D the key differences x_iα_i − x_it", "<=", SPAN_TOL),
+        Criterion("rank of the four solutions (reduced/full, Frobenius/nuclear)", "in", "[1, min(n, d)]"),
+        Criterion("|obj_full − obj_reduced| / obj_reduced of the nuclear SDP", "<=", NUC_OBJ_TOL),
+        Criterion("‖W_reduced − W_full‖_F / ‖W_reduced‖_F of the nuclear SDP", "<=", NUC_DIST_TOL),
+        Criterion("‖W^mm − W_full‖_F / ‖W^mm‖_F (independent full-space Frobenius QP)", "<=", INDEP_TOL),
+        Criterion(f"wrong answers {WRONG_FACTOR}·W (λ, {WRONG_FACTOR}·λ) accepted by the KKT/SDP certifiers, or "
+                  "the answer rejected", "==", 0),
+    )
     accepts_data = True  # without a head v only random selections alpha are solved (see instance)
 
     def instance(self, rng, ctx):
@@ -239,6 +250,8 @@ class SVMRankBoundControl(SVMRankBound):
     expected = "FAIL"
     control_of = "svm-rank-bound"
     plot_metric = "rank_drop"
+    criteria = (Criterion("certified rank(W^mm_⋆,α) − rank(W^mm_α) (the control's claim: equal ranks)", "==", 0,
+                          plot_metric="rank_drop"),)
 
     def not_applicable(self, data):
         if min(data.n, data.d) < 2:
