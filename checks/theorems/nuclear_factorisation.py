@@ -156,9 +156,9 @@ class NuclearFactorisation(Theorem):
         Criterion("SVD factorisation: |½(‖K‖² + ‖Q‖²) − ‖W‖_⋆| / ‖W‖_⋆", "<=", NUC_INDEP_RTOL),
         Criterion("sampled factorisations: min (‖K‖‖Q‖ − ‖KQᵀ‖_⋆) / ‖KQᵀ‖_⋆", ">=", f"-{LOWER_RTOL:g}",
                   plot_metric="min_energy_gap"),
-        Criterion("AM–GM ½(a² + b²) − ab = ½(a − b)² (sympy, exact)", "==", True),
+        Criterion("AM–GM: ½(a² + b²) − ab − ½(a − b)² (sympy, exact)", "==", 0),
         Criterion("relaxation rank ≤ m → factorisation feasible and optimal; rank > m", "->", "undecided"),
-        Criterion("SDP certificate rejects 1.05·W", "==", True),
+        Criterion("SDP certificate on 1.05·W", "is", "rejected"),
     )
 
     def instance(self, rng, ctx):
