@@ -310,7 +310,7 @@ def test_overparam_global_reached_means_direction_not_argmax():
 
 def test_overparam_global_uses_the_one_wilson_interval():
     import checks.theorems.overparam_global as mod
-    from checks.sweep import wilson_interval
+    from checks.experiments.sweep import wilson_interval
 
     assert not hasattr(mod, "wilson") and mod.wilson_interval is wilson_interval
     lo, hi = mod.newcombe_interval(10, 20, 15, 20)

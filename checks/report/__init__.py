@@ -18,7 +18,7 @@ import numpy as np
 from numerics.data import AttentionData
 from numerics.fileio import write_bytes, write_text
 
-from .harness import SIZE_KEYS, InstanceResult, TheoremResult
+from ..harness import SIZE_KEYS, InstanceResult, TheoremResult
 
 SCHEMA = 1
 #: Where a reader finds the mathematics and the contracts (in the repository, beside the README).
