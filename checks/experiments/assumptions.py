@@ -52,7 +52,7 @@ from numerics.errors import InvalidInputError, SolverError
 from numerics.fileio import write_bytes, write_text
 
 from .. import hypotheses as hyp
-from .reproduce import INIT_SCALE, error_status, kept_sweep, status_summary
+from .common import INIT_SCALE, error_status, kept_sweep, status_summary
 from .sweep import trial_rng, wilson_interval
 
 NAME = "assumptions"
