@@ -234,10 +234,10 @@ def _within(module_name: str, attr: str, mode: str, *, clear_stalled: bool = Fal
 def _regpath(mode: str) -> Callable[[Any], Callable]:
     def factory(original):
         def regularization_path(*args, **kwargs):
-            from . import gd
+            from . import regpath
 
-            with _swapped(gd, "_grad_dir", _grad_transform(mode, gd._grad_dir)), \
-                    _swapped(gd, "_kq_grads", _grad_transform(mode, gd._kq_grads)):
+            with _swapped(regpath, "_grad_dir", _grad_transform(mode, regpath._grad_dir)), \
+                    _swapped(regpath, "_kq_grads", _grad_transform(mode, regpath._kq_grads)):
                 return original(*args, **kwargs)
 
         return regularization_path
