@@ -48,6 +48,7 @@ from typing import Any
 
 from .errors import InvalidInputError
 from .sabotage_patches import (  # the bugs themselves, one factory each
+    RANDOM_SEED,
     SCALE,
     Patch,
     _absolute_rank,
@@ -59,6 +60,7 @@ from .sabotage_patches import (  # the bugs themselves, one factory each
     _fro_for_nuclear,
     _gd_patches,
     _lax,
+    _loop_run_gd,
     _mask_off,
     _rows_unnormalised,
     _scaled_core,
@@ -67,6 +69,25 @@ from .sabotage_patches import (  # the bugs themselves, one factory each
     _softmax_probs_unnormalised,
     _transposed,
 )
+
+# RANDOM_SEED, SCALE, Patch and _loop_run_gd (tests) stay importable from here after the split.
+__all__ = [
+    "CATALOGUE",
+    "COMPONENTS",
+    "ENV_VAR",
+    "Patch",
+    "RANDOM_SEED",
+    "SCALE",
+    "Sabotage",
+    "_loop_run_gd",
+    "active",
+    "breaks",
+    "default_names",
+    "install_from_env",
+    "leaks",
+    "resolve",
+    "sabotage",
+]
 
 #: The environment variable that installs sabotages for a whole process ("name" or "name+name").
 ENV_VAR = "ATTNSVM_SABOTAGE"
