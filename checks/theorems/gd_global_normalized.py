@@ -33,8 +33,9 @@ import numpy as np
 from checks import decide, held, register, undecided
 from numerics.tokens import optimal_tokens, softmax_probs
 
+from ._gd import corr_curve, falling
 from ._given import given_metrics
-from .gd_global import GDGlobal, GDGlobalControl, corr_curve, falling
+from .gd_global import GDGlobal, GDGlobalControl
 
 #: Authors' normalised step and budget (THEORY.md §5).
 STEP, STEPS, RECORD = 0.1, 2000, 100

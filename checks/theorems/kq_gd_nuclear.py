@@ -52,7 +52,7 @@ import numpy as np
 
 from checks import Profile, Theorem, decide, held, register, undecided
 from checks.experiments.reproduce import AUTHORS_WD, GD_LR, GD_STEPS, _uniform_init
-from checks.theorems.gd_global import corr_curve
+from checks.theorems._gd import corr_curve
 from numerics.data import random_unit_sphere
 from numerics.gd import run_gd
 from numerics.svm import solve_att_svm
