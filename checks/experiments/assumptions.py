@@ -50,6 +50,7 @@ import numpy as np
 
 from numerics.errors import InvalidInputError, SolverError
 from numerics.fileio import write_bytes, write_text
+from numerics.gd_config import AUTHORS
 
 from .. import hypotheses as hyp
 from .common import INIT_SCALE, error_status, kept_sweep, status_summary
@@ -67,8 +68,8 @@ NO_SVM = ("opt_unique", "B2")
 ALPHA_ENUM_MAX = 256
 #: Otherwise sample this many α uniformly (keeps a trial well under a second).
 ALPHA_SAMPLES = 64
-#: The authors' GD protocol (THEORY.md §5): normalised GD, step 0.1, 2000 steps.
-GD_LR, GD_STEPS = 0.1, 2000
+#: The authors' GD protocol (numerics.gd_config.AUTHORS): normalised GD, step 0.1, 2000 steps.
+GD_LR, GD_STEPS = AUTHORS.lr, AUTHORS.steps
 #: Trials per task: one batched run_gd call each. Fixed (never derived from the worker count), so a
 #: trial's numbers do not depend on how the sweep was split.
 TRIAL_CHUNK = 25

@@ -10,15 +10,14 @@ import pickle
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
-
 from numerics.errors import SolverError
 from numerics.fileio import write_bytes
+from numerics.gd_config import AUTHORS
 
 from .sweep import run_sweep
 
-#: The authors' GD protocol (THEORY.md §5-6): normalised GD, step 0.1, 2000 steps.
-GD_LR, GD_STEPS = 0.1, 2000
+#: The authors' GD protocol (numerics.gd_config.AUTHORS): normalised GD, step 0.1, 2000 steps.
+GD_LR, GD_STEPS = AUTHORS.lr, AUTHORS.steps
 #: Iterations between recorded iterates for the curves.
 RECORD_EVERY = 50
 #: Runs per task (one batched run_gd call each). Fixed, so results do not depend on the split.
@@ -116,8 +115,3 @@ kept_sweep.resumed = 0
 #: Scale of the random initialisation (entries INIT_SCALE * N(0, 1), drawn by numerics.gd.run_gd from each
 #: run's own seed), as run_gd's default.
 INIT_SCALE = 0.01
-
-
-def _corr(A, B) -> float:
-    na, nb = np.linalg.norm(A), np.linalg.norm(B)
-    return float(np.sum(A * B) / (na * nb)) if na > 0 and nb > 0 else float("nan")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from numerics.tokens import corr
+
 from .common import (
     GD_LR,
     GD_STEPS,
     INIT_SCALE,
-    _corr,
     _csv,
     _plt,
     _png,
@@ -55,7 +56,7 @@ def run_gd_paths(seed: int, trials: int, workers=None, dask=None, progress=True,
                     u = W @ PATHS_Z[i] / nW if nW > 0 else np.zeros(2)
                     rows.append({"iteration": int(it), "param": param, "init": r, "example": i,
                                  "wz_x": float(u[0]), "wz_y": float(u[1]),
-                                 "corr_fro": _corr(W, fro.W), "corr_nuc": _corr(W, nuc.W)})
+                                 "corr_fro": float(corr(W, fro.W)), "corr_nuc": float(corr(W, nuc.W))})
     return {"rows": rows, "traj": traj, "fro": fro, "nuc": nuc, "opt": opt, "data": data}
 
 
@@ -82,8 +83,8 @@ def report_gd_paths(res: dict, trials: int, seed: int) -> tuple[str, bytes, str]
                 u = u / np.linalg.norm(u) * 1.3
                 ax.plot([0, u[0]], [0, u[1]], ls, color=colors[i], lw=2.0,
                         label=f"{nm} z_{i + 1} direction")
-        cf = np.mean([_corr(W, fro.W) for W in Wt[-1]])
-        cn = np.mean([_corr(W, nuc.W) for W in Wt[-1]])
+        cf = np.mean([float(corr(W, fro.W)) for W in Wt[-1]])
+        cn = np.mean([float(corr(W, nuc.W)) for W in Wt[-1]])
         ax.set_title(f"{title}: final corr fro {cf:.3f}, nuc {cn:.3f}")
         ax.set_xlabel("coordinate 1")
         ax.set_ylabel("coordinate 2")
@@ -97,7 +98,7 @@ def report_gd_paths(res: dict, trials: int, seed: int) -> tuple[str, bytes, str]
     md = [
         "# gd-paths", "",
         f"n=2, T=3, d=2 hand-placed tokens; normalised GD, step {GD_LR}, {GD_STEPS} steps; {trials} "
-        f"initialisations (seed {seed}). corr(W^mm, W^mm_⋆) = {_corr(fro.W, nuc.W):.4f}; "
+        f"initialisations (seed {seed}). corr(W^mm, W^mm_⋆) = {float(corr(fro.W, nuc.W)):.4f}; "
         f"ranks: Frobenius {fro.rank}, nuclear {nuc.rank}.", "",
         "| parametrisation | final corr with Frobenius (mean) | final corr with nuclear (mean) |",
         "|---|---|---|",

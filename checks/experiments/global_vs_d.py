@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from numerics.errors import SolverError
+from numerics.tokens import corr
 
 from .common import (
     CHUNK,
     GD_LR,
     GD_STEPS,
     INIT_SCALE,
-    _corr,
     _csv,
     _plt,
     _png,
@@ -48,7 +48,7 @@ def global_chunk(seed: int, n: int, T: int, d: int, trials: list[int]) -> list[d
         a = softmax_probs(data, W[j]).argmax(axis=1)
         reached = bool(sol.feasible and np.array_equal(a, opt))
         out.append({"infeasible": not sol.feasible, "reached": reached,
-                    "corr": _corr(W[j], sol.W) if sol.feasible else float("nan")})
+                    "corr": float(corr(W[j], sol.W)) if sol.feasible else float("nan")})
     return out
 
 

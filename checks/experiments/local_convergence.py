@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from numerics.errors import SolverError
+from numerics.gd_config import AUTHORS_WD, uniform_init
+from numerics.tokens import corr
 
 from .common import (
     CHUNK,
@@ -12,7 +14,6 @@ from .common import (
     GD_STEPS,
     INIT_SCALE,
     RECORD_EVERY,
-    _corr,
     _csv,
     _plt,
     _png,
@@ -29,16 +30,6 @@ LC_SHAPE = (6, 8, 10)
 #: uniform on ±1/√d) for W and for K, Q, and, for (K, Q) only, eps·(‖K‖_F² + ‖Q‖_F²) added to the loss with
 #: eps = float64 machine epsilon (their W loss has no such term); "plain": INIT_SCALE·N(0, 1), no decay.
 LC_PROTOCOLS = ("authors", "plain")
-#: The authors' weight decay for (K, Q): torch.finfo(torch.double).eps.
-AUTHORS_WD = float(np.finfo(np.float64).eps)
-
-
-def _uniform_init(rng: np.random.Generator, shape: tuple[int, ...], d: int) -> np.ndarray:
-    """nn.Linear(d, ·)'s default weight initialisation: uniform on ±1/√d (fan_in = d)."""
-    b = 1.0 / np.sqrt(d)
-    return rng.uniform(-b, b, size=shape)
-
-
 def _lc_run(datas, inits, seed, trials, protocol, param, d):
     from numerics.gd import run_gd
 
@@ -47,9 +38,9 @@ def _lc_run(datas, inits, seed, trials, protocol, param, d):
         return run_gd(datas, seed=inits, init_scale=INIT_SCALE, **kw)
     rngs = [trial_rng(seed, f"local-convergence-authors-init-{param}", LC_SHAPE, k) for k in trials]
     if param == "W":
-        return run_gd(datas, init=np.stack([_uniform_init(g, (d, d), d) for g in rngs]), **kw)
-    K0 = np.stack([_uniform_init(g, (d, d), d) for g in rngs])
-    Q0 = np.stack([_uniform_init(g, (d, d), d) for g in rngs])
+        return run_gd(datas, init=np.stack([uniform_init(g, (d, d), d) for g in rngs]), **kw)
+    K0 = np.stack([uniform_init(g, (d, d), d) for g in rngs])
+    Q0 = np.stack([uniform_init(g, (d, d), d) for g in rngs])
     return run_gd(datas, init=(K0, Q0), weight_decay=AUTHORS_WD, **kw)
 
 
@@ -92,8 +83,8 @@ def lc_chunk(seed: int, trials: list[int]) -> dict:
                     continue
                 out["retries"] += retried
                 for s in range(S):
-                    cf[j, s] = _corr(Wt[s, j], fro.W)
-                    cn[j, s] = _corr(Wt[s, j], nuc.W)
+                    cf[j, s] = float(corr(Wt[s, j], fro.W))
+                    cn[j, s] = float(corr(Wt[s, j], nuc.W))
             out[(protocol, param)] = {"iterations": its, "max_softmax": ms, "corr_fro": cf, "corr_nuc": cn,
                                       "infeasible": infeasible, "solver_errors": errors, "final_norm": res.norms}
     return out

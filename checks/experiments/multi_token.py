@@ -7,12 +7,13 @@ import warnings
 import numpy as np
 
 from numerics.errors import SolverError
+from numerics.gd_config import AUTHORS
+from numerics.tokens import corr
 
 from .common import (
     CHUNK,
     GD_LR,
     RECORD_EVERY,
-    _corr,
     _csv,
     _plt,
     _png,
@@ -24,7 +25,7 @@ from .sweep import trial_rng
 
 MT_N, MT_T = 3, 4
 MT_D = (4, 6, 8, 10)
-MT_STEPS = 2000  # iterates 0..2000: 2001 of them
+MT_STEPS = AUTHORS.steps  # the authors' 2000 steps: iterates 0..2000, 2001 of them
 CANDIDATES = ("svmeq", "dir", "one_token")
 
 
@@ -66,9 +67,9 @@ def mt_chunk(seed: int, d: int, trials: list[int]) -> dict:
         cur = {c: [] for c in CANDIDATES}
         for W in res.W_traj[:, j]:
             _, Weq = fit_svmeq(g.W_fin, g.W_dir, W)
-            cur["svmeq"].append(1 - _corr(W, Weq))
-            cur["dir"].append(1 - _corr(W, g.W_dir))  # NaN when W^dir = 0 (no masked token anywhere)
-            cur["one_token"].append(1 - _corr(W, one.W) if one.feasible else float("nan"))
+            cur["svmeq"].append(1 - float(corr(W, Weq)))
+            cur["dir"].append(1 - float(corr(W, g.W_dir)))  # NaN when W^dir = 0 (no masked token anywhere)
+            cur["one_token"].append(1 - float(corr(W, one.W)) if one.feasible else float("nan"))
         for c in CANDIDATES:
             curves[c].append(cur[c])
         curves.setdefault("multi", []).append(int(sum(len(s) > 1 for s in g.selected)))

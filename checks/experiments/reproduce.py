@@ -42,6 +42,8 @@ from pathlib import Path
 
 from numerics.errors import InvalidInputError
 from numerics.fileio import write_bytes, write_text
+from numerics.gd_config import AUTHORS_WD
+from numerics.gd_config import uniform_init as _uniform_init
 
 from .common import (
     CHUNK,
@@ -58,10 +60,8 @@ from .common import (
 from .gd_paths import PATHS_V, PATHS_X, PATHS_Y, PATHS_Z, report_gd_paths, run_gd_paths
 from .global_vs_d import GLOBAL_D, GLOBAL_NT, global_chunk, report_global_vs_d, run_global_vs_d
 from .local_convergence import (
-    AUTHORS_WD,
     LC_PROTOCOLS,
     LC_SHAPE,
-    _uniform_init,
     lc_chunk,
     report_local_convergence,
     run_local_convergence,

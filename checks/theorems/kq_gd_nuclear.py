@@ -51,10 +51,10 @@ from __future__ import annotations
 import numpy as np
 
 from checks import Profile, Theorem, decide, held, register, undecided
-from checks.experiments.reproduce import AUTHORS_WD, GD_LR, GD_STEPS, _uniform_init
 from checks.theorems._gd import corr_curve
 from numerics.data import random_unit_sphere
 from numerics.gd import run_gd
+from numerics.gd_config import AUTHORS, uniform_init
 from numerics.svm import solve_att_svm
 from numerics.tokens import optimal_tokens, softmax_probs
 
@@ -77,8 +77,9 @@ SELECT_MIN = 0.99
 TREND_SLACK = 1e-3
 #: Progress: ‖K Q^T‖_F must grow at least this factor over the run (measured ≥ 50×; a no-op: 1×).
 NORM_GROWTH_MIN = 4.0
-#: The authors' GD protocol (checks.reproduce: step 0.1, 2000 steps, weight decay = float64 eps, nn.Linear init).
-STEP, STEPS, RECORD = GD_LR, GD_STEPS, 100
+#: The authors' GD protocol (numerics.gd_config.AUTHORS: step 0.1, 2000 steps, weight decay = float64 eps,
+#: nn.Linear init).
+STEP, STEPS, RECORD = AUTHORS.lr, AUTHORS.steps, 100
 
 PROFILES = {
     "quick": Profile(instances=12, min_confirmed=10, batch=12),
@@ -122,10 +123,10 @@ class KQGDNuclear(Theorem):
     def instance(self, rng, ctx):
         if ctx.data is not None:
             d = ctx.data.d
-            return {"data": ctx.data, "K0": _uniform_init(rng, (d, d), d), "Q0": _uniform_init(rng, (d, d), d)}
+            return {"data": ctx.data, "K0": uniform_init(rng, (d, d), d), "Q0": uniform_init(rng, (d, d), d)}
         data = random_unit_sphere(self.n, self.T, self.d, rng=rng)
         d = self.d
-        return {"data": data, "K0": _uniform_init(rng, (d, d), d), "Q0": _uniform_init(rng, (d, d), d)}
+        return {"data": data, "K0": uniform_init(rng, (d, d), d), "Q0": uniform_init(rng, (d, d), d)}
 
     def prepare(self, instances, ctxs):
         if ctxs[0].data is not None and ctxs[0].data.d < ctxs[0].data.n:
@@ -134,7 +135,7 @@ class KQGDNuclear(Theorem):
         K0 = np.stack([i["K0"] for i in instances])
         Q0 = np.stack([i["Q0"] for i in instances])
         traj = run_gd(datas, param="KQ", steps=STEPS, lr=STEP, init=(K0, Q0), record_every=RECORD,
-                      weight_decay=AUTHORS_WD, device=ctxs[0].device).W_traj
+                      weight_decay=AUTHORS.kq_weight_decay, device=ctxs[0].device).W_traj
         out = []
         for j, data in enumerate(datas):
             s = softmax_probs(data, traj[-1, j])
