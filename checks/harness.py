@@ -268,8 +268,13 @@ def run_instances(
 
 def _summarise(values: list[float]) -> dict[str, float]:
     a = np.asarray(values, dtype=float)
-    return {"mean": float(a.mean()), "median": float(np.median(a)), "min": float(a.min()), "max": float(a.max()),
-            "n": int(a.size)}
+    return {
+        "mean": float(a.mean()),
+        "median": float(np.median(a)),
+        "min": float(a.min()),
+        "max": float(a.max()),
+        "n": int(a.size),
+    }
 
 
 def aggregate(cls: type[Theorem], results: Sequence[InstanceResult], *, profile: str, seed: int,

@@ -159,7 +159,9 @@ class ReLUHead(Head):
     def __post_init__(self):
         object.__setattr__(self, "V", _as_tensor(self.V))
         if self.V.ndim not in (2, 3):
-            raise InvalidInputError(f"ReLUHead V must have shape (d, h) or (R, d, h), got {tuple(self.V.shape)}")
+            raise InvalidInputError(
+                f"ReLUHead V must have shape (d, h) or (R, d, h), got {tuple(self.V.shape)}"
+            )
 
     def value(self, u: torch.Tensor) -> torch.Tensor:
         return torch.relu(torch.matmul(u, self.V)).sum(-1)  # (R, n, h) -> (R, n)
@@ -214,7 +216,9 @@ def batch_from_data(
     if isinstance(datas, AttentionData):
         datas = [datas]
     if not isinstance(datas, Sequence) or not all(isinstance(dt, AttentionData) for dt in datas):
-        raise InvalidInputError(f"expected an AttentionData or a sequence of them, got {type(datas).__name__}")
+        raise InvalidInputError(
+            f"expected an AttentionData or a sequence of them, got {type(datas).__name__}"
+        )
     if require_head:
         for k, dt in enumerate(datas):
             if dt.v is None:
@@ -232,7 +236,9 @@ def batch_from_data(
     )
 
 
-def _check_batch(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor | None = None, Y: torch.Tensor | None = None):
+def _check_batch(
+    X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor | None = None, Y: torch.Tensor | None = None
+):
     if X.ndim != 4:
         raise InvalidInputError(f"X must have shape (R, n, T, d), got {tuple(X.shape)}")
     R, n, T, d = X.shape
@@ -338,7 +344,8 @@ def _check_kq(X: torch.Tensor, K: torch.Tensor, Q: torch.Tensor) -> None:
     R, d = X.shape[0], X.shape[-1]
     if K.ndim != 3 or K.shape[:2] != (R, d) or Q.shape != K.shape:
         raise InvalidInputError(
-            f"K and Q must both have shape (R, d, m) with (R, d) = {(R, d)}, got {tuple(K.shape)} and {tuple(Q.shape)}"
+            f"K and Q must both have shape (R, d, m) with (R, d) = {(R, d)}, got {tuple(K.shape)} and "
+            f"{tuple(Q.shape)}"
         )
 
 
@@ -378,7 +385,9 @@ class TokenGram:
         self.shape = (R, n, T)
         K = torch.bmm(Z, Z.mT)  # (R, n, n): z_i . z_j
         if dense is None:
-            dense = R * (n * T) ** 2 <= DENSE_GRAM_MAX_ENTRIES and (n * T) ** 2 <= 4 * (2 * n * T * d + n * n * d)
+            dense = R * (n * T) ** 2 <= DENSE_GRAM_MAX_ENTRIES and (n * T) ** 2 <= 4 * (
+                2 * n * T * d + n * n * d
+            )
         self.dense = dense
         Xf = X.reshape(R, n * T, d)  # (R, nT, d)
         if dense:

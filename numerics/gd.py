@@ -166,8 +166,9 @@ def run_gd(
             or not math.isfinite(weight_decay) or weight_decay < 0):
         raise InvalidInputError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
     wd = float(weight_decay)
-    if record_every is not None and (isinstance(record_every, bool) or not isinstance(record_every, (int, np.integer))
-                                     or record_every < 1):
+    if record_every is not None and (
+        isinstance(record_every, bool) or not isinstance(record_every, (int, np.integer)) or record_every < 1
+    ):
         raise InvalidInputError(f"record_every must be None or an integer >= 1, got {record_every!r}")
     if not (isinstance(init_scale, (int, float)) and math.isfinite(init_scale) and init_scale >= 0):
         raise InvalidInputError(f"init_scale must be a finite number >= 0, got {init_scale!r}")
@@ -189,7 +190,9 @@ def run_gd(
     if param == "KQ":
         if init is None:
             K0 = init_scale * _normal((d, m), R, seed)
-            Q0 = init_scale * _normal((d, m), R, [s + 1 for s in seed] if not isinstance(seed, (int, np.integer)) else seed + 1)
+            Q0 = init_scale * _normal(
+                (d, m), R, [s + 1 for s in seed] if not isinstance(seed, (int, np.integer)) else seed + 1
+            )
         else:
             if not (isinstance(init, (tuple, list)) and len(init) == 2):
                 raise InvalidInputError("init for param='KQ' must be a pair (K, Q)")
@@ -242,7 +245,9 @@ def _use_kernel(backend: str, batch, head, normalized: bool, wd: float, work: in
         why = "numba is not installed (or ATTNSVM_NO_NUMBA is set)"
     if backend == "numba":
         if why is not None:
-            raise InvalidInputError(f"backend='numba' does not apply to this run: {why}; use backend='torch' or 'auto'")
+            raise InvalidInputError(
+                f"backend='numba' does not apply to this run: {why}; use backend='torch' or 'auto'"
+            )
         return True
     return why is None
 
@@ -268,8 +273,16 @@ def _run_kernel(batch, head, param, init, steps, lr, loss, record_every, progres
     blocks = []  # (slice, X, Z, gneg, floor or None, [state arrays])
     for lo in range(0, R, KERNEL_BLOCK):
         sl = slice(lo, min(R, lo + KERNEL_BLOCK))
-        blocks.append((sl, kernels.soa(Xn[sl]), kernels.soa(Zn[sl]), kernels.soa(gn[sl]),
-                       kernels.soa(floor[sl]) if param == "W" else None, [kernels.soa(p[sl]) for p in params]))
+        blocks.append(
+            (
+                sl,
+                kernels.soa(Xn[sl]),
+                kernels.soa(Zn[sl]),
+                kernels.soa(gn[sl]),
+                kernels.soa(floor[sl]) if param == "W" else None,
+                [kernels.soa(p[sl]) for p in params],
+            )
+        )
 
     def run(k: int) -> None:
         for _, Xs, Zs, gs, fl, st in blocks:
@@ -295,7 +308,9 @@ def _run_kernel(batch, head, param, init, steps, lr, loss, record_every, progres
             k = j
 
     rec = _record_points(steps, record_every)
-    its, Ws, Ls = _drive(steps_from, steps, rec, progress, current_W, lambda Wk: att.loss(X, Y, Z, Wk, head, loss))
+    its, Ws, Ls = _drive(
+        steps_from, steps, rec, progress, current_W, lambda Wk: att.loss(X, Y, Z, Wk, head, loss)
+    )
     W = current_W()
     return GDResult(
         W=_np(W), K=state(0) if param == "KQ" else None, Q=state(1) if param == "KQ" else None,

@@ -22,7 +22,8 @@ PARAMS = ("W", "KQ")
 ACTIVE_RTOL = 1e-8
 
 #: Floor of the computed ||G||_F^2 = c^T M c, relative to its rounding-error bound
-#: eps * max|M| * ||c||_1^2 (with max |c| = 1, ||c||_1 <= nT): below it the gradient is zero at working precision, and the floor keeps
+#: eps * max|M| * ||c||_1^2 (with max |c| = 1, ||c||_1 <= nT): below it the gradient is zero at working
+#: precision, and the floor keeps
 #: the normalised step bounded by lr instead of dividing rounding noise by rounding noise.
 NORM_FLOOR_FACTOR = 64.0
 
@@ -77,7 +78,12 @@ def _check_common(param: str, loss: str, steps: Any, lr: Any) -> tuple[int, floa
     att.check_loss(loss)
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
         raise InvalidInputError(f"steps must be an integer >= 0, got {steps!r}")
-    if isinstance(lr, bool) or not isinstance(lr, (int, float, np.floating, np.integer)) or not math.isfinite(lr) or lr <= 0:
+    if (
+        isinstance(lr, bool)
+        or not isinstance(lr, (int, float, np.floating, np.integer))
+        or not math.isfinite(lr)
+        or lr <= 0
+    ):
         raise InvalidInputError(f"lr must be a finite number > 0, got {lr!r}")
     return int(steps), float(lr)
 
@@ -93,7 +99,9 @@ def _prepare(data, head, device, dtype) -> tuple[att.AttentionBatch, att.Head]:
     elif isinstance(head, att.Head):
         h = head.to(device=device, dtype=dtype)
     else:
-        raise InvalidInputError(f"head must be None (linear head from data.v) or an attention.Head, got {type(head).__name__}")
+        raise InvalidInputError(
+            f"head must be None (linear head from data.v) or an attention.Head, got {type(head).__name__}"
+        )
     return batch, h
 
 
@@ -107,9 +115,13 @@ def _normal(shape: tuple[int, ...], R: int, seed: Any) -> torch.Tensor:
         return torch.randn((R, *shape), generator=gen, dtype=torch.float64)
     seeds = list(seed) if isinstance(seed, (Sequence, np.ndarray)) else None
     if seeds is None or len(seeds) != R or not all(isinstance(s, (int, np.integer)) for s in seeds):
-        raise InvalidInputError(f"seed must be an int or a sequence of {R} ints (one per instance), got {seed!r}")
-    out = [torch.randn(shape, generator=torch.Generator(device="cpu").manual_seed(int(s)), dtype=torch.float64)
-           for s in seeds]
+        raise InvalidInputError(
+            f"seed must be an int or a sequence of {R} ints (one per instance), got {seed!r}"
+        )
+    out = [
+        torch.randn(shape, generator=torch.Generator(device="cpu").manual_seed(int(s)), dtype=torch.float64)
+        for s in seeds
+    ]
     return torch.stack(out)
 
 

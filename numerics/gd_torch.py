@@ -66,7 +66,9 @@ def _run_w(batch, head, W0, steps, lr, normalized, loss, record_every, progress)
             step()
 
     rec = _record_points(steps, record_every)
-    its, Ws, Ls = _drive(steps_from, steps, rec, progress, current_W, lambda Wk: att.loss(X, Y, Z, Wk, head, loss))
+    its, Ws, Ls = _drive(
+        steps_from, steps, rec, progress, current_W, lambda Wk: att.loss(X, Y, Z, Wk, head, loss)
+    )
     W = current_W()
     final_loss = att.loss(X, Y, Z, W, head, loss)
     return GDResult(
@@ -270,11 +272,18 @@ def _run_w_explicit(batch, head, W0, steps, lr, normalized, loss, record_every, 
     if bar is not None:
         bar.close()
     return GDResult(
-        W=_np(W), K=None, Q=None, norms=_np(torch.linalg.matrix_norm(W)), loss=_np(att.loss(X, Y, Z, W, head, loss)),
+        W=_np(W),
+        K=None,
+        Q=None,
+        norms=_np(torch.linalg.matrix_norm(W)),
+        loss=_np(att.loss(X, Y, Z, W, head, loss)),
         iterations=np.array(its) if rec else None,
         W_traj=np.stack([_np(w) for w in Ws]) if rec else None,
         loss_traj=np.stack([_np(v) for v in Ls]) if rec else None,
-        param="W", normalized=normalized, lr=lr, steps=steps,
+        param="W",
+        normalized=normalized,
+        lr=lr,
+        steps=steps,
     )
 
 

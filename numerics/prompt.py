@@ -112,7 +112,9 @@ def _batched(K: Any, g: Any) -> tuple[np.ndarray, np.ndarray, bool]:
     if single:
         K, g = K[None], g[None]
     if K.ndim != 4 or g.shape != K.shape[:3]:
-        raise InvalidInputError(f"keys must be (R, n, T, dk) and scores (R, n, T); got {K.shape} and {g.shape}")
+        raise InvalidInputError(
+            f"keys must be (R, n, T, dk) and scores (R, n, T); got {K.shape} and {g.shape}"
+        )
     return K, g, single
 
 
@@ -183,8 +185,13 @@ def joint_vp_loss(X: Any, Y: Any, v: Any, p: Any, *, keys: Any = None, loss: str
     Xt = torch.as_tensor(np.asarray(X, dtype=float))
     Kt = Xt if keys is None else torch.as_tensor(np.asarray(keys, dtype=float))
     ell, _ = _loss_fns(loss)
-    u = _margins_vp(Xt, torch.as_tensor(np.asarray(Y, dtype=float)), Kt, torch.as_tensor(np.asarray(v, dtype=float)),
-                    torch.as_tensor(np.asarray(p, dtype=float)))
+    u = _margins_vp(
+        Xt,
+        torch.as_tensor(np.asarray(Y, dtype=float)),
+        Kt,
+        torch.as_tensor(np.asarray(v, dtype=float)),
+        torch.as_tensor(np.asarray(p, dtype=float)),
+    )
     return float(ell(u).mean())
 
 
@@ -222,7 +229,11 @@ def joint_vp_path(X: Any, Y: Any, radii: Any, *, keys: Any = None, loss: str = "
     B, n, T, d = Xb.shape
     if Yb.shape != (B, n):
         raise InvalidInputError(f"Y must have shape {(B, n)[1:] if single else (B, n)}, got {np.shape(Y)}")
-    Kb = Xb if keys is None else (np.asarray(keys, dtype=float)[None] if single else np.asarray(keys, dtype=float))
+    Kb = (
+        Xb
+        if keys is None
+        else (np.asarray(keys, dtype=float)[None] if single else np.asarray(keys, dtype=float))
+    )
     dk = Kb.shape[-1]
     radii = np.asarray(radii, dtype=float)
     vr = radii if v_radii is None else np.asarray(v_radii, dtype=float)

@@ -52,13 +52,21 @@ def regularization_path(
     steps, lr = _check_common(param, loss, steps, lr)
     if steps < 1:
         raise InvalidInputError(f"steps must be >= 1 for a regularisation path, got {steps}")
-    r = np.asarray(radii, dtype=np.float64) if not isinstance(radii, (int, float)) else np.array([float(radii)])
+    r = (
+        np.asarray(radii, dtype=np.float64)
+        if not isinstance(radii, (int, float))
+        else np.array([float(radii)])
+    )
     if r.ndim != 1 or r.size == 0 or not np.all(np.isfinite(r)) or np.any(r <= 0):
-        raise InvalidInputError(f"radii must be a non-empty 1-D sequence of finite numbers > 0, got {radii!r}")
+        raise InvalidInputError(
+            f"radii must be a non-empty 1-D sequence of finite numbers > 0, got {radii!r}"
+        )
     if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) or restarts < 1:
         raise InvalidInputError(f"restarts must be an integer >= 1, got {restarts!r}")
-    if isinstance(seed, bool) or not (isinstance(seed, (int, np.integer)) or (
-            isinstance(seed, (Sequence, np.ndarray)) and all(isinstance(v, (int, np.integer)) for v in seed))):
+    if isinstance(seed, bool) or not (
+        isinstance(seed, (int, np.integer))
+        or (isinstance(seed, (Sequence, np.ndarray)) and all(isinstance(v, (int, np.integer)) for v in seed))
+    ):
         raise InvalidInputError(f"seed must be an int or a sequence of ints (one per instance), got {seed!r}")
     batch, h = _prepare(data, head, device, dtype)
     R, n, T, d = batch.shape
@@ -66,7 +74,9 @@ def regularization_path(
         m = _check_m(m, d)
     with torch.inference_mode():
         if not isinstance(seed, (int, np.integer)) and len(seed) != R:
-            raise InvalidInputError(f"seed must be an int or a sequence of {R} ints (one per instance), got {seed!r}")
+            raise InvalidInputError(
+                f"seed must be an int or a sequence of {R} ints (one per instance), got {seed!r}"
+            )
         return _regpath(batch, h, r, param, loss, steps, lr, int(restarts), seed, int(m or d), dtype)
 
 
@@ -98,7 +108,9 @@ def _regpath(batch, head, radii, param, loss, steps, lr, restarts, seed, m, dtyp
             P = draw((d, d)).to(dev, dtype)
             P = P * (rad / torch.linalg.matrix_norm(P, keepdim=True))
             if prev is not None:
-                P = torch.cat([P, prev * (rad / torch.linalg.matrix_norm(prev, keepdim=True).clamp_min(tiny))])
+                P = torch.cat(
+                    [P, prev * (rad / torch.linalg.matrix_norm(prev, keepdim=True).clamp_min(tiny))]
+                )
             W = P
             for k in range(steps):
                 eta = lr * rad * (1.0 - k / steps)
@@ -116,7 +128,9 @@ def _regpath(batch, head, radii, param, loss, steps, lr, restarts, seed, m, dtyp
         else:
             K = draw((d, m)).to(dev, dtype)
             Q = draw((d, m)).to(dev, dtype)
-            s0 = torch.sqrt(2 * rad / (K.square().sum((1, 2), keepdim=True) + Q.square().sum((1, 2), keepdim=True)))
+            s0 = torch.sqrt(
+                2 * rad / (K.square().sum((1, 2), keepdim=True) + Q.square().sum((1, 2), keepdim=True))
+            )
             K, Q = K * s0, Q * s0
             if prev is not None:
                 Kp, Qp = prev

@@ -104,7 +104,8 @@ COMPONENTS: dict[str, str] = {
     "softmax": "the softmax maps numerics.tokens.softmax_probs, numerics.attention.softmax, gd._softmax_rows",
     "causal-mask": "the causal mask of sequence GD and of the causal SVM (numerics.sequence, numerics.svm)",
     "optimal-token": "the optimal-token selection numerics.tokens.optimal_tokens (and resolve_alpha)",
-    "svm-fro": "Frobenius / Euclidean hard-margin SVMs (Att-SVM norm='fro', sequence SVM, Gen-SVM, p-SVM, head SVM)",
+    "svm-fro": "Frobenius / Euclidean hard-margin SVMs (Att-SVM norm='fro', sequence SVM, Gen-SVM, p-SVM, "
+        "head SVM)",
     "svm-nuc": "the nuclear-norm Att-SVM, solve_att_svm(norm='nuc')",
     "certificate": "the KKT / SDP / Farkas certificates of numerics.svm",
     "rank": "the numerical rank numerics.svm.rank_by_gap",
@@ -126,47 +127,127 @@ class Sabotage:
 
 _GD_BREAKS = ("gd", "kq-gd", "regpath", "prompt-gd", "seq-gd")
 
-CATALOGUE: dict[str, Sabotage] = {s.name: s for s in (
-    Sabotage("noop-gd", (*_GD_BREAKS, "vp-path"),
-             "every optimiser returns its initialisation (run_gd, regularisation path, prompt / sequence GD, "
-             "joint (v, p) path); no 'stalled' flag", lambda: _gd_patches("noop")),
-    Sabotage("ascent-gd", _GD_BREAKS, "every GD step climbs: +grad instead of -grad (run_gd, regularisation path, "
-             "prompt / sequence GD)", lambda: _gd_patches("ascent")),
-    Sabotage("random-gd", _GD_BREAKS, "every GD step goes in a random direction with the gradient's norm",
-             lambda: _gd_patches("random")),
-    Sabotage("frobenius-for-nuclear", ("svm-nuc",), "the nuclear-norm solver returns the Frobenius solution",
-             lambda: [("numerics.svm.nuclear", "_solve_nuclear_ladder", _fro_for_nuclear)]),
-    Sabotage("dropped-constraint-svm", ("svm-fro", "svm-nuc"), "every SVM solver ignores its binding constraint "
-             "of largest multiplier", lambda: [("numerics.svm.core", "_hard_margin_core", _dropped_core),
-                                               ("numerics.svm.nuclear", "_solve_nuclear_ladder", _dropped_nuclear)]),
-    Sabotage("scaled-svm", ("svm-fro", "svm-nuc"), f"every SVM solver returns {SCALE} x its solution (feasible, "
-             "not optimal)", lambda: [("numerics.svm.core", "_hard_margin_core", _scaled_core),
-                                      ("numerics.svm.nuclear", "_solve_nuclear_ladder", _scaled_nuclear)]),
-    Sabotage("lax-certificate", ("certificate",), "every certificate reports 'verified' whatever its residuals",
-             lambda: [("numerics.svm.core", "_certify", _lax), ("numerics.svm.core", "_farkas_certificate", _lax)]),
-    Sabotage("softmax-no-normaliser", ("softmax", "gd", "kq-gd", "regpath"),
-             "the softmax maps return exp(logits - max) without dividing by the row sum (GD steps use it too)",
-             lambda: [("numerics.tokens", "softmax_probs", _softmax_probs_unnormalised),
-                      ("numerics.attention", "softmax", _att_softmax_unnormalised),
-                      ("numerics.gd", "_softmax_rows", _rows_unnormalised), _descent_loop()]),
-    Sabotage("causal-mask-off", ("causal-mask",), "the causal mask allows every key (sequence GD and causal SVM)",
-             lambda: [("numerics.sequence", "causal_mask", _mask_off),
-                      ("numerics.svm.sequence", "solve_seq_svm", _seq_svm_mask_off)]),
-    Sabotage("argmin-optimal-token", ("optimal-token",), "optimal_tokens returns the argmin of the scores",
-             lambda: [("numerics.tokens", "optimal_tokens", _argmin_tokens)]),
-    Sabotage("transposed-gradient", ("gradient", "gd", "kq-gd", "regpath"),
-             "grad_from_weights returns the transpose of the gradient (GD steps use it too)",
-             lambda: [("numerics.attention", "grad_from_weights", _transposed), _descent_loop()]),
-    Sabotage("absolute-rank-threshold", ("rank",), "rank_by_gap counts singular values above rtol (absolute) "
-             "instead of rtol * sigma_1", lambda: [("numerics.svm.core", "rank_by_gap", _absolute_rank)]),
-    # the wrong SVM answers with the certificate silenced: do the theorem's own checks see them?
-    Sabotage("scaled-svm-uncertified", ("svm-fro", "svm-nuc"), "scaled-svm + lax-certificate", list,
-             default=False, parts=("scaled-svm", "lax-certificate")),
-    Sabotage("dropped-constraint-svm-uncertified", ("svm-fro", "svm-nuc"), "dropped-constraint-svm + "
-             "lax-certificate", list, default=False, parts=("dropped-constraint-svm", "lax-certificate")),
-    Sabotage("frobenius-for-nuclear-uncertified", ("svm-nuc",), "frobenius-for-nuclear + lax-certificate", list,
-             default=False, parts=("frobenius-for-nuclear", "lax-certificate")),
-)}
+CATALOGUE: dict[str, Sabotage] = {
+    s.name: s
+    for s in (
+        Sabotage(
+            "noop-gd",
+            (*_GD_BREAKS, "vp-path"),
+            "every optimiser returns its initialisation (run_gd, regularisation path, prompt / sequence GD, "
+            "joint (v, p) path); no 'stalled' flag",
+            lambda: _gd_patches("noop"),
+        ),
+        Sabotage(
+            "ascent-gd",
+            _GD_BREAKS,
+            "every GD step climbs: +grad instead of -grad (run_gd, regularisation path, "
+            "prompt / sequence GD)",
+            lambda: _gd_patches("ascent"),
+        ),
+        Sabotage(
+            "random-gd",
+            _GD_BREAKS,
+            "every GD step goes in a random direction with the gradient's norm",
+            lambda: _gd_patches("random"),
+        ),
+        Sabotage(
+            "frobenius-for-nuclear",
+            ("svm-nuc",),
+            "the nuclear-norm solver returns the Frobenius solution",
+            lambda: [("numerics.svm.nuclear", "_solve_nuclear_ladder", _fro_for_nuclear)],
+        ),
+        Sabotage(
+            "dropped-constraint-svm",
+            ("svm-fro", "svm-nuc"),
+            "every SVM solver ignores its binding constraint of largest multiplier",
+            lambda: [
+                ("numerics.svm.core", "_hard_margin_core", _dropped_core),
+                ("numerics.svm.nuclear", "_solve_nuclear_ladder", _dropped_nuclear),
+            ],
+        ),
+        Sabotage(
+            "scaled-svm",
+            ("svm-fro", "svm-nuc"),
+            f"every SVM solver returns {SCALE} x its solution (feasible, not optimal)",
+            lambda: [
+                ("numerics.svm.core", "_hard_margin_core", _scaled_core),
+                ("numerics.svm.nuclear", "_solve_nuclear_ladder", _scaled_nuclear),
+            ],
+        ),
+        Sabotage(
+            "lax-certificate",
+            ("certificate",),
+            "every certificate reports 'verified' whatever its residuals",
+            lambda: [
+                ("numerics.svm.core", "_certify", _lax),
+                ("numerics.svm.core", "_farkas_certificate", _lax),
+            ],
+        ),
+        Sabotage(
+            "softmax-no-normaliser",
+            ("softmax", "gd", "kq-gd", "regpath"),
+            "the softmax maps return exp(logits - max) without dividing by the row sum (GD steps use it too)",
+            lambda: [
+                ("numerics.tokens", "softmax_probs", _softmax_probs_unnormalised),
+                ("numerics.attention", "softmax", _att_softmax_unnormalised),
+                ("numerics.gd", "_softmax_rows", _rows_unnormalised),
+                _descent_loop(),
+            ],
+        ),
+        Sabotage(
+            "causal-mask-off",
+            ("causal-mask",),
+            "the causal mask allows every key (sequence GD and causal SVM)",
+            lambda: [
+                ("numerics.sequence", "causal_mask", _mask_off),
+                ("numerics.svm.sequence", "solve_seq_svm", _seq_svm_mask_off),
+            ],
+        ),
+        Sabotage(
+            "argmin-optimal-token",
+            ("optimal-token",),
+            "optimal_tokens returns the argmin of the scores",
+            lambda: [("numerics.tokens", "optimal_tokens", _argmin_tokens)],
+        ),
+        Sabotage(
+            "transposed-gradient",
+            ("gradient", "gd", "kq-gd", "regpath"),
+            "grad_from_weights returns the transpose of the gradient (GD steps use it too)",
+            lambda: [("numerics.attention", "grad_from_weights", _transposed), _descent_loop()],
+        ),
+        Sabotage(
+            "absolute-rank-threshold",
+            ("rank",),
+            "rank_by_gap counts singular values above rtol (absolute) instead of rtol * sigma_1",
+            lambda: [("numerics.svm.core", "rank_by_gap", _absolute_rank)],
+        ),
+        # the wrong SVM answers with the certificate silenced: do the theorem's own checks see them?
+        Sabotage(
+            "scaled-svm-uncertified",
+            ("svm-fro", "svm-nuc"),
+            "scaled-svm + lax-certificate",
+            list,
+            default=False,
+            parts=("scaled-svm", "lax-certificate"),
+        ),
+        Sabotage(
+            "dropped-constraint-svm-uncertified",
+            ("svm-fro", "svm-nuc"),
+            "dropped-constraint-svm + lax-certificate",
+            list,
+            default=False,
+            parts=("dropped-constraint-svm", "lax-certificate"),
+        ),
+        Sabotage(
+            "frobenius-for-nuclear-uncertified",
+            ("svm-nuc",),
+            "frobenius-for-nuclear + lax-certificate",
+            list,
+            default=False,
+            parts=("frobenius-for-nuclear", "lax-certificate"),
+        ),
+    )
+}
 
 for _s in CATALOGUE.values():
     assert set(_s.breaks) <= set(COMPONENTS), _s.name
@@ -255,7 +336,9 @@ def _install(names) -> Callable[[], None]:
     sabs = resolve(names)
     label = "+".join(s.name for s in sabs)
     if _ACTIVE:
-        raise RuntimeError(f"sabotage {label!r} requested while {'+'.join(_ACTIVE)!r} is active (one at a time)")
+        raise RuntimeError(
+            f"sabotage {label!r} requested while {'+'.join(_ACTIVE)!r} is active (one at a time)"
+        )
     originals: dict[tuple[str, str], Any] = {}
     current: dict[tuple[str, str], Any] = {}
     for s in sabs:

@@ -53,10 +53,24 @@ def _loop_run_gd(mode: str) -> Callable[[Any], Callable]:
                    device="cpu", record_every=None, head=None, init_scale=0.01, dtype=torch.float64,
                    progress=False, weight_decay=0.0, backend="auto"):
             # the real run_gd with 0 steps validates every argument and draws the initialisation
-            start = original(data, param=param, steps=0, lr=lr, normalized=normalized, loss=loss, m=m, seed=seed,
-                             init=init, device=device, record_every=None, head=head, init_scale=init_scale,
-                             dtype=dtype, weight_decay=weight_decay,
-                             backend="torch" if backend in gd.BACKENDS else backend)
+            start = original(
+                data,
+                param=param,
+                steps=0,
+                lr=lr,
+                normalized=normalized,
+                loss=loss,
+                m=m,
+                seed=seed,
+                init=init,
+                device=device,
+                record_every=None,
+                head=head,
+                init_scale=init_scale,
+                dtype=dtype,
+                weight_decay=weight_decay,
+                backend="torch" if backend in gd.BACKENDS else backend,
+            )
             steps, lr, wd = int(steps), float(lr), float(weight_decay)
             batch, h = gd._prepare(data, head, device, dtype)
             X, Y, Z = batch.X, batch.Y, batch.Z
@@ -102,12 +116,20 @@ def _loop_run_gd(mode: str) -> Callable[[Any], Callable]:
                             p.sub_(dvec, alpha=lr)
                 W = W_of()
                 return gd.GDResult(
-                    W=gd._np(W), K=gd._np(P[0]) if param == "KQ" else None, Q=gd._np(P[1]) if param == "KQ" else None,
-                    norms=gd._np(torch.linalg.matrix_norm(W)), loss=gd._np(att.loss(X, Y, Z, W, h, loss)),
+                    W=gd._np(W),
+                    K=gd._np(P[0]) if param == "KQ" else None,
+                    Q=gd._np(P[1]) if param == "KQ" else None,
+                    norms=gd._np(torch.linalg.matrix_norm(W)),
+                    loss=gd._np(att.loss(X, Y, Z, W, h, loss)),
                     iterations=np.array(its) if rec else None,
                     W_traj=np.stack([gd._np(w) for w in Ws]) if rec else None,
                     loss_traj=np.stack([gd._np(v) for v in Ls]) if rec else None,
-                    param=param, normalized=normalized, lr=lr, steps=steps, backend="torch")
+                    param=param,
+                    normalized=normalized,
+                    lr=lr,
+                    steps=steps,
+                    backend="torch",
+                )
 
         return run_gd
 
@@ -126,7 +148,8 @@ def _swapped(module, attr: str, value) -> Iterator[None]:
 
 
 def _grad_transform(mode: str, fn: Callable) -> Callable:
-    """A gradient function whose result (a tensor or a tuple of tensors) is replaced by the broken direction."""
+    """A gradient function whose result (a tensor or a tuple of tensors) is replaced by the broken
+    direction."""
     import torch
 
     gen = torch.Generator(device="cpu").manual_seed(RANDOM_SEED)
@@ -140,7 +163,9 @@ def _grad_transform(mode: str, fn: Callable) -> Callable:
     return broken
 
 
-def _within(module_name: str, attr: str, mode: str, *, clear_stalled: bool = False) -> Callable[[Any], Callable]:
+def _within(
+    module_name: str, attr: str, mode: str, *, clear_stalled: bool = False
+) -> Callable[[Any], Callable]:
     """Factory: the optimiser runs with ``module.attr`` (its gradient) broken for the duration of the call."""
 
     def factory(original):
@@ -183,7 +208,11 @@ def _vp_noop(original):
         Xa = np.asarray(X, dtype=float)
         single = Xa.ndim == 3
         Xb, Yb = (Xa[None], np.asarray(Y, dtype=float)[None]) if single else (Xa, np.asarray(Y, dtype=float))
-        Kb = Xb if keys is None else (np.asarray(keys, dtype=float)[None] if single else np.asarray(keys, dtype=float))
+        Kb = (
+            Xb
+            if keys is None
+            else (np.asarray(keys, dtype=float)[None] if single else np.asarray(keys, dtype=float))
+        )
         B, d, dk = Xb.shape[0], Xb.shape[-1], Kb.shape[-1]
         rad = np.asarray(radii, dtype=float)
         vr = rad if v_radii is None else np.asarray(v_radii, dtype=float)
@@ -195,9 +224,14 @@ def _vp_noop(original):
             p = r_p * b / np.linalg.norm(b, axis=-1, keepdims=True)
             V.append(v)
             P.append(p)
-            LL.append([np.log(joint_vp_loss(Xb[k], Yb[k], v[k], p[k], keys=Kb[k], loss=loss)) for k in range(B)])
+            LL.append(
+                [np.log(joint_vp_loss(Xb[k], Yb[k], v[k], p[k], keys=Kb[k], loss=loss)) for k in range(B)]
+            )
         V, P, LL = (np.stack(x, axis=1) for x in (V, P, LL))
-        paths = [VPPath(radii=rad, v=V[k], p=P[k], log_loss=LL[k], restart_spread=np.zeros(len(rad))) for k in range(B)]
+        paths = [
+            VPPath(radii=rad, v=V[k], p=P[k], log_loss=LL[k], restart_spread=np.zeros(len(rad)))
+            for k in range(B)
+        ]
         return paths[0] if single else paths
 
     return joint_vp_path
@@ -208,8 +242,16 @@ def _gd_patches(mode: str) -> list[Patch]:
     out: list[Patch] = [
         ("numerics.gd", "run_gd", _loop_run_gd(mode)),
         ("numerics.gd", "regularization_path", _regpath(mode)),
-        ("numerics.prompt", "run_prompt_gd", _within("numerics.prompt", "prompt_grad", mode, clear_stalled=noop)),
-        ("numerics.sequence", "run_seq_gd", _within("numerics.sequence", "seq_grad", mode, clear_stalled=noop)),
+        (
+            "numerics.prompt",
+            "run_prompt_gd",
+            _within("numerics.prompt", "prompt_grad", mode, clear_stalled=noop),
+        ),
+        (
+            "numerics.sequence",
+            "run_seq_gd",
+            _within("numerics.sequence", "seq_grad", mode, clear_stalled=noop),
+        ),
     ]
     if noop:
         out.append(("numerics.prompt", "joint_vp_path", _vp_noop))

@@ -47,7 +47,9 @@ def check_alpha(data: AttentionData, alpha: Any) -> np.ndarray:
     """Validate a selection vector alpha (one token index per example); returns an int array."""
     a = np.asarray(alpha)
     if a.shape != (data.n,):
-        raise InvalidInputError(f"alpha must have one token index per example, shape ({data.n},), got {a.shape}")
+        raise InvalidInputError(
+            f"alpha must have one token index per example, shape ({data.n},), got {a.shape}"
+        )
     if a.dtype.kind not in "iu":
         if a.dtype.kind == "f" and np.all(a == np.round(a)):
             a = a.astype(np.int64)

@@ -106,7 +106,8 @@ def test_multi_token(tmp_path, monkeypatch):
 
 
 def _inject_solver_error(monkeypatch, *, norm, nth, status="uncertified"):
-    """numerics.svm.solve_att_svm raising SolverError on its nth call with this norm (counted across the run)."""
+    """numerics.svm.solve_att_svm raising SolverError on its nth call with this norm (counted across the
+    run)."""
     import numerics.svm as S
     from numerics.errors import SolverError
 
@@ -133,7 +134,9 @@ def test_svm_rank_counts_a_solver_error_and_finishes(tmp_path, monkeypatch, caps
     rows = _rows(tmp_path / "svm-rank.csv")
     assert [int(r["solver_errors"]) for r in rows] == [1, 0]
     assert rows[0]["solver_status"] == "max_iterations×1"
-    assert all(int(r["feasible"]) == 3 for r in rows)  # the cell kept drawing: the error is not a feasible instance
+    assert all(
+        int(r["feasible"]) == 3 for r in rows
+    )  # the cell kept drawing: the error is not a feasible instance
     md = (tmp_path / "svm-rank.md").read_text()
     assert "solver errors" in md and "1 (max_iterations×1)" in md
     assert not (tmp_path / ".svm-rank.parts").exists()  # removed once the outputs are written
@@ -170,7 +173,8 @@ def test_multi_token_counts_a_solver_error(monkeypatch):
 
 
 def test_interrupted_run_loses_no_finished_task(tmp_path, monkeypatch):
-    """An interruption after some cells finished keeps them on disk; the same command then re-runs only the rest
+    """An interruption after some cells finished keeps them on disk; the same command then re-runs only the
+    rest
     and writes the same table as an uninterrupted run."""
     monkeypatch.setattr(svm_rank, "RANK_NT", ((5, 5),))
     monkeypatch.setattr(svm_rank, "RANK_D", (3, 4, 6))

@@ -106,7 +106,9 @@ def kept_sweep(fn, tasks, parts: Path | None, **kw) -> list:
     parts.mkdir(parents=True, exist_ok=True)
     paths = [_task_path(parts, fn, t) for t in tasks]
     kept_sweep.resumed = sum(p.exists() for p in paths)
-    return run_sweep(_kept_call, [(fn, str(p), t) for p, t in zip(paths, tasks, strict=True)], star=True, **kw)
+    return run_sweep(
+        _kept_call, [(fn, str(p), t) for p, t in zip(paths, tasks, strict=True)], star=True, **kw
+    )
 
 
 kept_sweep.resumed = 0

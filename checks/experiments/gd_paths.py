@@ -44,8 +44,15 @@ def run_gd_paths(seed: int, trials: int, workers=None, dask=None, progress=True,
     inits = [int(trial_rng(seed, "gd-paths", (2, 3, 2), k).integers(0, 2**31 - 1)) for k in range(trials)]
     rows, traj = [], {}
     for param in ("W", "KQ"):
-        res = run_gd([data] * trials, param=param, steps=GD_STEPS, lr=GD_LR, seed=inits, init_scale=INIT_SCALE,
-                     record_every=10)
+        res = run_gd(
+            [data] * trials,
+            param=param,
+            steps=GD_STEPS,
+            lr=GD_LR,
+            seed=inits,
+            init_scale=INIT_SCALE,
+            record_every=10,
+        )
         its, Wt = res.iterations, res.W_traj
         traj[param] = (its, Wt)
         for s, it in enumerate(its):
@@ -93,8 +100,10 @@ def report_gd_paths(res: dict, trials: int, seed: int) -> tuple[str, bytes, str]
         ax.set_aspect("equal", adjustable="datalim")
         ax.legend(fontsize=7, loc="lower left")
     fig.suptitle("GD paths vs Att-SVM directions (n=2, T=3, d=2; stars: optimal tokens)")
-    final = {p: [r for r in res["rows"] if r["param"] == p and r["iteration"] == GD_STEPS and r["example"] == 0]
-             for p in ("W", "KQ")}
+    final = {
+        p: [r for r in res["rows"] if r["param"] == p and r["iteration"] == GD_STEPS and r["example"] == 0]
+        for p in ("W", "KQ")
+    }
     md = [
         "# gd-paths", "",
         f"n=2, T=3, d=2 hand-placed tokens; normalised GD, step {GD_LR}, {GD_STEPS} steps; {trials} "

@@ -54,8 +54,14 @@ def global_chunk(seed: int, n: int, T: int, d: int, trials: list[int]) -> list[d
 
 def run_global_vs_d(seed, trials, workers=None, dask=None, progress=True, keep=None) -> list[dict]:
     cells = [(n, T, d) for (n, T) in GLOBAL_NT for d in GLOBAL_D]
-    tasks = [(seed, *c, list(range(s, min(s + CHUNK * 2, trials)))) for c in cells for s in range(0, trials, CHUNK * 2)]
-    parts = kept_sweep(global_chunk, tasks, keep, workers=workers, dask=dask, progress=progress, desc="global-vs-d")
+    tasks = [
+        (seed, *c, list(range(s, min(s + CHUNK * 2, trials))))
+        for c in cells
+        for s in range(0, trials, CHUNK * 2)
+    ]
+    parts = kept_sweep(
+        global_chunk, tasks, keep, workers=workers, dask=dask, progress=progress, desc="global-vs-d"
+    )
     rows = []
     for c in cells:
         every = [r for t, p in zip(tasks, parts, strict=False) if tuple(t[1:4]) == c for r in p]
@@ -73,8 +79,20 @@ def run_global_vs_d(seed, trials, workers=None, dask=None, progress=True, keep=N
 
 
 def report_global_vs_d(rows, trials, seed):
-    cols = ["n", "T", "d", "trials", "reached", "share", "ci_low", "ci_high", "infeasible", "corr_reached_mean",
-            "solver_errors", "solver_status"]
+    cols = [
+        "n",
+        "T",
+        "d",
+        "trials",
+        "reached",
+        "share",
+        "ci_low",
+        "ci_high",
+        "infeasible",
+        "corr_reached_mean",
+        "solver_errors",
+        "solver_status",
+    ]
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 4.6))
     for (n, T) in GLOBAL_NT:
@@ -89,16 +107,26 @@ def report_global_vs_d(rows, trials, seed):
     ax.legend()
     nerr = sum(r["solver_errors"] for r in rows)
     ax.set_title(f"Global convergence vs d ({trials} runs per point, Wilson 95%; solver errors: {nerr})")
-    md = ["# global-vs-d", "",
-          f"Random unit-sphere data; normalised GD on W, step {GD_LR}, {GD_STEPS} steps, {trials} runs per cell "
-          f"(seed {seed}). A run reaches the global solution when its final softmax selects the optimal token of "
-          "every example and Att-SVM(opt) is feasible (infeasible trials counted as not reached). Runs whose "
-          f"Att-SVM(opt) no solver could certify are errors, outside the share ({nerr} in all).", "",
-          "| n | T | d | runs | reached | share [95% CI] | infeasible | mean corr(W, W^mm) when reached | solver errors |",
-          "|---|---|---|---|---|---|---|---|---|"]
+    md = [
+        "# global-vs-d",
+        "",
+        f"Random unit-sphere data; normalised GD on W, step {GD_LR}, {GD_STEPS} steps, {trials} runs per "
+        "cell "
+        f"(seed {seed}). A run reaches the global solution when its final softmax selects the optimal token "
+        "of "
+        "every example and Att-SVM(opt) is feasible (infeasible trials counted as not reached). Runs whose "
+        f"Att-SVM(opt) no solver could certify are errors, outside the share ({nerr} in all).",
+        "",
+        "| n | T | d | runs | reached | share [95% CI] | infeasible | mean corr(W, W^mm) when reached | "
+        "solver errors |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         err = f"{r['solver_errors']} ({r['solver_status']})" if r["solver_errors"] else "0"
-        md.append(f"| {r['n']} | {r['T']} | {r['d']} | {r['trials']} | {r['reached']} | {r['share']:.2f} "
-                  f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}] | {r['infeasible']} | {r['corr_reached_mean']:.4f} | {err} |")
+        md.append(
+            f"| {r['n']} | {r['T']} | {r['d']} | {r['trials']} | {r['reached']} | {r['share']:.2f} "
+            f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}] | {r['infeasible']} | {r['corr_reached_mean']:.4f} | "
+            f"{err} |"
+        )
     md += ["", "![global-vs-d](global-vs-d.png)", ""]
     return _csv(rows, cols), _png(fig), "\n".join(md)

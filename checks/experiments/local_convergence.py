@@ -85,14 +85,23 @@ def lc_chunk(seed: int, trials: list[int]) -> dict:
                 for s in range(S):
                     cf[j, s] = float(corr(Wt[s, j], fro.W))
                     cn[j, s] = float(corr(Wt[s, j], nuc.W))
-            out[(protocol, param)] = {"iterations": its, "max_softmax": ms, "corr_fro": cf, "corr_nuc": cn,
-                                      "infeasible": infeasible, "solver_errors": errors, "final_norm": res.norms}
+            out[(protocol, param)] = {
+                "iterations": its,
+                "max_softmax": ms,
+                "corr_fro": cf,
+                "corr_nuc": cn,
+                "infeasible": infeasible,
+                "solver_errors": errors,
+                "final_norm": res.norms,
+            }
     return out
 
 
 def run_local_convergence(seed, trials, workers=None, dask=None, progress=True, keep=None) -> dict:
     tasks = [(seed, list(range(s, min(s + CHUNK, trials)))) for s in range(0, trials, CHUNK)]
-    parts = kept_sweep(lc_chunk, tasks, keep, workers=workers, dask=dask, progress=progress, desc="local-convergence")
+    parts = kept_sweep(
+        lc_chunk, tasks, keep, workers=workers, dask=dask, progress=progress, desc="local-convergence"
+    )
     out = {"retries": sum(p["retries"] for p in parts),
            "error_statuses": [st for p in parts for st in p["error_statuses"]]}
     for key in ((pr, pa) for pr in LC_PROTOCOLS for pa in ("W", "KQ")):
@@ -141,8 +150,9 @@ def report_local_convergence(res, trials, seed):
                 sd = np.array([r[sdkey] for r in rs])
                 ax.plot(it, m, color=c, ls=ls, label=f"GD on {lab}, {protocol}")
                 ax.fill_between(it, m - sd, np.minimum(m + sd, 1.0), color=c, alpha=fa)
-    for ax, title in zip(axes, ("mean max-softmax", "corr with Frobenius W^mm_α", "corr with nuclear W^mm_⋆,α"),
-                         strict=True):
+    for ax, title in zip(
+        axes, ("mean max-softmax", "corr with Frobenius W^mm_α", "corr with nuclear W^mm_⋆,α"), strict=True
+    ):
         ax.set_title(title)
         ax.set_xlabel("iteration")
         ax.set_ylabel(title)
@@ -155,39 +165,50 @@ def report_local_convergence(res, trials, seed):
                  f"({INIT_SCALE}·N(0,1) init, no decay)", fontsize=9)
     fin = {(pr, p): [r for r in rows if r["param"] == p and r["protocol"] == pr][-1]
            for pr in LC_PROTOCOLS for p in ("W", "KQ")}
+    errors_why = f" ({status_summary(res['error_statuses'])})" if res["error_statuses"] else ""
     md = [
-        "# local-convergence", "",
+        "# local-convergence",
+        "",
         f"n=6, T=8, d=10 cross-attention, {trials} seeds (seed {seed}); normalised GD, step {GD_LR}, "
         f"{GD_STEPS} steps, W and (K, Q) with m = d; α = argmax of the final softmax; certified Att-SVM(α). "
         "Two protocols on the same data:",
         "",
-        "- **authors** (the faithful reproduction of umich-sota/TF-as-SVM `local_converge.ipynb`): nn.Linear's "
+        "- **authors** (the faithful reproduction of umich-sota/TF-as-SVM `local_converge.ipynb`): "
+        "nn.Linear's "
         "default initialisation, entries uniform on ±1/√d, for W and for K, Q; for (K, Q) the loss gets "
-        f"eps·(‖K‖_F² + ‖Q‖_F²) with eps = {AUTHORS_WD:.3g} (float64 machine epsilon; their W loss has no such "
-        "term);",
+        f"eps·(‖K‖_F² + ‖Q‖_F²) with eps = {AUTHORS_WD:.3g} (float64 machine epsilon; their W loss has no "
+        "such term);",
         f"- **plain**: entries {INIT_SCALE}·N(0, 1), no weight decay.",
         "",
-        f"Nuclear solves certified by a later rung of the solver ladder: {res['retries']}. Runs whose Att-SVM(α) "
-        f"no solver could certify (errors, excluded from the curves): "
-        f"{len(res['error_statuses'])}{' (' + status_summary(res['error_statuses']) + ')' if res['error_statuses'] else ''}.",
+        f"Nuclear solves certified by a later rung of the solver ladder: {res['retries']}. Runs whose "
+        "Att-SVM(α) no solver could certify (errors, excluded from the curves): "
+        f"{len(res['error_statuses'])}{errors_why}.",
         "",
-        "| protocol | param | iteration | mean max-softmax | corr Frobenius | corr nuclear | median ‖W‖_F | runs "
-        "| infeasible Att-SVM(α) | solver errors |",
+        "| protocol | param | iteration | mean max-softmax | corr Frobenius | corr nuclear | median ‖W‖_F | "
+        "runs | infeasible Att-SVM(α) | solver errors |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (pr, p), f in fin.items():
-        md.append(f"| {pr} | {p} | {f['iteration']} | {f['mean_max_softmax']:.4f} | {f['corr_fro_mean']:.4f} ± "
-                  f"{f['corr_fro_std']:.4f} | {f['corr_nuc_mean']:.4f} ± {f['corr_nuc_std']:.4f} | "
-                  f"{float(np.median(res[(pr, p)]['final_norm'])):.4g} | {f['runs']} | {f['infeasible']} | "
-                  f"{f['solver_errors']} |")
+        md.append(
+            f"| {pr} | {p} | {f['iteration']} | {f['mean_max_softmax']:.4f} | {f['corr_fro_mean']:.4f} ± "
+            f"{f['corr_fro_std']:.4f} | {f['corr_nuc_mean']:.4f} ± {f['corr_nuc_std']:.4f} | "
+            f"{float(np.median(res[(pr, p)]['final_norm'])):.4g} | {f['runs']} | {f['infeasible']} | "
+            f"{f['solver_errors']} |"
+        )
     a_kq, p_kq = fin[("authors", "KQ")]["corr_nuc_mean"], fin[("plain", "KQ")]["corr_nuc_mean"]
-    md += ["", "Paper (TLTO §6): W ↔ Frobenius and (K, Q) ↔ nuclear reach corr ≈ 0.997, cross pairs ≈ 0.85.", "",
-           f"(K, Q) ↔ nuclear: {a_kq:.4f} with the authors' protocol, {p_kq:.4f} with the plain one. "
-           "The paper's (K, Q) result depends on the tiny weight decay eps·(‖K‖² + ‖Q‖²), which stops the "
-           "quadratic growth of ‖K Q^T‖ and so keeps the softmax out of exact float64 underflow, where the "
-           "gradient is exactly 0 and plain normalised GD freezes (the dashed (K, Q) curves go flat within "
-           "≈ 750 steps, short of the nuclear direction). With the decay, once the data gradient falls to the "
-           "size of the decay term the normalised step stops growing K and Q, the norm settles and GD keeps "
-           "moving towards the nuclear-norm SVM direction.", "",
-           "![local-convergence](local-convergence.png)", ""]
+    md += [
+        "",
+        "Paper (TLTO §6): W ↔ Frobenius and (K, Q) ↔ nuclear reach corr ≈ 0.997, cross pairs ≈ 0.85.",
+        "",
+        f"(K, Q) ↔ nuclear: {a_kq:.4f} with the authors' protocol, {p_kq:.4f} with the plain one. "
+        "The paper's (K, Q) result depends on the tiny weight decay eps·(‖K‖² + ‖Q‖²), which stops the "
+        "quadratic growth of ‖K Q^T‖ and so keeps the softmax out of exact float64 underflow, where the "
+        "gradient is exactly 0 and plain normalised GD freezes (the dashed (K, Q) curves go flat within "
+        "≈ 750 steps, short of the nuclear direction). With the decay, once the data gradient falls to the "
+        "size of the decay term the normalised step stops growing K and Q, the norm settles and GD keeps "
+        "moving towards the nuclear-norm SVM direction.",
+        "",
+        "![local-convergence](local-convergence.png)",
+        "",
+    ]
     return _csv(rows, cols), _png(fig), "\n".join(md)

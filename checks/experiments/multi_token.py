@@ -82,7 +82,9 @@ def mt_chunk(seed: int, d: int, trials: list[int]) -> dict:
 
 def run_multi_token(seed, trials, workers=None, dask=None, progress=True, keep=None) -> dict:
     tasks = [(seed, d, list(range(s, min(s + CHUNK, trials)))) for d in MT_D for s in range(0, trials, CHUNK)]
-    parts = kept_sweep(mt_chunk, tasks, keep, workers=workers, dask=dask, progress=progress, desc="multi-token")
+    parts = kept_sweep(
+        mt_chunk, tasks, keep, workers=workers, dask=dask, progress=progress, desc="multi-token"
+    )
     out = {}
     for d in MT_D:
         ps = [p for t, p in zip(tasks, parts, strict=False) if t[1] == d]
@@ -96,8 +98,18 @@ def run_multi_token(seed, trials, workers=None, dask=None, progress=True, keep=N
 
 
 def report_multi_token(res, trials, seed):
-    cols = ["d", "iteration", "candidate", "one_minus_corr_mean", "one_minus_corr_median", "runs", "ambiguous",
-            "dir_infeasible", "one_token_infeasible", "solver_errors"]
+    cols = [
+        "d",
+        "iteration",
+        "candidate",
+        "one_minus_corr_mean",
+        "one_minus_corr_median",
+        "runs",
+        "ambiguous",
+        "dir_infeasible",
+        "one_token_infeasible",
+        "solver_errors",
+    ]
     rows = []
     plt = _plt()
     fig, axes = plt.subplots(1, len(MT_D), figsize=(4.2 * len(MT_D), 4.0), sharey=True)
@@ -111,11 +123,20 @@ def report_multi_token(res, trials, seed):
                 med = np.nanmedian(A, axis=0) if A.size else np.full(len(r["iterations"]), np.nan)
                 mean = np.nanmean(A, axis=0) if A.size else med
             for s, it in enumerate(r["iterations"]):
-                rows.append({"d": d, "iteration": int(it), "candidate": c, "one_minus_corr_mean": float(mean[s]),
-                             "one_minus_corr_median": float(med[s]), "runs": int(A.shape[0]),
-                             "ambiguous": r["ambiguous"], "dir_infeasible": r["dir_infeasible"],
-                             "solver_errors": r["solver_errors"],
-                             "one_token_infeasible": r["one_infeasible"]})
+                rows.append(
+                    {
+                        "d": d,
+                        "iteration": int(it),
+                        "candidate": c,
+                        "one_minus_corr_mean": float(mean[s]),
+                        "one_minus_corr_median": float(med[s]),
+                        "runs": int(A.shape[0]),
+                        "ambiguous": r["ambiguous"],
+                        "dir_infeasible": r["dir_infeasible"],
+                        "solver_errors": r["solver_errors"],
+                        "one_token_infeasible": r["one_infeasible"],
+                    }
+                )
             ax.semilogy(r["iterations"][1:], np.maximum(med[1:], 1e-16), label=labels[c])
         ax.set_title(f"d={d} ({r['curves']['svmeq'].shape[0]} unambiguous of {r['runs']}"
                      + (f"; {r['solver_errors']} solver errors" if r["solver_errors"] else "") + ")")
@@ -124,21 +145,29 @@ def report_multi_token(res, trials, seed):
     axes[0].set_ylabel("median 1 − corr(W(k), candidate)")
     axes[0].legend(fontsize=8)
     fig.suptitle("Multi-token selection with a ReLU head (n=3, T=4): which SVM predicts GD")
-    md = ["# multi-token", "",
-          f"n=3, T=4, ReLU head h(u) = 1ᵀReLU(Vᵀu), V (d×d) random fixed per run; normalised GD step {GD_LR}, "
-          f"{MT_STEPS + 1} iterates; {trials} runs per d (seed {seed}). Token sets from the final softmax "
-          "(selected s > 1e-3, masked s ≤ 1e-6); runs with probabilities in between are ambiguous and excluded "
-          "(counted). W^svmeq = W^fin + R W^dir with R fitted per iterate.", "",
-          "| d | runs | ambiguous | W^dir infeasible | unambiguous | with a multi-token example | "
-          "1−corr W^svmeq | 1−corr W^dir | 1−corr one-token (infeasible) | solver errors |",
-          "|---|---|---|---|---|---|---|---|---|---|"]
+    md = [
+        "# multi-token",
+        "",
+        f"n=3, T=4, ReLU head h(u) = 1ᵀReLU(Vᵀu), V (d×d) random fixed per run; normalised GD step {GD_LR}, "
+        f"{MT_STEPS + 1} iterates; {trials} runs per d (seed {seed}). Token sets from the final softmax "
+        "(selected s > 1e-3, masked s ≤ 1e-6); runs with probabilities in between are ambiguous and excluded "
+        "(counted). W^svmeq = W^fin + R W^dir with R fitted per iterate.",
+        "",
+        "| d | runs | ambiguous | W^dir infeasible | unambiguous | with a multi-token example | "
+        "1−corr W^svmeq | 1−corr W^dir | 1−corr one-token (infeasible) | solver errors |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for d in MT_D:
         r = res[d]
         fin = {c: [x for x in rows if x["d"] == d and x["candidate"] == c][-1]["one_minus_corr_median"]
                for c in CANDIDATES}
-        md.append(f"| {d} | {r['runs']} | {r['ambiguous']} | {r['dir_infeasible']} | {r['curves']['svmeq'].shape[0]} | "
-                  f"{r['multi_selected']} | {fin['svmeq']:.2e} | {fin['dir']:.2e} | {fin['one_token']:.2e} "
-                  f"({r['one_infeasible']}) | {r['solver_errors']}"
-                  + (f" ({status_summary(r['error_statuses'])})" if r["solver_errors"] else "") + " |")
+        md.append(
+            f"| {d} | {r['runs']} | {r['ambiguous']} | {r['dir_infeasible']} | "
+            f"{r['curves']['svmeq'].shape[0]} | "
+            f"{r['multi_selected']} | {fin['svmeq']:.2e} | {fin['dir']:.2e} | {fin['one_token']:.2e} "
+            f"({r['one_infeasible']}) | {r['solver_errors']}"
+            + (f" ({status_summary(r['error_statuses'])})" if r["solver_errors"] else "")
+            + " |"
+        )
     md += ["", "(medians at the last iterate)", "", "![multi-token](multi-token.png)", ""]
     return _csv(rows, cols), _png(fig), "\n".join(md)

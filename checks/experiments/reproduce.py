@@ -71,14 +71,48 @@ from .svm_rank import RANK_D, RANK_NT, rank_cell, report_svm_rank, run_svm_rank
 
 # One module per experiment; the names below were this module's before the split and stay importable here.
 __all__ = [
-    "AUTHORS_WD", "CANDIDATES", "CHUNK", "DEFAULT_TRIALS", "EXPERIMENTS", "GD_LR", "GD_STEPS", "GLOBAL_D",
-    "GLOBAL_NT", "INIT_SCALE", "LC_PROTOCOLS", "LC_SHAPE", "MT_D", "MT_STEPS", "PATHS_V", "PATHS_X", "PATHS_Y",
-    "PATHS_Z", "RANK_D", "RANK_NT", "RECORD_EVERY", "SVM_RANK_MAX_DRAWS", "_uniform_init", "cmd_reproduce",
-    "error_status", "global_chunk", "kept_sweep", "lc_chunk", "mt_chunk", "rank_cell", "reproduce",
-    "solve_nuc", "status_summary",
+    "AUTHORS_WD",
+    "CANDIDATES",
+    "CHUNK",
+    "DEFAULT_TRIALS",
+    "EXPERIMENTS",
+    "GD_LR",
+    "GD_STEPS",
+    "GLOBAL_D",
+    "GLOBAL_NT",
+    "INIT_SCALE",
+    "LC_PROTOCOLS",
+    "LC_SHAPE",
+    "MT_D",
+    "MT_STEPS",
+    "PATHS_V",
+    "PATHS_X",
+    "PATHS_Y",
+    "PATHS_Z",
+    "RANK_D",
+    "RANK_NT",
+    "RECORD_EVERY",
+    "SVM_RANK_MAX_DRAWS",
+    "_uniform_init",
+    "cmd_reproduce",
+    "error_status",
+    "global_chunk",
+    "kept_sweep",
+    "lc_chunk",
+    "mt_chunk",
+    "rank_cell",
+    "reproduce",
+    "solve_nuc",
+    "status_summary",
 ]
 
-DEFAULT_TRIALS = {"gd-paths": 4, "local-convergence": 100, "svm-rank": 10, "global-vs-d": 50, "multi-token": 40}
+DEFAULT_TRIALS = {
+    "gd-paths": 4,
+    "local-convergence": 100,
+    "svm-rank": 10,
+    "global-vs-d": 50,
+    "multi-token": 40,
+}
 
 
 EXPERIMENTS = {
@@ -105,7 +139,9 @@ def reproduce(name: str, *, trials: int | None = None, seed: int = 0, out: str |
     res = run(seed, trials, workers=workers, dask=dask, progress=progress, keep=keep)
     resumed = kept_sweep.resumed
     csv_text, png, md = rep(res, trials, seed)
-    md += f"\n_{time.perf_counter() - t0:.1f} s; `attnsvm reproduce {name} --trials {trials} --seed {seed}`_\n"
+    md += (
+        f"\n_{time.perf_counter() - t0:.1f} s; `attnsvm reproduce {name} --trials {trials} --seed {seed}`_\n"
+    )
     if resumed:
         md += f"\n_{resumed} finished task(s) reloaded from an interrupted run ({keep})._\n"
     paths = {ext: out / f"{name}.{ext}" for ext in ("csv", "png", "md")}

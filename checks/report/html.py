@@ -98,7 +98,9 @@ def _html_theorem(out: Path, t: TheoremResult, settings_html: str) -> list[str]:
     if t.finding:
         H.append(f"<p class='{'bad' if t.known_finding else 'na'}'>{html.escape(_finding_line(t))}</p>")
     if t.not_applicable:
-        H.append(f"<p class='na'>Not applicable to the given data: {html.escape(t.not_applicable)}</p></details>")
+        H.append(
+            f"<p class='na'>Not applicable to the given data: {html.escape(t.not_applicable)}</p></details>"
+        )
         return H
     H.append(f"<p>Verdict <b>{t.verdict}</b> (expected {t.expected}), status {_badge(t)}; "
              f"{html.escape(inconclusive_text(t))}.</p>")
@@ -109,9 +111,16 @@ def _html_theorem(out: Path, t: TheoremResult, settings_html: str) -> list[str]:
                  "claim says nothing about them.</p>")
     crit = criteria_rows(t)
     if crit:
-        H.append("<p>Decision criteria:</p><table class='crit'><tr><th>quantity</th><th>rule</th><th>threshold</th>"
-                 "</tr>" + "".join(f"<tr><td>{html.escape(n)}</td><td>{html.escape(r)}</td><td>{html.escape(v)}"
-                                   f"</td></tr>" for n, r, v in crit) + "</table>")
+        H.append(
+            "<p>Decision criteria:</p><table "
+            "class='crit'><tr><th>quantity</th><th>rule</th><th>threshold</th>"
+            "</tr>"
+            + "".join(
+                f"<tr><td>{html.escape(n)}</td><td>{html.escape(r)}</td><td>{html.escape(v)}</td></tr>"
+                for n, r, v in crit
+            )
+            + "</table>"
+        )
     else:
         H.append("<p class='na'>Decision criteria: criteria not declared.</p>")
     sz = sizes_text(t)
@@ -129,43 +138,58 @@ def _html_theorem(out: Path, t: TheoremResult, settings_html: str) -> list[str]:
     rl = replay_lines(out, t)
     if rl:
         li = [f"<li><code>{html.escape(p)}</code>: <code>{html.escape(c)}</code></li>" for p, c in rl]
-        more = (f"<details><summary>{len(li) - 5} more counterexamples</summary><ul class='why'>{''.join(li[5:])}"
-                f"</ul></details>" if len(li) > 5 else "")
+        more = (
+            f"<details><summary>{len(li) - 5} more counterexamples</summary><ul class='why'>{''.join(li[5:])}"
+            f"</ul></details>"
+            if len(li) > 5
+            else ""
+        )
         H.append(f"<p>Counterexamples (file: exact replay):</p><ul class='why'>{''.join(li[:5])}</ul>{more}")
     H.append(f"<p>Replay the theorem: <code>{html.escape(t.reproduce)}</code></p>")
     fig = out / "figures" / f"{safe_name(t.id)}.png"
     if fig.exists():
         b64 = base64.b64encode(fig.read_bytes()).decode()
         H.append(f"<img alt='{html.escape(t.id)} figure' src='data:image/png;base64,{b64}'/>")
-    H.append(f"<details class='settings'><summary>tolerances, package versions and solver settings of this run"
-             f"</summary>{settings_html}</details></details>")
+    H.append(
+        f"<details class='settings'><summary>tolerances, package versions and solver settings of this run"
+        f"</summary>{settings_html}</details></details>"
+    )
     return H
 
 
 def write_html(out: Path, rep: dict[str, Any], theorems: Sequence[TheoremResult]) -> None:
     run = rep["run"]
-    css = ("body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em;line-height:1.35}"
-           "table{border-collapse:collapse;margin:4px 0}td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px;"
-           "text-align:left}th{background:#f3f3f3}"
-           ".ok{color:#070}.bad{color:#b00;font-weight:bold}.na{color:#666}"
-           "code{background:#f6f6f6;overflow-wrap:anywhere}li{overflow-wrap:anywhere;margin:2px 0}"
-           "details.thm{border:1px solid #ddd;border-radius:4px;padding:2px 10px;margin:6px 0}"
-           "details.thm>summary{cursor:pointer;padding:4px 0;font-size:15px}"
-           "details.settings>summary{cursor:pointer;color:#555;font-size:13px}"
-           ".stmt{overflow-x:auto;overflow-y:hidden;font-size:115%;padding:4px 0}img{max-width:100%}")
-    H = [f"<!doctype html><html><head><meta charset='utf-8'><title>attnsvm report {html.escape(run['id'])}</title>",
-         f"<style>{css}</style></head><body>",
-         f"<h1>attnsvm report</h1><p>run {html.escape(run['id'])}; profile <b>{run['profile']}</b>, seed "
-         f"<b>{run['seed']}</b>, device {html.escape(str(run['device']))}, started {run['started']}, "
-         f"git {html.escape(str(run.get('git')))}"
-         + (f"; data <code>{html.escape(str(run['data']))}</code>" if run.get("data") else "") + "</p>"]
+    css = (
+        "body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em;line-height:1.35}"
+        "table{border-collapse:collapse;margin:4px 0}td,th{border:1px solid #ccc;padding:2px "
+        "6px;font-size:13px;"
+        "text-align:left}th{background:#f3f3f3}"
+        ".ok{color:#070}.bad{color:#b00;font-weight:bold}.na{color:#666}"
+        "code{background:#f6f6f6;overflow-wrap:anywhere}li{overflow-wrap:anywhere;margin:2px 0}"
+        "details.thm{border:1px solid #ddd;border-radius:4px;padding:2px 10px;margin:6px 0}"
+        "details.thm>summary{cursor:pointer;padding:4px 0;font-size:15px}"
+        "details.settings>summary{cursor:pointer;color:#555;font-size:13px}"
+        ".stmt{overflow-x:auto;overflow-y:hidden;font-size:115%;padding:4px 0}img{max-width:100%}"
+    )
+    H = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>attnsvm report "
+        f"{html.escape(run['id'])}</title>",
+        f"<style>{css}</style></head><body>",
+        f"<h1>attnsvm report</h1><p>run {html.escape(run['id'])}; profile <b>{run['profile']}</b>, seed "
+        f"<b>{run['seed']}</b>, device {html.escape(str(run['device']))}, started {run['started']}, "
+        f"git {html.escape(str(run.get('git')))}"
+        + (f"; data <code>{html.escape(str(run['data']))}</code>" if run.get("data") else "")
+        + "</p>",
+    ]
     H.append(f"<p>{html.escape(DOCS_LINE)}</p>")
     if run.get("interrupted"):
         H.append("<p class='bad'>INTERRUPTED — partial report; `attnsvm check --resume` finishes it.</p>")
     H += _html_summary(run_summary(theorems))
     H.append("<nav id='toc'><h2>Contents</h2><table><tr>" + "".join(f"<th>{h}</th>" for h in HEAD) + "</tr>")
     for t, row in zip(theorems, summary_rows(theorems), strict=True):
-        cells = [f"<a href='#{safe_name(t.id)}'>{html.escape(row[0])}</a>"] + [html.escape(c) for c in row[1:]]
+        cells = [f"<a href='#{safe_name(t.id)}'>{html.escape(row[0])}</a>"] + [
+            html.escape(c) for c in row[1:]
+        ]
         cells[3] = _badge(t)
         H.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     H.append("</table><p><a href='#run-settings'>Run settings</a> (tolerances, package versions, solver "

@@ -17,7 +17,8 @@ from .model import (
 
 def write_junit(out: Path, theorems: Sequence[TheoremResult]) -> None:
     """One testcase per theorem, consistent with the exit code: a failure or error exactly where
-    :func:`fails_run`; skipped (with the reason) for n/a, hypotheses unmet on given data and known findings."""
+    :func:`fails_run`; skipped (with the reason) for n/a, hypotheses unmet on given data and known
+    findings."""
     errors = sum(1 for t in theorems if fails_run(t) and t.verdict == "ERROR")
     fails = sum(1 for t in theorems if fails_run(t)) - errors
     skipped = sum(1 for t in theorems if not fails_run(t) and status_of(t) != "ok")
@@ -30,7 +31,9 @@ def write_junit(out: Path, theorems: Sequence[TheoremResult]) -> None:
         L.append(f'  <testcase classname="attnsvm.{xml_escape(t.control_of or t.id)}" '
                  f'name="{xml_escape(t.id)}" time="{t.seconds:.3f}">')
         st = status_of(t)
-        msg = xml_escape(f"{st}: expected {t.expected}, got {t.verdict}; counts {t.counts}; replay: {t.reproduce}", q)
+        msg = xml_escape(
+            f"{st}: expected {t.expected}, got {t.verdict}; counts {t.counts}; replay: {t.reproduce}", q
+        )
         if fails_run(t):
             L.append(f'    <{"error" if t.verdict == "ERROR" else "failure"} message="{msg}"/>')
         elif t.not_applicable:

@@ -19,8 +19,10 @@ from ..harness import SIZE_KEYS, TheoremResult
 
 SCHEMA = 1
 #: Where a reader finds the mathematics and the contracts (in the repository, beside the README).
-DOCS_LINE = ("The mathematics, every statement with the exact hypotheses implemented, and the decision rules: "
-             "docs/theory.md; report fields, verdicts and exit codes: docs/architecture.md.")
+DOCS_LINE = (
+    "The mathematics, every statement with the exact hypotheses implemented, and the decision rules: "
+    "docs/theory.md; report fields, verdicts and exit codes: docs/architecture.md."
+)
 
 
 def safe_name(s: str) -> str:
@@ -31,8 +33,10 @@ def safe_name(s: str) -> str:
 #: because the data do not meet the theorem's hypotheses — a statement about the data, named in the reasons —
 #: or a FAIL on exactly the documented counterexamples of a known finding (same profile, seed and instances).
 #: Every other status fails the run (exit 1): UNEXPECTED, CONTROL NOT REFUTED, ERROR. ``undecided`` is a
-#: theorem left INCONCLUSIVE by *given* data (``--data``): the budget did not decide the user's instances, which
-#: says nothing about the suite's power (on its own random family INCONCLUSIVE is UNEXPECTED and fails the run).
+#: theorem left INCONCLUSIVE by *given* data (``--data``): the budget did not decide the user's instances,
+#: which
+#: says nothing about the suite's power (on its own random family INCONCLUSIVE is UNEXPECTED and fails the
+#: run).
 QUIET = ("ok", "n/a", "hyp. unmet", "undecided", "KNOWN FINDING")
 
 
@@ -102,7 +106,9 @@ def _metric_lines(t: TheoremResult, limit: int = 12) -> list[str]:
     lines = []
     shown = [(k, s) for k, s in t.metrics.items() if k not in SIZE_KEYS]
     for name, s in shown[:limit]:
-        lines.append(f"{name}: mean {_fmt(s['mean'])}, min {_fmt(s['min'])}, max {_fmt(s['max'])} (n={s['n']})")
+        lines.append(
+            f"{name}: mean {_fmt(s['mean'])}, min {_fmt(s['min'])}, max {_fmt(s['max'])} (n={s['n']})"
+        )
     return lines
 
 
@@ -126,7 +132,9 @@ def criteria_rows(t: TheoremResult) -> list[tuple[str, str, str]]:
 def inconclusive_text(t: TheoremResult) -> str:
     c = t.counts
     eligible = c["instances"] - c["vacuous"]
-    need = f"PASS needs at most {t.max_inconclusive:.0%} inconclusive and at least {t.min_confirmed} confirmed"
+    need = (
+        f"PASS needs at most {t.max_inconclusive:.0%} inconclusive and at least {t.min_confirmed} confirmed"
+    )
     if not eligible:
         return f"no instance met the hypotheses, so none was decided; {need}"
     return (f"inconclusive share {c['inconclusive'] / eligible:.0%} ({c['inconclusive']} of {eligible} "
@@ -179,8 +187,20 @@ def summary_rows(theorems: Sequence[TheoremResult]) -> list[list[str]]:
     rows = []
     for t in theorems:
         c = t.counts
-        rows.append([t.id, t.expected, "n/a" if t.not_applicable else t.verdict, status_of(t), str(c["instances"]), str(c["confirmed"]),
-                     str(c["refuted"]), str(c["vacuous"]), str(c["inconclusive"]), str(c["error"])])
+        rows.append(
+            [
+                t.id,
+                t.expected,
+                "n/a" if t.not_applicable else t.verdict,
+                status_of(t),
+                str(c["instances"]),
+                str(c["confirmed"]),
+                str(c["refuted"]),
+                str(c["vacuous"]),
+                str(c["inconclusive"]),
+                str(c["error"]),
+            ]
+        )
     return rows
 
 

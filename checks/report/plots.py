@@ -36,8 +36,15 @@ def curve_series(results: Sequence[InstanceResult], curve: str) -> list[dict[str
             continue
         xs = r.metrics.get(f"{base}_iterations", r.metrics.get("iterations"))
         by_iter = isinstance(xs, list) and len(xs) == len(ys)
-        out.append({"instance": r.instance, "outcome": r.outcome, "iterations": by_iter,
-                    "x": [_num(x) for x in xs] if by_iter else list(range(len(ys))), "y": [_num(y) for y in ys]})
+        out.append(
+            {
+                "instance": r.instance,
+                "outcome": r.outcome,
+                "iterations": by_iter,
+                "x": [_num(x) for x in xs] if by_iter else list(range(len(ys))),
+                "y": [_num(y) for y in ys],
+            }
+        )
     return out
 
 
@@ -135,7 +142,9 @@ def plot_theorem(out: Path, cls: Any, t: TheoremResult, results: Sequence[Instan
         else:
             series = curve_series(results, name)
             for s in series:
-                ax.plot(s["x"], s["y"], color=COLORS.get(s["outcome"], "k"), alpha=0.6, lw=1, label=s["outcome"])
+                ax.plot(
+                    s["x"], s["y"], color=COLORS.get(s["outcome"], "k"), alpha=0.6, lw=1, label=s["outcome"]
+                )
                 vals += s["y"]
             iters = bool(series) and all(s["iterations"] for s in series)
             ax.set_xlabel("GD iteration" if iters else "record index")

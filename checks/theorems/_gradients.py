@@ -96,7 +96,8 @@ class Case:
 
 
 def reference_loss(case: Case, W: torch.Tensor) -> torch.Tensor:
-    """L(W) for a batch W (B, d, d), written directly from the definitions (independent of numerics.attention)."""
+    """L(W) for a batch W (B, d, d), written directly from the definitions (independent of
+    numerics.attention)."""
     X, Y, Z = case.tensors()
     logits = torch.einsum("ntd,bde,ne->bnt", X, W, Z)  # (B, n, T): x_it^T W z_i
     s = torch.softmax(logits, dim=-1)
@@ -201,7 +202,9 @@ def lib_grad_W(case: Case, W: np.ndarray) -> np.ndarray:
     """numerics.attention.grad_W (the production closed form) for one instance."""
     X, Y, Z = case.tensors()
     Wt = torch.as_tensor(W, dtype=torch.float64).unsqueeze(0)
-    return att.grad_W(X.unsqueeze(0), Y.unsqueeze(0), Z.unsqueeze(0), Wt, case.lib_head(), case.loss)[0].numpy()
+    return att.grad_W(X.unsqueeze(0), Y.unsqueeze(0), Z.unsqueeze(0), Wt, case.lib_head(), case.loss)[
+        0
+    ].numpy()
 
 
 def decide_agreement(name: str, err: float, tol: float, **metrics: Any):
@@ -210,7 +213,9 @@ def decide_agreement(name: str, err: float, tol: float, **metrics: Any):
 
 # -- instance drawing -------------------------------------------------------------------------------
 
-def draw_data(rng: np.random.Generator, ctx, *, min_d: int = 1, self_attention: bool | None = None) -> AttentionData:
+def draw_data(
+    rng: np.random.Generator, ctx, *, min_d: int = 1, self_attention: bool | None = None
+) -> AttentionData:
     """The given data (--data) or unit-sphere data with random sizes, cross- or self-attention."""
     if ctx.data is not None:
         return ctx.data
@@ -235,7 +240,9 @@ def draw_head(rng: np.random.Generator, data: AttentionData, relu: bool, W: np.n
     k = int(rng.integers(1, 5))
     V = rng.standard_normal((data.d, k))
     pre = preactivations(Case(data, W, "linear", "relu", V), W[None])[0]  # (n, k)
-    flip = np.where(pre.max(0) > 0, 1.0, -1.0)  # a unit inactive everywhere is active everywhere after flipping
+    flip = np.where(
+        pre.max(0) > 0, 1.0, -1.0
+    )  # a unit inactive everywhere is active everywhere after flipping
     return "relu", V * flip
 
 
@@ -267,7 +274,8 @@ def gradient_cases(draw, *, min_d: int = 1, with_kq: bool = False):
     return Case(data, W, loss, "linear", family="hypothesis")
 
 
-#: Calls of the property allowed for shrinking after the first counterexample (shrinking is otherwise unbounded
+#: Calls of the property allowed for shrinking after the first counterexample (shrinking is otherwise
+#: unbounded
 #: and can take seconds); the result is always a verified counterexample, just not necessarily the minimum.
 SHRINK_BUDGET = 100
 
@@ -275,7 +283,10 @@ SHRINK_BUDGET = 100
 def _case_key(case: Case) -> bytes:
     parts = [case.data.X, case.data.Y, case.data.Z, case.W]
     parts += [a for a in (case.data.v, case.K, case.Q) if a is not None]
-    return b"|".join(np.ascontiguousarray(a).tobytes() + str(a.shape).encode() for a in parts) + case.loss.encode()
+    return (
+        b"|".join(np.ascontiguousarray(a).tobytes() + str(a.shape).encode() for a in parts)
+        + case.loss.encode()
+    )
 
 
 def hypothesis_search(strategy, discrepancy: Callable[[Case], tuple[float, float]], seed: int,
@@ -316,13 +327,16 @@ def hypothesis_search(strategy, discrepancy: Callable[[Case], tuple[float, float
 
 
 def gradient_discrepancy(variant: str) -> Callable[[Case], tuple[float, float]]:
-    """(||G_closed - G_autograd||, tolerance) with G_closed the library form (correct) or the numpy variant."""
+    """(||G_closed - G_autograd||, tolerance) with G_closed the library form (correct) or the numpy
+    variant."""
 
     def fn(case: Case) -> tuple[float, float]:
         W = case.W
         G_ad = autograd_grad(lambda t: reference_loss(case, t), W)
         G_cf = lib_grad_W(case, W) if variant == "correct" else closed_form_np(case, W, variant)
-        tol = GRAD_RTOL * max(np.linalg.norm(G_ad), np.linalg.norm(G_cf)) + ROUNDOFF_ULPS * EPS * term_scale(case, W)
+        tol = GRAD_RTOL * max(np.linalg.norm(G_ad), np.linalg.norm(G_cf)) + ROUNDOFF_ULPS * EPS * term_scale(
+            case, W
+        )
         return float(np.linalg.norm(G_cf - G_ad)), tol
 
     return fn
