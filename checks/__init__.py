@@ -1,5 +1,10 @@
 """attnsvm's harness: theorem catalogue, instance strategies, verdicts, reports, CLI."""
 
+import importlib as _importlib
+import importlib.abc as _importlib_abc
+import importlib.util as _importlib_util
+import sys as _sys
+
 from .theorem import (
     DEFAULT_PROFILES,
     REGISTRY,
@@ -33,29 +38,25 @@ MOVED = {
 }
 
 
-class _MovedLoader(__import__("importlib.abc").abc.Loader):
+class _MovedLoader(_importlib_abc.Loader):
     """Loads an old module path as the module now living at MOVED[name] (one module object, two names)."""
 
     def create_module(self, spec):
-        import importlib
-
-        return importlib.import_module(MOVED[spec.name])
+        return _importlib.import_module(MOVED[spec.name])
 
     def exec_module(self, module):  # already executed under its new name
         return None
 
 
-class _MovedFinder(__import__("importlib.abc").abc.MetaPathFinder):
+class _MovedFinder(_importlib_abc.MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in MOVED:
             return None
-        import importlib.util
-
-        return importlib.util.spec_from_loader(fullname, _MovedLoader())
+        return _importlib_util.spec_from_loader(fullname, _MovedLoader())
 
 
-if not any(isinstance(f, _MovedFinder) for f in __import__("sys").meta_path):
-    __import__("sys").meta_path.insert(0, _MovedFinder())
+if not any(isinstance(f, _MovedFinder) for f in _sys.meta_path):
+    _sys.meta_path.insert(0, _MovedFinder())
 
 # Power analysis (README, "Power analysis"): ATTNSVM_SABOTAGE=name installs a sabotaged component for
 # the whole process (and, through the environment, its subprocesses). Unset in every normal run.

@@ -232,7 +232,7 @@ class Theorem:
     # -- introspection ------------------------------------------------------------------------
     @classmethod
     def _methods(cls, prefix: str) -> list[tuple[str, Callable]]:
-        out = []
+        out: list[tuple[str, Callable]] = []
         for name, fn in inspect.getmembers(cls, predicate=inspect.isfunction):
             if name.startswith(prefix):
                 out.append((name[len(prefix):], fn))
@@ -296,9 +296,12 @@ def _constant_methods(cls: type) -> list[str]:
             tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
         except (OSError, TypeError, SyntaxError):
             continue
+        node = tree.body[0]
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
         body = [
             b
-            for b in tree.body[0].body
+            for b in node.body
             if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))
         ]
         if len(body) == 1 and isinstance(body[0], ast.Return) and _is_constant(body[0].value):

@@ -18,7 +18,7 @@ import os
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -173,7 +173,9 @@ class AttentionData:
         import torch
 
         dtype = torch.float64 if dtype is None else dtype
-        t = {k: torch.as_tensor(getattr(self, k), dtype=dtype, device=device) for k in ("X", "Y", "Z")}
+        t: dict[str, Any] = {
+            k: torch.as_tensor(getattr(self, k), dtype=dtype, device=device) for k in ("X", "Y", "Z")
+        }
         t["v"] = None if self.v is None else torch.as_tensor(self.v, dtype=dtype, device=device)
         return t
 
@@ -251,6 +253,14 @@ class AttentionData:
 def _unit_rows(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     a = rng.standard_normal(shape)
     return a / np.linalg.norm(a, axis=-1, keepdims=True)
+
+
+@overload
+def random_unit_sphere(n: int, T: int, d: int, *, rng: np.random.Generator, self_attention: bool = False,
+                       R: None = None) -> AttentionData: ...
+@overload
+def random_unit_sphere(n: int, T: int, d: int, *, rng: np.random.Generator, self_attention: bool = False,
+                       R: int) -> list[AttentionData]: ...
 
 
 def random_unit_sphere(

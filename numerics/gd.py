@@ -177,11 +177,10 @@ def run_gd(
     batch, h = _prepare(data, head, device, dtype)
     R, n, T, d = batch.shape
     use_kernel = _use_kernel(backend, batch, h, normalized, wd, R * steps)
-    if param == "KQ":
-        m = _check_m(m, d)
+    width = _check_m(m, d) if param == "KQ" else d  # the (K, Q) width m; d for "W"
     if use_kernel:
         try:
-            kernels.kernels(n, T, d, m if param == "KQ" else d)
+            kernels.kernels(n, T, d, width)
         except InvalidInputError as exc:  # e.g. no writable kernel cache: auto falls back, numba reports it
             if backend == "numba":
                 raise
@@ -189,16 +188,16 @@ def run_gd(
             use_kernel = False
     if param == "KQ":
         if init is None:
-            K0 = init_scale * _normal((d, m), R, seed)
+            K0 = init_scale * _normal((d, width), R, seed)
             Q0 = init_scale * _normal(
-                (d, m), R, [s + 1 for s in seed] if not isinstance(seed, (int, np.integer)) else seed + 1
+                (d, width), R, [s + 1 for s in seed] if not isinstance(seed, (int, np.integer)) else seed + 1
             )
         else:
             if not (isinstance(init, (tuple, list)) and len(init) == 2):
                 raise InvalidInputError("init for param='KQ' must be a pair (K, Q)")
             K0, Q0 = init
-        K = _init_tensor(K0, "K", (d, m), R, batch.X.device, dtype)
-        Q = _init_tensor(Q0, "Q", (d, m), R, batch.X.device, dtype)
+        K = _init_tensor(K0, "K", (d, width), R, batch.X.device, dtype)
+        Q = _init_tensor(Q0, "Q", (d, width), R, batch.X.device, dtype)
         if use_kernel:
             return _run_kernel(batch, h, "KQ", (K, Q), steps, lr, loss, record_every, progress)
         return _run_kq(batch, h, K, Q, steps, lr, normalized, loss, record_every, progress, wd)

@@ -159,7 +159,9 @@ def _progress(steps: int, enabled: bool):
 def _drive(steps_from, steps: int, rec: set[int], progress: bool, current_W, loss_of):
     """Run ``steps_from(k, stop)`` up to each record point and record (iterations, W, loss) there; the
     hot loop itself has no checks. Progress is updated every 100 steps when asked for."""
-    its, Ws, Ls = [], [], []
+    its: list[int] = []
+    Ws: list[Any] = []
+    Ls: list[Any] = []
     bar = _progress(steps, progress)
     k = 0
     for stop in [*sorted(rec), steps]:

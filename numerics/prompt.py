@@ -247,7 +247,10 @@ def joint_vp_path(X: Any, Y: Any, radii: Any, *, keys: Any = None, loss: str = "
         return torch.logsumexp(_log_ell(u, loss), -1) - np.log(n)
 
     prev: tuple[np.ndarray, np.ndarray] | None = None
-    V, P, LL, SP = [], [], [], []
+    V: Any = []  # lists of per-radius arrays, stacked to (B, S, ...) at the end
+    P: Any = []
+    LL: Any = []
+    SP: Any = []
     for r_v, r_p in zip(vr, radii, strict=True):
         A0 = rng.standard_normal((B, starts, d))
         B0 = rng.standard_normal((B, starts, dk))

@@ -96,7 +96,11 @@ def _regpath(batch, head, radii, param, loss, steps, lr, restarts, seed, m, dtyp
         def draw(shape):
             per = [torch.randn((restarts, *shape), generator=g, dtype=torch.float64) for g in gens]
             return torch.stack(per, dim=1).reshape(restarts * R, *shape)
-    Ws, Ks, Qs, losses, norms = [], [], [], [], []
+    Ws: list[Any] = []
+    Ks: list[Any] = []
+    Qs: list[Any] = []
+    losses: list[Any] = []
+    norms: list[Any] = []
     prev = None  # previous radius's solution: W (R,d,d) or (K, Q)
     for j, rad in enumerate(radii):
         C = restarts + (prev is not None)
