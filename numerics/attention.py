@@ -36,7 +36,7 @@ Tarzanagh, Li, Thrampoulidis, Oymak, "Transformers as Support Vector Machines", 
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,26 +61,24 @@ def check_loss(loss: str) -> str:
     return loss
 
 
+#: The one loss table of the numerics (THEORY.md §1): name -> (l, l') as elementwise torch maps, used by
+#: attention, GD, prompt and sequence GD alike. Logistic l(u) = softplus(-u) (stable); l'(u) = -sigmoid(-u)
+#: (no cancellation for large u, where sigmoid(u) - 1 would round to 0 beyond u ~ 37).
+LOSS_FNS: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], Callable[[torch.Tensor], torch.Tensor]]] = {
+    "logistic": (lambda u: torch.nn.functional.softplus(-u), lambda u: -torch.sigmoid(-u)),
+    "exponential": (lambda u: torch.exp(-u), lambda u: -torch.exp(-u)),
+    "linear": (lambda u: -u, lambda u: torch.full_like(u, -1.0)),
+}
+
+
 def loss_value(u: torch.Tensor, loss: str = "logistic") -> torch.Tensor:
     """l(u): logistic log(1 + e^{-u}) (as softplus(-u), stable), exponential e^{-u}, linear -u."""
-    if loss == "logistic":
-        return torch.nn.functional.softplus(-u)
-    if loss == "exponential":
-        return torch.exp(-u)
-    if loss == "linear":
-        return -u
-    raise InvalidInputError(f"unknown loss {loss!r}; expected one of {', '.join(LOSSES)}")
+    return LOSS_FNS[check_loss(loss)][0](u)
 
 
 def loss_derivative(u: torch.Tensor, loss: str = "logistic") -> torch.Tensor:
-    """l'(u): logistic -sigmoid(-u) = sigmoid(u) - 1 (stable), exponential -e^{-u}, linear -1."""
-    if loss == "logistic":
-        return torch.sigmoid(u) - 1.0
-    if loss == "exponential":
-        return -torch.exp(-u)
-    if loss == "linear":
-        return torch.full_like(u, -1.0)
-    raise InvalidInputError(f"unknown loss {loss!r}; expected one of {', '.join(LOSSES)}")
+    """l'(u): logistic -sigmoid(-u), exponential -e^{-u}, linear -1."""
+    return LOSS_FNS[check_loss(loss)][1](u)
 
 
 # -- heads ----------------------------------------------------------------------------------------

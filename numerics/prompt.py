@@ -40,17 +40,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from .attention import LOSS_FNS
 from .errors import InvalidInputError
 
 __all__ = ["LOSSES", "PromptGDResult", "VPPath", "prompt_keys", "prompt_scores", "prompt_loss", "prompt_grad",
            "run_prompt_gd", "joint_vp_loss", "joint_vp_path"]
 
-#: Catalogue losses ℓ(u) and ℓ'(u) (THEORY.md §1), torch, elementwise.
-LOSSES = {
-    "logistic": (lambda u: torch.nn.functional.softplus(-u), lambda u: -torch.sigmoid(-u)),
-    "exponential": (lambda u: torch.exp(-u), lambda u: -torch.exp(-u)),
-    "linear": (lambda u: -u, lambda u: -torch.ones_like(u)),
-}
+#: Catalogue losses ℓ(u) and ℓ'(u) (THEORY.md §1), torch, elementwise: the one table, attention.LOSS_FNS.
+LOSSES = LOSS_FNS
 
 
 def _loss_fns(loss: str):
