@@ -46,8 +46,8 @@ from .errors import InvalidInputError
 __all__ = ["LOSSES", "PromptGDResult", "VPPath", "prompt_keys", "prompt_scores", "prompt_loss", "prompt_grad",
            "run_prompt_gd", "joint_vp_loss", "joint_vp_path"]
 
-#: Catalogue losses ℓ(u) and ℓ'(u) (THEORY.md §1), torch, elementwise: the one table, attention.LOSS_FNS.
-LOSSES = LOSS_FNS
+#: Catalogue losses ℓ(u) and ℓ'(u) (THEORY.md §1), torch, elementwise.
+LOSSES = LOSS_FNS  # the one loss table of the numerics, numerics.attention.LOSS_FNS
 
 
 def _loss_fns(loss: str):
