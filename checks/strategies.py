@@ -173,6 +173,4 @@ def tied_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator,
         sol = solve_att_svm(tied, alpha)
         if sol.feasible and t in set(np.asarray(sol.support[i]).tolist()):
             return tied, alpha
-    raise InvalidInputError(
-        f"no tied non-locally-optimal alpha found in {tries} draws at n={n}, T={T}, d={d}"
-    )
+    raise InvalidInputError(f"no tied non-locally-optimal alpha found in {tries} draws at n={n}, T={T}, d={d}")

@@ -17,7 +17,6 @@ import numpy as np
 
 from numerics.data import AttentionData
 from numerics.gd import run_gd
-from numerics.tokens import corr
 
 #: corr(step taken, −∇L) must exceed 1 − FIDELITY_TOL. Both sides are float64 closed forms of the same
 #: quantity with O(nTd) roundings each (~1e-15 relative); 1e-9 leaves six orders of margin for
@@ -48,15 +47,3 @@ def step_fidelity(data: AttentionData, W: np.ndarray, lr: float, *, normalized: 
     step, g = (np.asarray(W) - nxt).ravel(), independent_grad_W(data, np.asarray(W)).ravel()
     den = np.linalg.norm(step) * np.linalg.norm(g)
     return float(step @ g / den) if den > 0 else 0.0
-
-
-def corr_curve(traj: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """corr(W(k), target) along a trajectory (S, d, d)."""
-    return np.asarray(corr(traj, target[None]))
-
-
-def falling(err: np.ndarray, slack: float) -> bool:
-    """Trend test: the error over the second half of the record is non-increasing up to ``slack``
-    (relative) step to step, and its last value is below its mid-run value."""
-    half = err[len(err) // 2:]
-    return bool(np.all(np.diff(half) <= slack * np.abs(half[:-1]) + 1e-15) and half[-1] < half[0])

@@ -82,8 +82,8 @@ from numerics.gd import run_gd
 from numerics.svm import is_locally_optimal, solve_att_svm
 from numerics.tokens import optimal_tokens, scores
 
-from ._gd import corr_curve
 from ._given import draw_candidate, given_metrics, need_head, switched_candidates
+from ._trends import corr_curve
 
 # -- helpers shared by the gd theorems ---------------------------------------------------------
 

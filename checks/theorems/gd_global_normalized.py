@@ -34,8 +34,8 @@ from checks import decide, held, register, undecided
 from numerics.gd_config import AUTHORS
 from numerics.tokens import optimal_tokens, softmax_probs
 
-from ._gd import corr_curve, falling
 from ._given import given_metrics
+from ._trends import corr_curve, falling
 from .gd_global import GDGlobal, GDGlobalControl
 
 #: Authors' normalised step and budget (THEORY.md §5; numerics.gd_config.AUTHORS).

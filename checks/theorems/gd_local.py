@@ -50,11 +50,12 @@ import numpy as np
 
 from checks import Profile, Theorem, decide, held, register, undecided
 from checks.strategies import local_alpha_data, tied_alpha_data
+from checks.theorems._trends import corr_curve
 from numerics.gd import run_gd
 from numerics.svm import is_locally_optimal, solve_att_svm
 from numerics.tokens import corr, margins, optimal_tokens, scores
 
-from ._gd import FIDELITY_TOL, corr_curve, step_fidelity
+from ._gd import FIDELITY_TOL, step_fidelity
 from ._given import draw_candidate, given_metrics, need_head, switched_candidates
 
 #: Cone half-width μ: W(0) starts ON the boundary corr(W(0), W^mm_α) = 1 − μ. 0.01 is the largest μ at which

@@ -52,7 +52,7 @@ from numerics.gd_config import AUTHORS
 from numerics.svm import fit_svmeq, gen_svm, solve_att_svm
 from numerics.tokens import corr, softmax_probs
 
-#: The authors' budget (THEORY.md §6: 2001 steps, normalised GD, step 0.1; numerics.gd_config.AUTHORS).
+#: The authors' budget (THEORY.md §6: 2001 steps, normalised GD, step 0.1).
 STEPS = AUTHORS.steps
 LR = AUTHORS.lr
 RECORD_EVERY = 100

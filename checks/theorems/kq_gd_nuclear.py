@@ -51,7 +51,7 @@ from __future__ import annotations
 import numpy as np
 
 from checks import Profile, Theorem, decide, held, register, undecided
-from checks.theorems._gd import corr_curve
+from checks.theorems._trends import corr_curve
 from numerics.data import random_unit_sphere
 from numerics.gd import run_gd
 from numerics.gd_config import AUTHORS, uniform_init

@@ -58,7 +58,7 @@ import numpy as np
 
 from checks import Profile, Theorem, decide, held, register, undecided
 from checks.experiments.sweep import wilson_interval
-from checks.theorems._gd import corr_curve
+from checks.theorems._trends import corr_curve
 from numerics.data import random_unit_sphere
 from numerics.gd import run_gd
 from numerics.svm import solve_att_svm
