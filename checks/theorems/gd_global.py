@@ -77,13 +77,13 @@ import numpy as np
 from checks import Profile, Theorem, decide, held, register, undecided
 from checks import hypotheses as hyp
 from checks.strategies import b1_data, b2_data, local_alpha_data
+from checks.theorems._trends import corr_curve
 from numerics.data import AttentionData
 from numerics.gd import run_gd
 from numerics.svm import is_locally_optimal, solve_att_svm
 from numerics.tokens import optimal_tokens, scores
 
 from ._given import draw_candidate, given_metrics, need_head, switched_candidates
-from ._trends import corr_curve
 
 # -- helpers shared by the gd theorems ---------------------------------------------------------
 
