@@ -2,13 +2,13 @@
 figures/*.png and counterexamples/*.npz. Reports are rendered only from result dataclasses.
 
 One module per output: :mod:`.model` (statuses, the run summary and the rows every format shows,
-report.json, counterexamples), :mod:`.markdown`, :mod:`.html`, :mod:`.junit`, :mod:`.plots`; every name
-stays importable from ``checks.report``."""
+report.json, counterexamples), :mod:`.sections` (the section model of a theorem, built once and rendered
+to Markdown and HTML), :mod:`.markdown`, :mod:`.html`, :mod:`.junit`, :mod:`.plots`; every name stays
+importable from ``checks.report``."""
 
 from __future__ import annotations
 
 from .html import (
-    _STATUS_CLASS,
     _badge,
     _html_summary,
     _html_theorem,
@@ -20,7 +20,6 @@ from .junit import (
     write_junit,
 )
 from .markdown import (
-    _md_cell,
     write_markdown,
 )
 from .model import (
@@ -60,8 +59,12 @@ from .plots import (
     curve_series,
     plot_theorem,
 )
+from .sections import _STATUS_CLASS, _md_cell, theorem_blocks, to_html, to_markdown
 
 __all__ = [
+    "theorem_blocks",
+    "to_html",
+    "to_markdown",
     "COLORS",
     "COUNT_KEYS",
     "DOCS_LINE",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import html
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,23 +11,16 @@ from numerics.fileio import write_text
 
 from ..harness import TheoremResult
 from .model import (
-    COUNT_KEYS,
     DOCS_LINE,
     HEAD,
-    _finding_line,
-    _metric_lines,
     _settings,
-    criteria_rows,
     fails_run,
-    inconclusive_text,
-    reference_text,
-    replay_lines,
     run_summary,
     safe_name,
-    sizes_text,
     status_of,
     summary_rows,
 )
+from .sections import badge_html, theorem_blocks, to_html
 
 
 def math_html(latex: str) -> str:
@@ -45,12 +37,8 @@ def math_html(latex: str) -> str:
         return f"<code class='tex'>{html.escape(latex)}</code>"
 
 
-_STATUS_CLASS = {"ok": "ok", "n/a": "na", "hyp. unmet": "na", "undecided": "na", "KNOWN FINDING": "na"}
-
-
 def _badge(t: TheoremResult) -> str:
-    st = status_of(t)
-    return f"<span class='{_STATUS_CLASS.get(st, 'bad')}'>{html.escape(st)}</span>"
+    return badge_html(status_of(t))
 
 
 def _kv_table(d: dict[str, str]) -> str:
@@ -85,71 +73,14 @@ def _html_summary(S: dict[str, Any]) -> list[str]:
 
 
 def _html_theorem(out: Path, t: TheoremResult, settings_html: str) -> list[str]:
+    """The report.html section of one theorem: a <details> (open when it fails the run) around the shared
+    section model (sections.py), then the run settings."""
     H = [f"<details class='thm' id='{safe_name(t.id)}'{' open' if fails_run(t) else ''}>",
          f"<summary><b>{html.escape(t.id)}</b> — {html.escape(t.title)} — "
-         f"{'n/a' if t.not_applicable else t.verdict} {_badge(t)}</summary>",
-         f"<p><i>{html.escape(reference_text(t))}</i>"
-         + (f" — negative control of <a href='#{safe_name(t.control_of)}'><code>{html.escape(t.control_of)}"
-            f"</code></a>" if t.control_of else "") + "</p>"]
-    if t.statement:
-        H.append(f"<div class='stmt'>{math_html(t.statement)}</div>")
-    if t.hypotheses_text:
-        H.append(f"<p>Hypotheses implemented: {html.escape(t.hypotheses_text)}</p>")
-    if t.finding:
-        H.append(f"<p class='{'bad' if t.known_finding else 'na'}'>{html.escape(_finding_line(t))}</p>")
+         f"{'n/a' if t.not_applicable else t.verdict} {_badge(t)}</summary>"]
+    H += to_html(theorem_blocks(out, t), math_html)
     if t.not_applicable:
-        H.append(
-            f"<p class='na'>Not applicable to the given data: {html.escape(t.not_applicable)}</p></details>"
-        )
-        return H
-    H.append(f"<p>Verdict <b>{t.verdict}</b> (expected {t.expected}), status {_badge(t)}; "
-             f"{html.escape(inconclusive_text(t))}.</p>")
-    H.append("<table class='counts'><tr>" + "".join(f"<th>{k}</th>" for k in COUNT_KEYS) + "</tr><tr>"
-             + "".join(f"<td>{t.counts.get(k, 0)}</td>" for k in COUNT_KEYS) + "</tr></table>")
-    if status_of(t) == "hyp. unmet":
-        H.append("<p class='na'>The given data do not meet this theorem's hypotheses (reasons below), so its "
-                 "claim says nothing about them.</p>")
-    crit = criteria_rows(t)
-    if crit:
-        H.append(
-            "<p>Decision criteria:</p><table "
-            "class='crit'><tr><th>quantity</th><th>rule</th><th>threshold</th>"
-            "</tr>"
-            + "".join(
-                f"<tr><td>{html.escape(n)}</td><td>{html.escape(r)}</td><td>{html.escape(v)}</td></tr>"
-                for n, r, v in crit
-            )
-            + "</table>"
-        )
-    else:
-        H.append("<p class='na'>Decision criteria: criteria not declared.</p>")
-    sz = sizes_text(t)
-    if sz:
-        H.append(f"<p>Instance sizes: {html.escape(sz)}</p>")
-    if t.hypotheses:
-        H.append("<p>Hypothesis rates: " + ", ".join(
-            f"{html.escape(n)} {h['held']}/{h['tested']}" for n, h in t.hypotheses.items()) + "</p>")
-    ml = _metric_lines(t)
-    if ml:
-        H.append("<p>Metrics:</p><ul>" + "".join(f"<li>{html.escape(m)}</li>" for m in ml) + "</ul>")
-    if t.reasons:
-        H.append("<p>Why instances were not confirmed (count):</p><ul class='why'>" + "".join(
-            f"<li>{html.escape(k)} ({v})</li>" for k, v in t.reasons.items()) + "</ul>")
-    rl = replay_lines(out, t)
-    if rl:
-        li = [f"<li><code>{html.escape(p)}</code>: <code>{html.escape(c)}</code></li>" for p, c in rl]
-        more = (
-            f"<details><summary>{len(li) - 5} more counterexamples</summary><ul class='why'>{''.join(li[5:])}"
-            f"</ul></details>"
-            if len(li) > 5
-            else ""
-        )
-        H.append(f"<p>Counterexamples (file: exact replay):</p><ul class='why'>{''.join(li[:5])}</ul>{more}")
-    H.append(f"<p>Replay the theorem: <code>{html.escape(t.reproduce)}</code></p>")
-    fig = out / "figures" / f"{safe_name(t.id)}.png"
-    if fig.exists():
-        b64 = base64.b64encode(fig.read_bytes()).decode()
-        H.append(f"<img alt='{html.escape(t.id)} figure' src='data:image/png;base64,{b64}'/>")
+        return H + ["</details>"]
     H.append(
         f"<details class='settings'><summary>tolerances, package versions and solver settings of this run"
         f"</summary>{settings_html}</details></details>"

@@ -10,26 +10,15 @@ from numerics.fileio import write_text
 
 from ..harness import TheoremResult
 from .model import (
-    COUNT_KEYS,
     DOCS_LINE,
     HEAD,
-    _finding_line,
-    _metric_lines,
     _settings,
-    criteria_rows,
-    inconclusive_text,
-    reference_text,
-    replay_lines,
     run_summary,
     safe_name,
-    sizes_text,
     status_of,
     summary_rows,
 )
-
-
-def _md_cell(s: str) -> str:
-    return s.replace("|", "\\|").replace("\n", " ")
+from .sections import theorem_blocks, to_markdown
 
 
 def write_markdown(out: Path, rep: dict[str, Any], theorems: Sequence[TheoremResult]) -> None:
@@ -67,52 +56,6 @@ def write_markdown(out: Path, rep: dict[str, Any], theorems: Sequence[TheoremRes
 
 
 def _theorem_section(out: Path, t: TheoremResult) -> list[str]:
-    """The report.md section of one theorem."""
-    L: list[str] = []
-    L += ["", f"<a id=\"{safe_name(t.id)}\"></a>", f"## {t.id} — {t.title}", "", f"*{reference_text(t)}*"
-          + (f" — negative control of `{t.control_of}`" if t.control_of else ""), ""]
-    L.append(f"Statement: ${t.statement}$" if t.statement else "")
-    if t.hypotheses_text:
-        L.append(f"\nHypotheses implemented: {t.hypotheses_text}")
-    if t.finding:
-        L.append(f"\n{_finding_line(t, '**')}")
-    if t.not_applicable:
-        L.append(f"\n**Not applicable to the given data**: {t.not_applicable}")
-        return L
-    L.append(f"\nVerdict **{t.verdict}** (expected {t.expected}), status {status_of(t)}; "
-             f"{inconclusive_text(t)}.")
-    L += ["", "| " + " | ".join(COUNT_KEYS) + " |", "|" + "---|" * len(COUNT_KEYS),
-          "| " + " | ".join(str(t.counts.get(k, 0)) for k in COUNT_KEYS) + " |"]
-    if status_of(t) == "hyp. unmet":
-        L.append(
-            "\n**The given data do not meet this theorem's hypotheses** (reasons below), so its claim says "
-            "nothing about them."
-        )
-    crit = criteria_rows(t)
-    if crit:
-        L += ["", "Decision criteria:", ""] + [
-            f"- {_md_cell(n)} {_md_cell(r)} {v}".rstrip() for n, r, v in crit
-        ]
-    else:
-        L.append("\nDecision criteria: criteria not declared.")
-    sz = sizes_text(t)
-    if sz:
-        L.append(f"\nInstance sizes: {sz}")
-    if t.hypotheses:
-        L.append("\nHypothesis rates: " + ", ".join(
-            f"{n} {h['held']}/{h['tested']}" for n, h in t.hypotheses.items()))
-    ml = _metric_lines(t)
-    if ml:
-        L += ["", "Metrics:", ""] + [f"- {m}" for m in ml]
-    if t.reasons:
-        L += ["", "Why instances were not confirmed (count):", ""] + [
-            f"- {k} ({v})" for k, v in t.reasons.items()
-        ]
-    rl = replay_lines(out, t)
-    if rl:
-        L += ["", "Counterexamples (file: exact replay):", ""] + [f"- `{p}`: `{c}`" for p, c in rl]
-    L.append(f"\nReplay the theorem: `{t.reproduce}`")
-    fig = out / "figures" / f"{safe_name(t.id)}.png"
-    if fig.exists():
-        L.append(f"\n![{t.id}](figures/{fig.name})")
-    return L
+    """The report.md section of one theorem: its heading, then the shared section model (sections.py)."""
+    head = ["", f"<a id=\"{safe_name(t.id)}\"></a>", f"## {t.id} — {t.title}"]
+    return head + to_markdown(theorem_blocks(out, t))
