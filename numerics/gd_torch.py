@@ -298,7 +298,7 @@ def _kq_grads_linear(X, Z, gamma, K, Q, Gr, loss, direction_only, tiny):
     """
     R, n, T, d = X.shape
     dt, dev = X.dtype, X.device
-    X600 = X.view(R * n, T, d)  # one (T, d) block per example
+    X600 = X.reshape(R * n, T, d)  # one (T, d) block per example (a copy if X is not contiguous: b1_data)
     g_ = gamma.neg()  # (R, n, T): see _w_step_linear
     m = K.shape[-1]
     ZQ = torch.empty((R, n, m), dtype=dt, device=dev)  # rows Q^T z_i
