@@ -54,7 +54,7 @@ from checks import Profile, Theorem, decide, held, register, undecided
 from checks.theorems._trends import corr_curve
 from numerics.data import random_unit_sphere
 from numerics.gd import run_gd
-from numerics.gd_config import AUTHORS, uniform_init
+from numerics.gd_config import AUTHORS, AUTHORS_WD, uniform_init
 from numerics.svm import solve_att_svm
 from numerics.tokens import optimal_tokens, softmax_probs
 
@@ -135,7 +135,7 @@ class KQGDNuclear(Theorem):
         K0 = np.stack([i["K0"] for i in instances])
         Q0 = np.stack([i["Q0"] for i in instances])
         traj = run_gd(datas, param="KQ", steps=STEPS, lr=STEP, init=(K0, Q0), record_every=RECORD,
-                      weight_decay=AUTHORS.kq_weight_decay, device=ctxs[0].device).W_traj
+                      weight_decay=AUTHORS_WD, device=ctxs[0].device).W_traj
         out = []
         for j, data in enumerate(datas):
             s = softmax_probs(data, traj[-1, j])
