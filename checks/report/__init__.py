@@ -31,6 +31,7 @@ from .model import (
     VERDICT_ORDER,
     _finding_line,
     _fmt,
+    _fmt_threshold,
     _metric_lines,
     _settings,
     _top_reasons,
@@ -62,6 +63,7 @@ from .plots import (
 from .sections import _STATUS_CLASS, _md_cell, theorem_blocks, to_html, to_markdown
 
 __all__ = [
+    "_fmt_threshold",
     "theorem_blocks",
     "to_html",
     "to_markdown",

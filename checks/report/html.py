@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,8 @@ def math_html(latex: str) -> str:
     try:
         from latex2mathml.converter import convert
 
-        mathml = convert(latex, display="block")
+        # latex2mathml knows \min but not \arg (it would print "\arg"): the same operator spelled out
+        mathml = convert(re.sub(r"\\arg(?![A-Za-z])", r"\\operatorname{arg}", latex), display="block")
         if "<math" not in mathml:
             raise ValueError("no MathML produced")
         return mathml

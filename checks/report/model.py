@@ -123,10 +123,15 @@ def sizes_text(t: TheoremResult) -> str:
     return ", ".join(parts)
 
 
+def _fmt_threshold(x: Any) -> str:
+    """A threshold exactly as the check compares it (12 significant digits: 1 − 1e-9 is not shown as 1)."""
+    return f"{x:.12g}" if isinstance(x, float) else str(x)
+
+
 def criteria_rows(t: TheoremResult) -> list[tuple[str, str, str]]:
     """(quantity, rule, threshold) per declared criterion."""
     return [(str(c.get("name", "")), str(c.get("rule", "")).strip(),
-             "" if c.get("value") is None else _fmt(c["value"])) for c in t.criteria]
+             "" if c.get("value") is None else _fmt_threshold(c["value"])) for c in t.criteria]
 
 
 def inconclusive_text(t: TheoremResult) -> str:

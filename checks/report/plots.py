@@ -13,7 +13,7 @@ from numerics.fileio import write_bytes
 
 from ..harness import SIZE_KEYS, InstanceResult, TheoremResult
 from .model import (
-    _fmt,
+    _fmt_threshold,
     safe_name,
 )
 
@@ -27,20 +27,25 @@ def _num(y: Any) -> float:
 
 def curve_series(results: Sequence[InstanceResult], curve: str) -> list[dict[str, Any]]:
     """The data of one ``*_curve`` panel: per instance, x (the GD iteration when the instance records
-    ``<name>_iterations`` or ``iterations`` of the same length, else the record index), y, and outcome."""
+    ``<name>_iterations`` or ``iterations`` of the same length; the radius R of a regularisation path when it
+    records ``<name>_radii``; else the record index), y, outcome, and ``xlabel``."""
     base = curve[: -len("_curve")] if curve.endswith("_curve") else curve
     out = []
     for r in results:
         ys = r.metrics.get(curve)
         if not (isinstance(ys, list) and ys):
             continue
-        xs = r.metrics.get(f"{base}_iterations", r.metrics.get("iterations"))
+        xs, label = r.metrics.get(f"{base}_iterations", r.metrics.get("iterations")), "GD iteration"
+        radii = r.metrics.get(f"{base}_radii")
+        if not (isinstance(xs, list) and len(xs) == len(ys)) and isinstance(radii, list):
+            xs, label = radii, "radius R"
         by_iter = isinstance(xs, list) and len(xs) == len(ys)
         out.append(
             {
                 "instance": r.instance,
                 "outcome": r.outcome,
                 "iterations": by_iter,
+                "xlabel": label if by_iter else "record index",
                 "x": [_num(x) for x in xs] if by_iter else list(range(len(ys))),
                 "y": [_num(y) for y in ys],
             }
@@ -49,7 +54,7 @@ def curve_series(results: Sequence[InstanceResult], curve: str) -> list[dict[str
 
 
 def _thresholds(t: TheoremResult, metric: str) -> list[tuple[float, str]]:
-    return [(float(c["value"]), f"{c['rule'].strip()} {_fmt(c['value'])}") for c in t.criteria
+    return [(float(c["value"]), f"{c['rule'].strip()} {_fmt_threshold(c['value'])}") for c in t.criteria
             if c.get("plot_metric") == metric and isinstance(c.get("value"), (int, float))
             and not isinstance(c.get("value"), bool)]
 
@@ -147,8 +152,14 @@ def plot_theorem(out: Path, cls: Any, t: TheoremResult, results: Sequence[Instan
                 )
                 vals += s["y"]
             iters = bool(series) and all(s["iterations"] for s in series)
-            ax.set_xlabel("GD iteration" if iters else "record index")
-        for y, lab in _thresholds(t, name):
+            labels = {s["xlabel"] for s in series}
+            ax.set_xlabel(labels.pop() if iters and len(labels) == 1 else "record index")
+            xs = [x for s in series for x in s["x"] if np.isfinite(x)]
+            if iters and xs and min(xs) > 0 and max(xs) >= 10 * min(xs):
+                ax.set_xscale("log")  # iterates recorded on a geometric grid (k = S/32, …, S): log k
+        # a rule on a final value (metric X) also marks the panel of its curve X_curve
+        base = name[: -len("_curve")] if name != metric and name.endswith("_curve") else None
+        for y, lab in _thresholds(t, name) + (_thresholds(t, base) if base else []):
             ax.axhline(y, color="k", ls="--", lw=1, label=f"threshold {lab}")
             vals.append(y)
         _set_yscale(ax, vals, _error_like(name))
