@@ -20,6 +20,9 @@ KNOWN_SIBLING_IMPORTS = {
     ("gd_global_normalized", "gd_global"),  # GDGlobal / GDGlobalControl are its bases
     ("kq_chain_rule", "gradient_closed_form"),  # GradientClosedForm is its base
     ("rp_kq_nuclear", "rp_w_frobenius"),  # RPWFrobenius is its base
+    # (from the TLZO work on main) judge_path, a trend rule: belongs in a private _paths.py
+    ("p_nonlinear_head", "rp_w_frobenius"),
+    ("p_rp_path", "rp_w_frobenius"),
 }
 
 
