@@ -26,3 +26,6 @@ if __import__("os").environ.get("ATTNSVM_SABOTAGE"):
     from numerics.sabotage import install_from_env as _install_sabotage
 
     _install_sabotage()
+
+# Old import paths of modules that moved into subpackages (issue 13): see checks/_moved.py.
+from . import _moved  # noqa: E402,F401

@@ -243,7 +243,7 @@ def run_instances(
             states = thm.prepare(insts, rctxs)
             if len(states) != len(insts):
                 raise RuntimeError(f"prepare returned {len(states)} states for {len(insts)} instances")
-            prepared = [(s, None) for s in states]
+            prepared: list[tuple[Any, BaseException | None]] = [(s, None) for s in states]
         except KeyboardInterrupt:
             raise
         except Exception:  # noqa: BLE001 - isolate the instance(s) that broke the batch
@@ -254,10 +254,10 @@ def run_instances(
                 except Exception as exc:  # noqa: BLE001
                     prepared.append((None, exc))
         share = (time.perf_counter() - t0) / len(insts)
-        for inst, c, (state, exc) in zip(insts, rctxs, prepared, strict=True):
+        for inst, c, (state, err) in zip(insts, rctxs, prepared, strict=True):
             t1 = time.perf_counter() - share
-            if exc is not None:
-                r = _error_result(cls.id, c.instance, exc, t1, "prepare")
+            if err is not None:
+                r = _error_result(cls.id, c.instance, err, t1, "prepare")
             else:
                 r = evaluate(thm, inst, state, c, t1)
             results.append(r)
@@ -268,8 +268,13 @@ def run_instances(
 
 def _summarise(values: list[float]) -> dict[str, float]:
     a = np.asarray(values, dtype=float)
-    return {"mean": float(a.mean()), "median": float(np.median(a)), "min": float(a.min()), "max": float(a.max()),
-            "n": int(a.size)}
+    return {
+        "mean": float(a.mean()),
+        "median": float(np.median(a)),
+        "min": float(a.min()),
+        "max": float(a.max()),
+        "n": int(a.size),
+    }
 
 
 def aggregate(cls: type[Theorem], results: Sequence[InstanceResult], *, profile: str, seed: int,
@@ -304,6 +309,7 @@ def aggregate(cls: type[Theorem], results: Sequence[InstanceResult], *, profile:
             key = f"{r.outcome}: {r.reason}"
             reasons[key] = reasons.get(key, 0) + 1
     prof = cls.profile(profile)
+    assert prof.max_inconclusive is not None  # Theorem.profile fills it in from the default profile
     min_conf, max_inc = (1, 1.0) if replay else (prof.min_confirmed, prof.max_inconclusive)
     verdict = "VACUOUS" if not_applicable else verdict_of(counts, min_conf, max_inc)
     seen = set(cls.finding_seen.get((profile, int(seed)), ())) if not given_data else set()

@@ -75,10 +75,20 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
 
 def _summary(res: TheoremResult | None, seconds: float, error: str | None = None) -> dict[str, Any]:
     if res is None:
-        return {"verdict": "TIMEOUT" if error == "timeout" else "ERROR", "counts": {}, "fails_run": error != "timeout",
-                "seconds": round(seconds, 2), "reasons": {error: 1} if error else {}}
-    return {"verdict": res.verdict, "counts": res.counts, "fails_run": fails_run(res), "seconds": round(seconds, 2),
-            "reasons": dict(list(res.reasons.items())[:3])}
+        return {
+            "verdict": "TIMEOUT" if error == "timeout" else "ERROR",
+            "counts": {},
+            "fails_run": error != "timeout",
+            "seconds": round(seconds, 2),
+            "reasons": {error: 1} if error else {},
+        }
+    return {
+        "verdict": res.verdict,
+        "counts": res.counts,
+        "fails_run": fails_run(res),
+        "seconds": round(seconds, 2),
+        "reasons": dict(list(res.reasons.items())[:3]),
+    }
 
 
 def _run(cls: type[Theorem], profile: str, seed: int, limit: float | None) -> dict[str, Any]:
@@ -99,9 +109,16 @@ def relevant(cls: type[Theorem], name: str) -> bool:
     return bool(sab.breaks(name) & set(cls.depends_on))
 
 
-def run_power(ids: Sequence[str] = (), *, profile: str = "quick", sabotages: Sequence[str] = (), seed: int = 0,
-              plugins: Sequence[str] = (), log: Callable[[str], None] | None = None,
-              time_limit: bool = True) -> dict[str, Any]:
+def run_power(
+    ids: Sequence[str] = (),
+    *,
+    profile: str = "quick",
+    sabotages: Sequence[str] = (),
+    seed: int = 0,
+    plugins: Sequence[str] = (),
+    log: Callable[[str], None] | None = None,
+    time_limit: bool = True,
+) -> dict[str, Any]:
     """The power matrix as a JSON-able dict (see module docstring); ``log`` gets one line per cell."""
     from .runner import load_catalogue
 
@@ -118,8 +135,15 @@ def run_power(ids: Sequence[str] = (), *, profile: str = "quick", sabotages: Seq
     done = 0
     rows = []
     for cls in thms:
-        row: dict[str, Any] = {"id": cls.id, "expected": cls.expected, "control_of": cls.control_of,
-                               "finding": cls.finding, "depends_on": list(cls.depends_on), "clean": None, "cells": {}}
+        row: dict[str, Any] = {
+            "id": cls.id,
+            "expected": cls.expected,
+            "control_of": cls.control_of,
+            "finding": cls.finding,
+            "depends_on": list(cls.depends_on),
+            "clean": None,
+            "cells": {},
+        }
         rows.append(row)
         rel = [n for n in names if relevant(cls, n)]
         if not rel:  # nothing to sabotage: the clean run would tell nothing here
@@ -148,14 +172,24 @@ def run_power(ids: Sequence[str] = (), *, profile: str = "quick", sabotages: Seq
             row["cells"][n] = cell
             done += 1
             if log:
-                log(f"[{done}/{todo}] {cls.id} x {n}: {cell['status']} ({cell['verdict']}, {cell['seconds']:.1f}s)")
-    survivors = [[r["id"], n] for r in rows for n, c in r["cells"].items() if c["status"] in (SURVIVED, TIMEOUT)]
+                log(
+                    f"[{done}/{todo}] {cls.id} x {n}: {cell['status']} ({cell['verdict']}, "
+                    f"{cell['seconds']:.1f}s)"
+                )
+    survivors = [
+        [r["id"], n] for r in rows for n, c in r["cells"].items() if c["status"] in (SURVIVED, TIMEOUT)
+    ]
     from .runner import git_sha
 
     return {
         "schema": SCHEMA,
-        "run": {"started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "profile": profile,
-                "seed": seed, "git": git_sha(), "plugins": [str(p) for p in plugins]},
+        "run": {
+            "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "profile": profile,
+            "seed": seed,
+            "git": git_sha(),
+            "plugins": [str(p) for p in plugins],
+        },
         "sabotages": {n: {"breaks": sorted(sab.breaks(n)), "how": sab.CATALOGUE[n].how} for n in names},
         "components": dict(sab.COMPONENTS),
         "theorems": rows,
@@ -236,8 +270,9 @@ def cmd_power(args) -> int:
             print(f"  {c:14} {doc}")
         return 0
     log = None if args.no_progress else (lambda line: print(line, file=sys.stderr, flush=True))
-    rep = run_power(args.ids, profile=args.profile, sabotages=args.sabotage, seed=args.seed, plugins=args.plugin,
-                    log=log)
+    rep = run_power(
+        args.ids, profile=args.profile, sabotages=args.sabotage, seed=args.seed, plugins=args.plugin, log=log
+    )
     from numerics.fileio import write_text
 
     out = Path(args.out)

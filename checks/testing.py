@@ -34,7 +34,9 @@ def parametrize_with_theorems(*, profile: str = "quick", ids: Sequence[str] = ()
     params = []
     for cls in theorems(ids, plugins):
         marks = [pytest.mark.slow] if cls.id in slow_ids else []
-        if cls.finding and (profile, 0) in cls.finding_seen:  # a documented genuine counterexample: strict xfail, so a change is noticed
+        if (
+            cls.finding and (profile, 0) in cls.finding_seen
+        ):  # a documented genuine counterexample: strict xfail, so a change is noticed
             marks.append(pytest.mark.xfail(strict=True, reason=f"known finding: {cls.finding}"))
         params.append(pytest.param(cls, profile, id=cls.id, marks=marks))
     return pytest.mark.parametrize("theorem_cls,profile", params)

@@ -228,13 +228,14 @@ class Theorem:
     def not_applicable(self, data: Any) -> str | None:
         """Why this theorem cannot run on given data (None when it can)."""
         if not self.accepts_data:
-            return "this theorem draws its own instances (a constructed family), so it does not apply to given data"
+            return ("this theorem draws its own instances (a constructed family), so it does not apply to "
+                    "given data")
         return None
 
     # -- introspection ------------------------------------------------------------------------
     @classmethod
     def _methods(cls, prefix: str) -> list[tuple[str, Callable]]:
-        out = []
+        out: list[tuple[str, Callable]] = []
         for name, fn in inspect.getmembers(cls, predicate=inspect.isfunction):
             if name.startswith(prefix):
                 out.append((name[len(prefix):], fn))
@@ -298,7 +299,14 @@ def _constant_methods(cls: type) -> list[str]:
             tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
         except (OSError, TypeError, SyntaxError):
             continue
-        body = [b for b in tree.body[0].body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+        node = tree.body[0]
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        body = [
+            b
+            for b in node.body
+            if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))
+        ]
         if len(body) == 1 and isinstance(body[0], ast.Return) and _is_constant(body[0].value):
             out.append(name)
     return out
@@ -334,6 +342,26 @@ def register(cls: type[Theorem]) -> type[Theorem]:
     """Class decorator adding a theorem (or control) to the catalogue; validates its declaration."""
     if not (isinstance(cls, type) and issubclass(cls, Theorem)):
         raise TypeError("@register expects a subclass of checks.Theorem")
+    problems = _declaration_problems(cls)
+    if problems:
+        raise TypeError(f"theorem {cls.__name__} ({cls.id!r}): " + "; ".join(problems))
+    if cls.control_of and "finding" not in vars(cls):
+        cls.finding = None  # a control does not inherit its theorem's finding
+        cls.finding_seen = {}
+    problems = _finding_problems(cls)
+    if problems:
+        raise TypeError(f"theorem {cls.__name__} ({cls.id!r}): " + "; ".join(problems))
+    existing = REGISTRY.get(cls.id)
+    if existing is not None and existing is not cls and existing.__qualname__ != cls.__qualname__:
+        raise TypeError(f"duplicate theorem id {cls.id!r}: {existing.__module__}.{existing.__qualname__} and "
+                        f"{cls.__module__}.{cls.__qualname__}")
+    REGISTRY[cls.id] = cls
+    return cls
+
+
+def _declaration_problems(cls: type[Theorem]) -> list[str]:
+    """What is wrong with a theorem's declaration (id, expected, title, predictions, criteria, profiles,
+    constant hypotheses/predictions, depends_on)."""
     problems = []
     if not cls.id or not isinstance(cls.id, str):
         problems.append("missing id")
@@ -348,14 +376,18 @@ def register(cls: type[Theorem]) -> type[Theorem]:
     for name in cls.profiles:
         if name not in PROFILES:
             problems.append(f"unknown profile {name!r}")
-    problems += [f"{name} always returns the same thing: a hypothesis or prediction that cannot fail is not a "
-                 f"check (a subclass drops an inherited one with `{name} = None`)" for name in _constant_methods(cls)]
+    problems += [
+        f"{name} always returns the same thing: a hypothesis or prediction that cannot fail is not a "
+        f"check (a subclass drops an inherited one with `{name} = None`)"
+        for name in _constant_methods(cls)
+    ]
     problems.extend(_depends_on_problems(cls.depends_on))
-    if problems:
-        raise TypeError(f"theorem {cls.__name__} ({cls.id!r}): " + "; ".join(problems))
-    if cls.control_of and "finding" not in vars(cls):
-        cls.finding = None  # a control does not inherit its theorem's finding
-        cls.finding_seen = {}
+    return problems
+
+
+def _finding_problems(cls: type[Theorem]) -> list[str]:
+    """What is wrong with a theorem's recorded finding (the text and where it was seen go together)."""
+    problems = []
     if bool(cls.finding) != bool(cls.finding_seen):
         problems.append("finding and finding_seen go together: a finding names where it was seen "
                         "({(profile, seed): (instance, ...)}), and finding_seen needs the finding's text")
@@ -363,11 +395,4 @@ def register(cls: type[Theorem]) -> type[Theorem]:
         if not (isinstance(key, tuple) and len(key) == 2 and key[0] in PROFILES and isinstance(key[1], int)
                 and isinstance(ks, tuple) and ks and all(isinstance(k, int) for k in ks)):
             problems.append(f"finding_seen entry {key!r}: {ks!r} must be (profile, seed): (instance, ...)")
-    if problems:
-        raise TypeError(f"theorem {cls.__name__} ({cls.id!r}): " + "; ".join(problems))
-    existing = REGISTRY.get(cls.id)
-    if existing is not None and existing is not cls and existing.__qualname__ != cls.__qualname__:
-        raise TypeError(f"duplicate theorem id {cls.id!r}: {existing.__module__}.{existing.__qualname__} and "
-                        f"{cls.__module__}.{cls.__qualname__}")
-    REGISTRY[cls.id] = cls
-    return cls
+    return problems

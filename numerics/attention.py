@@ -36,7 +36,7 @@ Tarzanagh, Li, Thrampoulidis, Oymak, "Transformers as Support Vector Machines", 
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,26 +61,24 @@ def check_loss(loss: str) -> str:
     return loss
 
 
+#: The one loss table of the numerics (THEORY.md §1): name -> (l, l') as elementwise torch maps, used by
+#: attention, GD, prompt and sequence GD alike. Logistic l(u) = softplus(-u) (stable); l'(u) = -sigmoid(-u)
+#: (no cancellation for large u, where sigmoid(u) - 1 would round to 0 beyond u ~ 37).
+LOSS_FNS: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], Callable[[torch.Tensor], torch.Tensor]]] = {
+    "logistic": (lambda u: torch.nn.functional.softplus(-u), lambda u: -torch.sigmoid(-u)),
+    "exponential": (lambda u: torch.exp(-u), lambda u: -torch.exp(-u)),
+    "linear": (lambda u: -u, lambda u: torch.full_like(u, -1.0)),
+}
+
+
 def loss_value(u: torch.Tensor, loss: str = "logistic") -> torch.Tensor:
     """l(u): logistic log(1 + e^{-u}) (as softplus(-u), stable), exponential e^{-u}, linear -u."""
-    if loss == "logistic":
-        return torch.nn.functional.softplus(-u)
-    if loss == "exponential":
-        return torch.exp(-u)
-    if loss == "linear":
-        return -u
-    raise InvalidInputError(f"unknown loss {loss!r}; expected one of {', '.join(LOSSES)}")
+    return LOSS_FNS[check_loss(loss)][0](u)
 
 
 def loss_derivative(u: torch.Tensor, loss: str = "logistic") -> torch.Tensor:
-    """l'(u): logistic -sigmoid(-u) = sigmoid(u) - 1 (stable), exponential -e^{-u}, linear -1."""
-    if loss == "logistic":
-        return torch.sigmoid(u) - 1.0
-    if loss == "exponential":
-        return -torch.exp(-u)
-    if loss == "linear":
-        return torch.full_like(u, -1.0)
-    raise InvalidInputError(f"unknown loss {loss!r}; expected one of {', '.join(LOSSES)}")
+    """l'(u): logistic -sigmoid(-u), exponential -e^{-u}, linear -1."""
+    return LOSS_FNS[check_loss(loss)][1](u)
 
 
 # -- heads ----------------------------------------------------------------------------------------
@@ -159,7 +157,9 @@ class ReLUHead(Head):
     def __post_init__(self):
         object.__setattr__(self, "V", _as_tensor(self.V))
         if self.V.ndim not in (2, 3):
-            raise InvalidInputError(f"ReLUHead V must have shape (d, h) or (R, d, h), got {tuple(self.V.shape)}")
+            raise InvalidInputError(
+                f"ReLUHead V must have shape (d, h) or (R, d, h), got {tuple(self.V.shape)}"
+            )
 
     def value(self, u: torch.Tensor) -> torch.Tensor:
         return torch.relu(torch.matmul(u, self.V)).sum(-1)  # (R, n, h) -> (R, n)
@@ -214,7 +214,9 @@ def batch_from_data(
     if isinstance(datas, AttentionData):
         datas = [datas]
     if not isinstance(datas, Sequence) or not all(isinstance(dt, AttentionData) for dt in datas):
-        raise InvalidInputError(f"expected an AttentionData or a sequence of them, got {type(datas).__name__}")
+        raise InvalidInputError(
+            f"expected an AttentionData or a sequence of them, got {type(datas).__name__}"
+        )
     if require_head:
         for k, dt in enumerate(datas):
             if dt.v is None:
@@ -232,7 +234,9 @@ def batch_from_data(
     )
 
 
-def _check_batch(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor | None = None, Y: torch.Tensor | None = None):
+def _check_batch(
+    X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor | None = None, Y: torch.Tensor | None = None
+):
     if X.ndim != 4:
         raise InvalidInputError(f"X must have shape (R, n, T, d), got {tuple(X.shape)}")
     R, n, T, d = X.shape
@@ -338,7 +342,8 @@ def _check_kq(X: torch.Tensor, K: torch.Tensor, Q: torch.Tensor) -> None:
     R, d = X.shape[0], X.shape[-1]
     if K.ndim != 3 or K.shape[:2] != (R, d) or Q.shape != K.shape:
         raise InvalidInputError(
-            f"K and Q must both have shape (R, d, m) with (R, d) = {(R, d)}, got {tuple(K.shape)} and {tuple(Q.shape)}"
+            f"K and Q must both have shape (R, d, m) with (R, d) = {(R, d)}, got {tuple(K.shape)} and "
+            f"{tuple(Q.shape)}"
         )
 
 
@@ -378,7 +383,9 @@ class TokenGram:
         self.shape = (R, n, T)
         K = torch.bmm(Z, Z.mT)  # (R, n, n): z_i . z_j
         if dense is None:
-            dense = R * (n * T) ** 2 <= DENSE_GRAM_MAX_ENTRIES and (n * T) ** 2 <= 4 * (2 * n * T * d + n * n * d)
+            dense = R * (n * T) ** 2 <= DENSE_GRAM_MAX_ENTRIES and (n * T) ** 2 <= 4 * (
+                2 * n * T * d + n * n * d
+            )
         self.dense = dense
         Xf = X.reshape(R, n * T, d)  # (R, nT, d)
         if dense:

@@ -18,7 +18,7 @@ import os
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -61,8 +61,9 @@ def _float64_note(name: str, a: np.ndarray) -> str | None:
     if dt == np.float64 or kind not in "fiub":
         return None  # float64 already, or a type _to_numpy rejects with its own message
     if kind == "f" and dt.itemsize > 8:
-        raise InvalidInputError(f"{name} has dtype {dt}, which does not convert to float64 exactly; save it as "
-                                "float64")
+        raise InvalidInputError(
+            f"{name} has dtype {dt}, which does not convert to float64 exactly; save it as float64"
+        )
     if kind in "iu" and a.size and int(np.abs(a.astype(object)).max()) > 2**53:
         raise InvalidInputError(f"{name} has {dt} entries beyond 2**53, which float64 cannot hold exactly")
     return f"{name}: {dt} converted to float64 (exact)"
@@ -157,7 +158,12 @@ class AttentionData:
         def same(a, b):
             return (a is None and b is None) or (a is not None and b is not None and np.array_equal(a, b))
 
-        return same(self.X, other.X) and same(self.Y, other.Y) and same(self._Z, other._Z) and same(self.v, other.v)
+        return (
+            same(self.X, other.X)
+            and same(self.Y, other.Y)
+            and same(self._Z, other._Z)
+            and same(self.v, other.v)
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -167,7 +173,9 @@ class AttentionData:
         import torch
 
         dtype = torch.float64 if dtype is None else dtype
-        t = {k: torch.as_tensor(getattr(self, k), dtype=dtype, device=device) for k in ("X", "Y", "Z")}
+        t: dict[str, Any] = {
+            k: torch.as_tensor(getattr(self, k), dtype=dtype, device=device) for k in ("X", "Y", "Z")
+        }
         t["v"] = None if self.v is None else torch.as_tensor(self.v, dtype=dtype, device=device)
         return t
 
@@ -207,22 +215,32 @@ class AttentionData:
                     )
                 for key in ("X", "Y"):
                     if key not in keys:
-                        raise InvalidInputError(f"{path}: missing required key '{key}' (keys present: {sorted(keys)})")
+                        raise InvalidInputError(
+                            f"{path}: missing required key '{key}' (keys present: {sorted(keys)})"
+                        )
                 arrays = {k: npz[k] for k in keys}
         except InvalidInputError:
             raise
         except ValueError as exc:
             if "Object arrays" in str(exc):
-                raise InvalidInputError(f"{path}: contains object (pickled) arrays, which are never loaded") from None
+                raise InvalidInputError(
+                    f"{path}: contains object (pickled) arrays, which are never loaded"
+                ) from None
             if "contains pickled" in str(exc):  # np.load's fallback for a file that is neither .npz nor .npy
-                raise InvalidInputError(f"{path}: not an .npz archive (neither a zip file nor an .npy array)") from None
+                raise InvalidInputError(
+                    f"{path}: not an .npz archive (neither a zip file nor an .npy array)"
+                ) from None
             raise InvalidInputError(f"{path}: not a readable .npz file ({exc})") from None
         except (OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
-            raise InvalidInputError(f"{path}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
+            raise InvalidInputError(
+                f"{path}: not a readable .npz file ({type(exc).__name__}: {exc})"
+            ) from None
         except Exception as exc:  # numpy raises assorted errors on truncated/corrupt members
             raise InvalidInputError(f"{path}: corrupt .npz file ({type(exc).__name__}: {exc})") from None
         try:
-            notes = tuple(n for k in ("X", "Z", "v") if k in arrays for n in [_float64_note(k, arrays[k])] if n)
+            notes = tuple(
+                n for k in ("X", "Z", "v") if k in arrays for n in [_float64_note(k, arrays[k])] if n
+            )
             data = cls(arrays["X"], arrays["Y"], arrays.get("Z"), arrays.get("v"))
         except InvalidInputError as exc:
             raise InvalidInputError(f"{path}: {exc}") from None
@@ -235,6 +253,14 @@ class AttentionData:
 def _unit_rows(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     a = rng.standard_normal(shape)
     return a / np.linalg.norm(a, axis=-1, keepdims=True)
+
+
+@overload
+def random_unit_sphere(n: int, T: int, d: int, *, rng: np.random.Generator, self_attention: bool = False,
+                       R: None = None) -> AttentionData: ...
+@overload
+def random_unit_sphere(n: int, T: int, d: int, *, rng: np.random.Generator, self_attention: bool = False,
+                       R: int) -> list[AttentionData]: ...
 
 
 def random_unit_sphere(
@@ -274,7 +300,9 @@ def stack(datas: Sequence[AttentionData]) -> dict[str, np.ndarray]:
     shape = (datas[0].n, datas[0].T, datas[0].d)
     for k, dt in enumerate(datas):
         if (dt.n, dt.T, dt.d) != shape:
-            raise InvalidInputError(f"dataset {k} has shape {(dt.n, dt.T, dt.d)}, expected {shape} like dataset 0")
+            raise InvalidInputError(
+                f"dataset {k} has shape {(dt.n, dt.T, dt.d)}, expected {shape} like dataset 0"
+            )
     out = {
         "X": np.stack([dt.X for dt in datas]),
         "Y": np.stack([dt.Y for dt in datas]),

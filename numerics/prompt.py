@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .attention import LOSS_FNS
 from .errors import InvalidInputError
 
 __all__ = ["LOSSES", "PromptGDResult", "PromptPath", "VPPath", "prompt_keys", "prompt_scores", "prompt_loss",
@@ -47,11 +48,7 @@ __all__ = ["LOSSES", "PromptGDResult", "PromptPath", "VPPath", "prompt_keys", "p
            "prompt_head_excess", "prompt_head_reg_path", "joint_vp_loss", "joint_vp_path"]
 
 #: Catalogue losses ℓ(u) and ℓ'(u) (THEORY.md §1), torch, elementwise.
-LOSSES = {
-    "logistic": (lambda u: torch.nn.functional.softplus(-u), lambda u: -torch.sigmoid(-u)),
-    "exponential": (lambda u: torch.exp(-u), lambda u: -torch.exp(-u)),
-    "linear": (lambda u: -u, lambda u: -torch.ones_like(u)),
-}
+LOSSES = LOSS_FNS  # the one loss table of the numerics, numerics.attention.LOSS_FNS
 
 
 def _loss_fns(loss: str):
@@ -113,7 +110,9 @@ def _batched(K: Any, g: Any) -> tuple[np.ndarray, np.ndarray, bool]:
     if single:
         K, g = K[None], g[None]
     if K.ndim != 4 or g.shape != K.shape[:3]:
-        raise InvalidInputError(f"keys must be (R, n, T, dk) and scores (R, n, T); got {K.shape} and {g.shape}")
+        raise InvalidInputError(
+            f"keys must be (R, n, T, dk) and scores (R, n, T); got {K.shape} and {g.shape}"
+        )
     return K, g, single
 
 
@@ -406,8 +405,13 @@ def joint_vp_loss(X: Any, Y: Any, v: Any, p: Any, *, keys: Any = None, loss: str
     Xt = torch.as_tensor(np.asarray(X, dtype=float))
     Kt = Xt if keys is None else torch.as_tensor(np.asarray(keys, dtype=float))
     ell, _ = _loss_fns(loss)
-    u = _margins_vp(Xt, torch.as_tensor(np.asarray(Y, dtype=float)), Kt, torch.as_tensor(np.asarray(v, dtype=float)),
-                    torch.as_tensor(np.asarray(p, dtype=float)))
+    u = _margins_vp(
+        Xt,
+        torch.as_tensor(np.asarray(Y, dtype=float)),
+        Kt,
+        torch.as_tensor(np.asarray(v, dtype=float)),
+        torch.as_tensor(np.asarray(p, dtype=float)),
+    )
     return float(ell(u).mean())
 
 
@@ -445,7 +449,11 @@ def joint_vp_path(X: Any, Y: Any, radii: Any, *, keys: Any = None, loss: str = "
     B, n, T, d = Xb.shape
     if Yb.shape != (B, n):
         raise InvalidInputError(f"Y must have shape {(B, n)[1:] if single else (B, n)}, got {np.shape(Y)}")
-    Kb = Xb if keys is None else (np.asarray(keys, dtype=float)[None] if single else np.asarray(keys, dtype=float))
+    Kb = (
+        Xb
+        if keys is None
+        else (np.asarray(keys, dtype=float)[None] if single else np.asarray(keys, dtype=float))
+    )
     dk = Kb.shape[-1]
     radii = np.asarray(radii, dtype=float)
     vr = radii if v_radii is None else np.asarray(v_radii, dtype=float)
@@ -459,7 +467,10 @@ def joint_vp_path(X: Any, Y: Any, radii: Any, *, keys: Any = None, loss: str = "
         return torch.logsumexp(_log_ell(u, loss), -1) - np.log(n)
 
     prev: tuple[np.ndarray, np.ndarray] | None = None
-    V, P, LL, SP = [], [], [], []
+    V: Any = []  # lists of per-radius arrays, stacked to (B, S, ...) at the end
+    P: Any = []
+    LL: Any = []
+    SP: Any = []
     for r_v, r_p in zip(vr, radii, strict=True):
         A0 = rng.standard_normal((B, starts, d))
         B0 = rng.standard_normal((B, starts, dk))

@@ -48,6 +48,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidInputError
+from .sabotage_patches import (  # the SVM, softmax, mask, token, gradient and rank bugs
+    SCALE,
+    _absolute_rank,
+    _argmin_tokens,
+    _att_softmax_unnormalised,
+    _dropped_core,
+    _dropped_nuclear,
+    _fro_for_nuclear,
+    _lax,
+    _mask_off,
+    _rows_unnormalised,
+    _scaled_core,
+    _scaled_nuclear,
+    _seq_svm_mask_off,
+    _softmax_probs_unnormalised,
+    _transposed,
+)
 
 #: The environment variable that installs sabotages for a whole process ("name" or "name+name").
 ENV_VAR = "ATTNSVM_SABOTAGE"
@@ -75,8 +92,6 @@ COMPONENTS: dict[str, str] = {
 #: The random-direction sabotage draws from this fixed seed (a reproducible bug).
 RANDOM_SEED = 20230831
 
-#: ``scaled-svm``: the factor applied to the solver's answer (feasible, not optimal).
-SCALE = 1.05
 
 # (module, attribute, factory(current) -> replacement)
 Patch = tuple[str, str, Callable[[Any], Callable]]
@@ -290,169 +305,6 @@ def _gd_patches(mode: str) -> list[Patch]:
     if noop:
         out.append(("numerics.prompt", "joint_vp_path", _vp_noop))
     return out
-
-
-# -- SVM solvers (inside, before the certificate) ----------------------------------------------------
-
-def _scaled_core(original):
-    def _hard_margin_core(*args, **kwargs):
-        core = original(*args, **kwargs)
-        return core if core.w is None else dataclasses.replace(core, w=SCALE * core.w)
-
-    return _hard_margin_core
-
-
-# The nuclear seam is the whole certified ladder (numerics.svm.nuclear._solve_nuclear_ladder): each rung is
-# certified inside it (and Newton-polished, which would undo a perturbed SDP answer), so a wrong answer must
-# leave the ladder to be a bug that only solve_att_svm's final certificate can catch.
-def _scaled_nuclear(original):
-    def _solve_nuclear_ladder(*args, **kwargs):
-        W, lam, name, attempts = original(*args, **kwargs)
-        return SCALE * W, lam, name, attempts
-
-    return _solve_nuclear_ladder
-
-
-def _binding_row(lam) -> int | None:
-    import numpy as np
-
-    lam = np.asarray(lam, dtype=float)
-    return int(np.argmax(lam)) if lam.size >= 2 and float(lam.max()) > 0 else None
-
-
-def _dropped_core(original):
-    """Solve, then solve again without the constraint of largest multiplier (a binding one)."""
-    import numpy as np
-
-    def _hard_margin_core(A, b, E=None, e=None, *, solver=None):
-        core = original(A, b, E, e, solver=solver)
-        j = _binding_row(core.lam) if core.status == "optimal" else None
-        if j is None:
-            return core
-        keep = np.arange(len(b)) != j
-        c2 = original(np.asarray(A)[keep], np.asarray(b)[keep], E, e, solver=solver)
-        lam = np.zeros(len(b))
-        lam[keep] = c2.lam
-        return dataclasses.replace(c2, lam=lam)
-
-    return _hard_margin_core
-
-
-def _dropped_nuclear(original):
-    import numpy as np
-
-    def _solve_nuclear_ladder(rows, rungs, cache):
-        W, lam, name, attempts = original(rows, rungs, cache)
-        j = _binding_row(lam)
-        if j is None:
-            return W, lam, name, attempts
-        keep = np.arange(len(rows.b)) != j
-        sub = dataclasses.replace(rows, D=rows.D[keep], Zq=rows.Zq[keep], b=rows.b[keep], eq=rows.eq[keep])
-        W, lam_k, name, attempts = original(sub, rungs, {})  # a fresh cache: the features of the kept rows
-        lam = np.zeros(len(rows.b))
-        lam[keep] = lam_k
-        return W, lam, name, attempts
-
-    return _solve_nuclear_ladder
-
-
-def _fro_for_nuclear(original):
-    """The nuclear solver answers with the Frobenius solution of the same (reduced) rows."""
-
-    def _solve_nuclear_ladder(rows, rungs, cache):
-        from .svm import core
-
-        U, V = core._bases(rows)
-        c = core._hard_margin_core(core._reduced_features(rows, U, V), rows.b)
-        W = U @ c.w.reshape(U.shape[1], V.shape[1]) @ V.T
-        return W, c.lam, "fro-as-nuc", ("fro-as-nuc: sabotaged",)
-
-    return _solve_nuclear_ladder
-
-
-def _lax(original):
-    def certify(*args, **kwargs):
-        return dataclasses.replace(original(*args, **kwargs), verified=True)
-
-    return certify
-
-
-# -- softmax, mask, tokens, gradient, rank -----------------------------------------------------------
-
-def _softmax_probs_unnormalised(original):
-    import numpy as np
-
-    def softmax_probs(data, W):
-        lg = np.einsum("ntd,de,ne->nt", data.X, np.asarray(W, dtype=np.float64), data.Z)
-        return np.exp(lg - lg.max(axis=1, keepdims=True))  # the division by the row sum is missing
-
-    return softmax_probs
-
-
-def _att_softmax_unnormalised(original):
-    def softmax(X, Z, W):
-        from .attention import logits
-
-        lg = logits(X, Z, W)
-        return (lg - lg.amax(-1, keepdim=True)).exp()
-
-    return softmax
-
-
-def _rows_unnormalised(original):
-    def _softmax_rows(lg):
-        return (lg - lg.amax(-1, keepdim=True)).exp()
-
-    return _softmax_rows
-
-
-def _mask_off(original):
-    def causal_mask(T, device="cpu"):
-        import torch
-
-        return torch.ones((T, T), dtype=torch.bool, device=device)
-
-    return causal_mask
-
-
-def _seq_svm_mask_off(original):
-    def solve_seq_svm(X, gamma, *, causal=False, alpha=None, solver=None):
-        return original(X, gamma, causal=False, alpha=alpha, solver=solver)
-
-    return solve_seq_svm
-
-
-def _argmin_tokens(original):
-    import numpy as np
-
-    def optimal_tokens(data, *, v=None, tie_tol=None):
-        from . import tokens
-
-        ot = original(data, v=v) if tie_tol is None else original(data, v=v, tie_tol=tie_tol)
-        return dataclasses.replace(ot, index=np.argmin(tokens.scores(data, v), axis=1))
-
-    return optimal_tokens
-
-
-def _transposed(original):
-    def grad_from_weights(X, Z, c):
-        return original(X, Z, c).mT.clone()
-
-    return grad_from_weights
-
-
-def _absolute_rank(original):
-    import numpy as np
-
-    from . import tolerances as tol
-
-    def rank_by_gap(W, rtol=tol.RANK_RTOL):
-        if W is None:
-            return 0, None
-        s = np.linalg.svd(W, compute_uv=False)
-        return int(np.sum(s > rtol)), s  # absolute threshold instead of rtol * sigma_1
-
-    return rank_by_gap
 
 
 def _descent_loop() -> Patch:

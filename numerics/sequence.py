@@ -94,7 +94,9 @@ def run_seq_gd(X: Any, gamma: Any, *, causal: bool = False, steps: int, lr: floa
     if single:
         Xa, Ga = Xa[None], Ga[None]
     if Xa.ndim != 4 or Ga.shape != Xa.shape[:3] + (Xa.shape[2],):
-        raise InvalidInputError(f"X must be (R, n, T, d) and gamma (R, n, T, T); got {Xa.shape} and {Ga.shape}")
+        raise InvalidInputError(
+            f"X must be (R, n, T, d) and gamma (R, n, T, T); got {Xa.shape} and {Ga.shape}"
+        )
     if steps < 1 or lr <= 0:
         raise InvalidInputError(f"steps must be >= 1 and lr > 0, got steps={steps}, lr={lr}")
     R, n, T, d = Xa.shape
@@ -123,5 +125,11 @@ def run_seq_gd(X: Any, gamma: Any, *, causal: bool = False, steps: int, lr: floa
         if k % every == 0 or k == steps:
             record(k)
     P = np.stack(traj)
-    return SeqGDResult(W=P[-1][0] if single else P[-1], W_traj=P, iterations=np.array(its), loss=np.stack(losses),
-                       norms=np.linalg.norm(P, axis=(-2, -1)), stalled=stalled.cpu().numpy())
+    return SeqGDResult(
+        W=P[-1][0] if single else P[-1],
+        W_traj=P,
+        iterations=np.array(its),
+        loss=np.stack(losses),
+        norms=np.linalg.norm(P, axis=(-2, -1)),
+        stalled=stalled.cpu().numpy(),
+    )

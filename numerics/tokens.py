@@ -47,7 +47,9 @@ def check_alpha(data: AttentionData, alpha: Any) -> np.ndarray:
     """Validate a selection vector alpha (one token index per example); returns an int array."""
     a = np.asarray(alpha)
     if a.shape != (data.n,):
-        raise InvalidInputError(f"alpha must have one token index per example, shape ({data.n},), got {a.shape}")
+        raise InvalidInputError(
+            f"alpha must have one token index per example, shape ({data.n},), got {a.shape}"
+        )
     if a.dtype.kind not in "iu":
         if a.dtype.kind == "f" and np.all(a == np.round(a)):
             a = a.astype(np.int64)
@@ -86,8 +88,9 @@ def softmax_probs(data: AttentionData, W: Any) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
-def corr(A: Any, B: Any) -> np.ndarray | float:
-    """corr(A, B) = <A, B> / (||A||_F ||B||_F) over the last two axes (batched over leading ones).
+def corr(A: Any, B: Any, axis: int | tuple[int, ...] = (-2, -1)) -> np.ndarray | float:
+    """corr(A, B) = <A, B> / (||A||_F ||B||_F) over the last two axes (batched over leading ones);
+    ``axis=-1`` for vectors. NaN where a norm is 0. The one definition of corr in the project.
 
     Examples
     --------
@@ -97,8 +100,8 @@ def corr(A: Any, B: Any) -> np.ndarray | float:
     """
     A = np.asarray(A, dtype=np.float64)
     B = np.asarray(B, dtype=np.float64)
-    num = np.sum(A * B, axis=(-2, -1))
-    den = np.linalg.norm(A, axis=(-2, -1)) * np.linalg.norm(B, axis=(-2, -1))
+    num = np.sum(A * B, axis=axis)
+    den = np.linalg.norm(A, axis=axis) * np.linalg.norm(B, axis=axis)
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
     return float(out) if out.ndim == 0 else out

@@ -57,8 +57,22 @@ def test_run_sweep_order_inline_and_pool():
 
 def test_assumptions_outputs(tmp_path):
     out = tmp_path / "a"
-    rc = main(["assumptions", "--grid", GRID, "--trials", "3", "--seed", "1", "--out", str(out), "--workers", "1",
-               "--no-progress"])
+    rc = main(
+        [
+            "assumptions",
+            "--grid",
+            GRID,
+            "--trials",
+            "3",
+            "--seed",
+            "1",
+            "--out",
+            str(out),
+            "--workers",
+            "1",
+            "--no-progress",
+        ]
+    )
     assert rc == 0
     with open(out / "assumptions.csv") as fh:
         rows = list(csv.reader(fh))
@@ -121,7 +135,8 @@ def test_cmd_accepts_namespace(tmp_path):
 
 
 def test_solver_error_is_counted_and_the_run_finishes(tmp_path, monkeypatch):
-    """A trial whose Att-SVM(opt) cannot be certified leaves the SVM hypotheses undecided on that trial: counted
+    """A trial whose Att-SVM(opt) cannot be certified leaves the SVM hypotheses undecided on that trial:
+    counted
     with the solver's status, outside the rates, and the command finishes with exit 0."""
     import numerics.svm as S
     from numerics.errors import SolverError

@@ -64,7 +64,9 @@ def test_grad_W_matches_autograd_and_central_differences(head_kind, self_attenti
     h = 1e-5
     for k in range(3):
         D = torch.randn(R, d, d, generator=torch.Generator().manual_seed(10 + k), dtype=DT)
-        fd = (att.loss(b.X, b.Y, b.Z, W + h * D, head, loss) - att.loss(b.X, b.Y, b.Z, W - h * D, head, loss)) / (2 * h)
+        fd = (
+            att.loss(b.X, b.Y, b.Z, W + h * D, head, loss) - att.loss(b.X, b.Y, b.Z, W - h * D, head, loss)
+        ) / (2 * h)
         exact = (G * D).sum((1, 2))
         assert _rel(fd, exact) < GRAD_RTOL
 
@@ -169,7 +171,9 @@ def test_token_gram_dense_and_factored_agree_with_explicit_W(self_attention):
         gram = att.TokenGram(b.X, b.Z, dense=dense)
         Mc = gram.apply(c)
         torch.testing.assert_close(Mc, direct, rtol=1e-12, atol=1e-12)
-        torch.testing.assert_close((c * Mc).sum((1, 2)), torch.linalg.matrix_norm(G) ** 2, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(
+            (c * Mc).sum((1, 2)), torch.linalg.matrix_norm(G) ** 2, rtol=1e-12, atol=1e-12
+        )
 
 
 def test_batch_from_data_and_head_errors():

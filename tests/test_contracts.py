@@ -80,7 +80,9 @@ def test_control_not_refuted_fails_the_run_and_junit_agrees(tmp_path, plugin, ca
     seed = _seed_with_refutation()
     path = plugin({("quick", seed): _refuted_instances(seed)})
     out = tmp_path / "r"
-    rc = main(["check", "toy-contract", "--plugin", path, "--seed", str(seed), "--out", str(out), "--no-progress"])
+    rc = main(
+        ["check", "toy-contract", "--plugin", path, "--seed", str(seed), "--out", str(out), "--no-progress"]
+    )
     assert rc == 1
     text = capsys.readouterr().out
     assert "CONTROL NOT REFUTED: toy-contract-control" in text
@@ -157,8 +159,19 @@ def test_instance_out_of_range_and_replay_reports_the_instance(tmp_path, capsys,
     assert rc == 0, text  # a replayed confirmed instance is PASS/ok (replay runs only the ids named)
     assert "softmax-simplex instance 3: confirmed" in text
     assert "UNEXPECTED" not in text and "VACUOUS" not in text
-    rc = main(["check", "softmax-simplex-control", "--plugin", example_plugin, "--out", str(out), "--no-progress",
-               "--instance", "3"])
+    rc = main(
+        [
+            "check",
+            "softmax-simplex-control",
+            "--plugin",
+            example_plugin,
+            "--out",
+            str(out),
+            "--no-progress",
+            "--instance",
+            "3",
+        ]
+    )
     text = capsys.readouterr().out
     assert rc == 0, text  # the control's counterexample replays as refuted: FAIL, as expected
     assert "softmax-simplex-control instance 3: refuted" in text
@@ -166,7 +179,10 @@ def test_instance_out_of_range_and_replay_reports_the_instance(tmp_path, capsys,
 
 def test_resume_refuses_a_different_configuration(tmp_path, capsys, example_plugin):
     out = tmp_path / "r"
-    assert main(["check", "softmax-simplex", "--plugin", example_plugin, "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(["check", "softmax-simplex", "--plugin", example_plugin, "--out", str(out), "--no-progress"])
+        == 0
+    )
     capsys.readouterr()
     rc = main(["check", "--resume", "--profile", "full", "--out", str(out), "--no-progress"])
     assert rc == 2

@@ -113,7 +113,9 @@ def test_round_trip(tmp_path, self_attention, with_head):
     back = AttentionData.load(p)
     assert back == dt and back.self_attention == self_attention and (back.v is None) == (not with_head)
     with np.load(p) as z:
-        assert set(z.files) == {"X", "Y"} | ({"Z"} if not self_attention else set()) | ({"v"} if with_head else set())
+        assert set(z.files) == {"X", "Y"} | ({"Z"} if not self_attention else set()) | (
+            {"v"} if with_head else set()
+        )
 
 
 def _save(path, **arrays):

@@ -85,7 +85,9 @@ def test_W_gd_matches_independent_autograd_paper_setting(paper_instances_W):
     # zig-zags; an init perturbed by 1e-15 can move the final W by 1e-2), iterates agree tightly.
     short = gd.run_gd(paper_instances_W, param="W", steps=200, lr=0.1, seed=0)
     for r, dt in enumerate(paper_instances_W):
-        np.testing.assert_allclose(short.W[r], _autograd_gd(dt, [W0[r]], steps=200, lr=0.1), rtol=1e-9, atol=1e-10)
+        np.testing.assert_allclose(
+            short.W[r], _autograd_gd(dt, [W0[r]], steps=200, lr=0.1), rtol=1e-9, atol=1e-10
+        )
     np.testing.assert_allclose(res.norms, np.linalg.norm(res.W, axis=(1, 2)))
 
 
@@ -197,7 +199,9 @@ def test_regularization_path_constraint_active():
     rp = gd.regularization_path(datas, radii, steps=150, restarts=2)
     assert rp.W.shape == (3, 2, 5, 5) and rp.loss.shape == (3, 2)
     assert rp.constraint_active.all()
-    np.testing.assert_allclose(np.linalg.norm(rp.W, axis=(2, 3)), np.array(radii)[:, None] * np.ones((1, 2)), rtol=1e-8)
+    np.testing.assert_allclose(
+        np.linalg.norm(rp.W, axis=(2, 3)), np.array(radii)[:, None] * np.ones((1, 2)), rtol=1e-8
+    )
     assert np.all(np.diff(rp.loss, axis=0) < 0)  # larger ball, smaller loss
     kq = gd.regularization_path(datas, radii, param="KQ", steps=150, restarts=2)
     assert kq.constraint_active.all()
@@ -213,7 +217,9 @@ def test_regularization_path_beats_random_points_on_sphere():
     b = att.batch_from_data(dt)
     P = torch.randn(200, 5, 5, generator=torch.Generator().manual_seed(0), dtype=DT)
     P = 2.0 * P / torch.linalg.matrix_norm(P, keepdim=True)
-    L = att.loss(b.X.expand(200, -1, -1, -1), b.Y.expand(200, -1), b.Z.expand(200, -1, -1), P, b.linear_head())
+    L = att.loss(
+        b.X.expand(200, -1, -1, -1), b.Y.expand(200, -1), b.Z.expand(200, -1, -1), P, b.linear_head()
+    )
     assert rp.loss[0, 0] <= float(L.min()) + 1e-12
 
 
@@ -263,14 +269,19 @@ def test_weight_decay_runs_match_independent_autograd():
     K0, Q0 = ((torch.rand(2, 10, 10, generator=gen, dtype=DT) * 2 - 1) / 10 ** 0.5 for _ in range(2))
     for wd, normalized, lr in ((1e-3, True, 0.1), (2.2e-16, True, 0.1), (0.05, False, 0.5)):
         rw = gd.run_gd(datas, steps=100, lr=lr, normalized=normalized, init=W0, weight_decay=wd)
-        rk = gd.run_gd(datas, param="KQ", steps=100, lr=lr, normalized=normalized, init=(K0, Q0), weight_decay=wd)
+        rk = gd.run_gd(
+            datas, param="KQ", steps=100, lr=lr, normalized=normalized, init=(K0, Q0), weight_decay=wd
+        )
         for r, dt in enumerate(datas):
             np.testing.assert_allclose(
                 rw.W[r], _autograd_gd(dt, [W0[r]], steps=100, lr=lr, normalized=normalized, weight_decay=wd),
                 rtol=1e-7, atol=1e-8)
             np.testing.assert_allclose(
-                rk.W[r], _autograd_gd(dt, [K0[r], Q0[r]], steps=100, lr=lr, normalized=normalized, weight_decay=wd),
-                rtol=1e-7, atol=1e-8)
+                rk.W[r],
+                _autograd_gd(dt, [K0[r], Q0[r]], steps=100, lr=lr, normalized=normalized, weight_decay=wd),
+                rtol=1e-7,
+                atol=1e-8,
+            )
 
 
 def test_weight_decay_zero_is_the_unchanged_fused_path_and_decay_bounds_the_norm():
@@ -342,7 +353,9 @@ def test_regularization_path_per_instance_seeds_replay_exactly():
 
 # -- the compiled CPU kernels (numerics.kernels) ------------------------------------------------------
 
-needs_numba = pytest.mark.skipif(not gd.kernels.available(), reason="numba not installed (kernels unavailable)")
+needs_numba = pytest.mark.skipif(
+    not gd.kernels.available(), reason="numba not installed (kernels unavailable)"
+)
 
 
 @needs_numba
@@ -350,7 +363,9 @@ def test_kernel_backend_matches_independent_autograd(paper_instances_W, paper_in
     W0 = 0.01 * gd._normal((10, 10), 3, 0)
     short = gd.run_gd(paper_instances_W, param="W", steps=200, lr=0.1, seed=0, backend="numba")
     for r, dt in enumerate(paper_instances_W):
-        np.testing.assert_allclose(short.W[r], _autograd_gd(dt, [W0[r]], steps=200, lr=0.1), rtol=1e-9, atol=1e-10)
+        np.testing.assert_allclose(
+            short.W[r], _autograd_gd(dt, [W0[r]], steps=200, lr=0.1), rtol=1e-9, atol=1e-10
+        )
     K0, Q0 = 0.01 * gd._normal((10, 10), 3, 0), 0.01 * gd._normal((10, 10), 3, 1)
     short = gd.run_gd(paper_instances_KQ, param="KQ", steps=100, lr=0.1, seed=0, backend="numba")
     for r, dt in enumerate(paper_instances_KQ):
@@ -380,7 +395,9 @@ def test_kernel_backend_equals_torch_backend(loss, param, m):
     if param == "KQ":
         assert b.K.shape == (11, 5, m or 5)
         np.testing.assert_allclose(b.W, b.K @ np.swapaxes(b.Q, 1, 2))
-    kw["seed"] = [4]  # instance 4 alone (per-instance seeds: the same init): the same iterates as in the batch
+    kw["seed"] = [
+        4
+    ]  # instance 4 alone (per-instance seeds: the same init): the same iterates as in the batch
     one = gd.run_gd(datas[4], backend="numba", **kw)
     np.testing.assert_allclose(one.W[0], b.W[4], rtol=1e-12, atol=1e-12 * np.abs(b.W[4]).max())
 
@@ -413,7 +430,9 @@ def test_kernel_blocks_of_instances_give_the_same_iterates(monkeypatch):
         monkeypatch.setattr(gd, "KERNEL_BLOCK", 8)  # 21 instances in blocks of 8, 8 and 5
         blocked = gd.run_gd(datas, **kw)
         monkeypatch.undo()
-        np.testing.assert_allclose(blocked.W_traj, whole.W_traj, rtol=1e-12, atol=1e-12 * np.abs(whole.W).max())
+        np.testing.assert_allclose(
+            blocked.W_traj, whole.W_traj, rtol=1e-12, atol=1e-12 * np.abs(whole.W).max()
+        )
         if param == "KQ":
             np.testing.assert_allclose(blocked.K, whole.K, rtol=1e-12, atol=1e-14)
 
@@ -423,8 +442,11 @@ def test_backend_choice_and_errors(monkeypatch):
     with pytest.raises(InvalidInputError, match="backend must be one of"):
         gd.run_gd(datas, steps=2, lr=0.1, backend="cuda")
     if gd.kernels.available():
-        for kw, why in ((dict(normalized=False), "normalized=False"), (dict(weight_decay=0.1), "weight_decay"),
-                        (dict(head=att.ReLUHead(np.ones((5, 2)))), "ReLUHead")):
+        for kw, why in (
+            (dict(normalized=False), "normalized=False"),
+            (dict(weight_decay=0.1), "weight_decay"),
+            (dict(head=att.ReLUHead(np.ones((5, 2)))), "ReLUHead"),
+        ):
             with pytest.raises(InvalidInputError, match=why):
                 gd.run_gd(datas, steps=2, lr=0.1, backend="numba", **kw)
     batch = att.batch_from_data(datas)

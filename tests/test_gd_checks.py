@@ -46,7 +46,9 @@ def fake_run_gd(mode: str):
             K0, Q0 = (np.broadcast_to(np.asarray(a, float), (R, d, d)) for a in init)
             W = np.einsum("rij,rkj->rik", K0, Q0)
         elif init is None:
-            W = init_scale * np.random.default_rng(seed if isinstance(seed, int) else 0).standard_normal((R, d, d))
+            W = init_scale * np.random.default_rng(seed if isinstance(seed, int) else 0).standard_normal(
+                (R, d, d)
+            )
         else:
             W = np.array(np.broadcast_to(np.asarray(init, float), (R, d, d)))
         its = _records(steps, record_every, default=steps if record_every is None else 20)
@@ -219,7 +221,8 @@ def test_controls_have_no_constant_hypothesis_or_prediction():
 
 def test_causal_masking_certified_exactly_once():
     """Structural facts the causal-svm check no longer re-tests per instance (they cannot fail there): the
-    causal SVM has no constraint on keys t > k (λ = 0, margin +inf) and the causal softmax gives them 0 mass."""
+    causal SVM has no constraint on keys t > k (λ = 0, margin +inf) and the causal softmax gives them 0
+    mass."""
     from checks.theorems.seq_svm import _seq_instance
     from numerics.sequence import seq_probs
     from numerics.svm import solve_seq_svm
@@ -261,7 +264,8 @@ def test_kq_gd_nuclear_separation_threshold_is_per_instance():
 
 
 def test_kq_gd_nuclear_control_is_judged_by_the_mirrored_separation():
-    """Where s ∈ [0.97, 0.98) a run converged to the nuclear solution has corr_fro ≈ s ≥ CORR_MIN: the control's
+    """Where s ∈ [0.97, 0.98) a run converged to the nuclear solution has corr_fro ≈ s ≥ CORR_MIN: the
+    control's
     direction prediction alone would confirm the false claim; its mirrored separation refutes it."""
     ctl = REGISTRY["kq-gd-nuclear-control"]()
     assert "beats_nuclear" in ctl.prediction_names()
@@ -310,7 +314,7 @@ def test_overparam_global_reached_means_direction_not_argmax():
 
 def test_overparam_global_uses_the_one_wilson_interval():
     import checks.theorems.overparam_global as mod
-    from checks.sweep import wilson_interval
+    from checks.experiments.sweep import wilson_interval
 
     assert not hasattr(mod, "wilson") and mod.wilson_interval is wilson_interval
     lo, hi = mod.newcombe_interval(10, 20, 15, 20)

@@ -136,7 +136,9 @@ def test_cli_bad_usage_exits_2(tmp_path, capsys):
 
 
 def test_python_m_checks_list_json():
-    r = subprocess.run([sys.executable, "-m", "checks", "list", "--json"], capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-m", "checks", "list", "--json"], capture_output=True, text=True, cwd=ROOT
+    )
     assert r.returncode == 0, r.stderr
     entries = json.loads(r.stdout)
     assert entries and {"id", "title", "reference", "expected", "control_of"} <= set(entries[0])

@@ -15,7 +15,9 @@ def test_soa_aos_roundtrip_and_padding():
     a = np.arange(3 * 2 * 4, dtype=float).reshape(3, 2, 4)
     s = kn.soa(a)
     assert s.shape == (2, 4, 8) and s.flags.c_contiguous
-    np.testing.assert_array_equal(s[..., 3:], np.repeat(a[-1][..., None], 5, axis=-1))  # padding = last instance
+    np.testing.assert_array_equal(
+        s[..., 3:], np.repeat(a[-1][..., None], 5, axis=-1)
+    )  # padding = last instance
     np.testing.assert_array_equal(kn.aos(s, 3), a)
     assert kn.padded(0) == 0 and kn.padded(8) == 8 and kn.padded(9) == 16
 
@@ -34,7 +36,9 @@ def test_vectorised_exp_within_one_ulp_and_flushes_below_min_normal(tmp_path, mo
     normal = ref >= np.finfo(np.float64).tiny
     ulp = np.abs(E[normal] - ref[normal]) / np.spacing(ref[normal])
     assert ulp.max() <= 1.0
-    assert np.all(E[~normal] <= ref[~normal]) and np.all(E[~normal] < 2.3e-308)  # flushed (or the same tiny value)
+    assert np.all(E[~normal] <= ref[~normal]) and np.all(
+        E[~normal] < 2.3e-308
+    )  # flushed (or the same tiny value)
     assert E[0, -7] == 1.0 and E[0, -1] == 0.0
     assert list(tmp_path.glob("attnsvm_gd_*_n2_T3_d2_m2.py"))  # generated into the configured cache
 

@@ -25,8 +25,19 @@ def _fake_gd(mode: str):
     """A stand-in for numerics.gd.run_gd: 'noop' returns W(0) at every recorded step; 'ascent' runs
     normalised gradient ASCENT of the same loss (linear head) with the same step."""
 
-    def run(data, *, steps, lr, loss="logistic", seed=0, init=None, record_every=None, device="cpu", head=None,
-            **kw):
+    def run(
+        data,
+        *,
+        steps,
+        lr,
+        loss="logistic",
+        seed=0,
+        init=None,
+        record_every=None,
+        device="cpu",
+        head=None,
+        **kw,
+    ):
         datas = [data] if not isinstance(data, (list, tuple)) else list(data)
         b = att.batch_from_data(datas)
         R, d = len(datas), datas[0].d

@@ -113,8 +113,16 @@ def test_env_var_installs_sabotage_in_a_subprocess():
 def test_catalogue_names_known_components():
     for s in sab.CATALOGUE.values():
         assert s.breaks and set(s.breaks) <= set(sab.COMPONENTS)
-    assert {"noop-gd", "ascent-gd", "random-gd", "frobenius-for-nuclear", "dropped-constraint-svm", "scaled-svm",
-            "softmax-no-normaliser", "causal-mask-off"} <= set(sab.default_names())
+    assert {
+        "noop-gd",
+        "ascent-gd",
+        "random-gd",
+        "frobenius-for-nuclear",
+        "dropped-constraint-svm",
+        "scaled-svm",
+        "softmax-no-normaliser",
+        "causal-mask-off",
+    } <= set(sab.default_names())
 
 
 # -- what each sabotage does ----------------------------------------------------------------------------
@@ -247,8 +255,12 @@ def test_power_matrix_small_profile(power_plugin, tmp_path, capsys):
                  "--out", str(tmp_path)])
     rep = json.loads((tmp_path / "power.json").read_text())
     cells = {r["id"]: {n: c["status"] for n, c in r["cells"].items()} for r in rep["theorems"]}
-    assert cells["svm-feasibility"] == {"noop-gd": "not relevant", "scaled-svm": "detected",
-                                        "dropped-constraint-svm": "detected", "argmin-optimal-token": "not relevant"}
+    assert cells["svm-feasibility"] == {
+        "noop-gd": "not relevant",
+        "scaled-svm": "detected",
+        "dropped-constraint-svm": "detected",
+        "argmin-optimal-token": "not relevant",
+    }
     assert cells["power-gd-lowers-loss"]["noop-gd"] == "detected"
     assert cells["power-hollow-gd"]["noop-gd"] == "SURVIVED"
     assert rep["survivors"] == [["power-hollow-gd", "noop-gd"]] and code == 1

@@ -38,14 +38,18 @@ def test_local_fixture_converges_to_1_0_and_tie_escapes():
     g = np.array([[[1.0, 0.9, 0.5]], [[1.0, 0.9, 0.9]]])
     res = run_prompt_gd(np.stack([FIX_KEYS] * 2), g, steps=1500, lr=0.05, init=init)
     assert 1 - _corr(res.p[0], np.array([1.0, 0.0])) < 1e-4
-    assert 1 - _corr(res.p[1], np.array([1.0, 0.0])) > 0.5  # γ3 = 0.9: leaves the cone (towards the global p^mm)
+    assert (
+        1 - _corr(res.p[1], np.array([1.0, 0.0])) > 0.5
+    )  # γ3 = 0.9: leaves the cone (towards the global p^mm)
     assert _corr(res.p[1], np.array([-0.1, 1.0])) > 0.9
 
 
 def test_gradient_stays_exact_when_saturated():
     # at ‖p‖ = 200 the non-selected probability is e^{-200}: the centred form must still see it
     p = torch.tensor([[200.0, 0.0]], dtype=torch.float64)
-    G = prompt_grad(torch.as_tensor(FIX_KEYS[None]), torch.tensor([[[1.0, 0.9, 0.5]]], dtype=torch.float64), p)
+    G = prompt_grad(
+        torch.as_tensor(FIX_KEYS[None]), torch.tensor([[[1.0, 0.9, 0.5]]], dtype=torch.float64), p
+    )
     assert torch.all(torch.isfinite(G)) and G[0, 0] < 0  # descent direction pushes p_1 up
 
 

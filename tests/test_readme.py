@@ -35,9 +35,14 @@ def test_readme_pytest_snippet_runs_from_another_directory(tmp_path):
     (proj / "test_mine.py").write_text(snippet.replace('"my-theorem"', '"softmax-simplex"'))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(proj / "test_mine.py")],
-                       cwd=elsewhere, capture_output=True, text=True, timeout=300,
-                       env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(proj / "test_mine.py")],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "2 passed" in r.stdout  # the theorem and its control
 

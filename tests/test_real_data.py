@@ -48,7 +48,13 @@ def test_check_digits_exits_0_and_reports_applicability(tmp_path):
     md = (out / "report.md").read_text()
 
     # not applicable: a specific reason, no instances, status n/a, shown in report.md
-    for tid in ("loss-assumptions", "loss-assumptions-control", "seq-svm", "seq-svm-control", "svm-feasibility-control"):
+    for tid in (
+        "loss-assumptions",
+        "loss-assumptions-control",
+        "seq-svm",
+        "seq-svm-control",
+        "svm-feasibility-control",
+    ):
         t = by_id[tid]
         assert t["status"] == "n/a" and t["not_applicable"] and t["not_applicable"] != GENERIC, tid
         assert t["counts"]["instances"] == 0
@@ -62,7 +68,9 @@ def test_check_digits_exits_0_and_reports_applicability(tmp_path):
     assert t["verdict"] == "PASS" and t["not_applicable"] is None and t["given_data"] is True
     assert t["metrics"]["data_n"]["min"] == t["metrics"]["data_n"]["max"] == 60
     assert t["metrics"]["data_d"]["min"] == 16
-    assert 0 < t["metrics"]["alpha_is_opt"]["mean"] < 1  # instances differ: their alphas come from their seeds
+    assert (
+        0 < t["metrics"]["alpha_is_opt"]["mean"] < 1
+    )  # instances differ: their alphas come from their seeds
     assert by_id["svm-rank-bound-control"]["verdict"] == "FAIL"  # the control keeps its power on real data
     assert "--data digits" in t["reproduce"]
 
@@ -126,7 +134,9 @@ def test_controls_that_could_not_fail_on_the_data_are_not_applicable(digits):
     X = np.array([[[1.0], [-1.0]], [[1.0], [0.5]]])  # n = 2, T = 2, d = 1
     tiny = AttentionData(X, np.array([1.0, -1.0]), np.array([[1.0], [1.0]]), np.array([1.0]))
     assert "min(n, d) = 1" in REGISTRY["svm-rank-bound-control"]().not_applicable(tiny)
-    assert REGISTRY["svm-feasibility-control"]().not_applicable(tiny) is None  # d = 1 = max(T-1, n) - 1: the boundary
+    assert (
+        REGISTRY["svm-feasibility-control"]().not_applicable(tiny) is None
+    )  # d = 1 = max(T-1, n) - 1: the boundary
     assert "d = 16" in REGISTRY["svm-feasibility-control"]().not_applicable(digits)
     assert REGISTRY["svm-rank-bound-control"]().not_applicable(digits) is None
     # on digits: the controls of theorems whose hypotheses the digits miss

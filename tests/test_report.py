@@ -96,8 +96,14 @@ def test_report_json_has_criteria_number_and_sizes(toy_run):
     rep = json.loads((out / "report.json").read_text())
     thm = {t["id"]: t for t in rep["theorems"]}
     toy, ctl = thm["report-toy"], thm["report-toy-control"]
-    assert toy["criteria"] == [{"name": "1 - corr(W(k), W^mm) at the last iterate", "rule": "<", "value": 1e-2,
-                                "plot_metric": "err_curve"}]
+    assert toy["criteria"] == [
+        {
+            "name": "1 - corr(W(k), W^mm) at the last iterate",
+            "rule": "<",
+            "value": 1e-2,
+            "plot_metric": "err_curve",
+        }
+    ]
     assert toy["theorem_number"] == "TLTO Thm 99" and ctl["criteria"] == []
     for k, v in (("n", 3), ("T", 4), ("d", 5)):  # recorded by the default sizes hook from inst["data"]
         assert toy["metrics"][k]["min"] == toy["metrics"][k]["max"] == v
@@ -137,10 +143,12 @@ def test_replay_lines_per_counterexample_and_whole_reasons(toy_run):
 
 def test_figure_series_use_the_recorded_iterations(toy_run):
     _, out, _ = toy_run
-    results = [InstanceResult("t", 0, "confirmed", metrics={"err_curve": [1, 0.1], "err_iterations": [0, 50]}),
-               InstanceResult("t", 1, "refuted", metrics={"err_curve": [1, 0.5, 0.4], "iterations": [0, 5, 9]}),
-               InstanceResult("t", 2, "confirmed", metrics={"err_curve": [1, 0.2], "err_iterations": [0]}),
-               InstanceResult("t", 3, "confirmed", metrics={"other": 1.0})]
+    results = [
+        InstanceResult("t", 0, "confirmed", metrics={"err_curve": [1, 0.1], "err_iterations": [0, 50]}),
+        InstanceResult("t", 1, "refuted", metrics={"err_curve": [1, 0.5, 0.4], "iterations": [0, 5, 9]}),
+        InstanceResult("t", 2, "confirmed", metrics={"err_curve": [1, 0.2], "err_iterations": [0]}),
+        InstanceResult("t", 3, "confirmed", metrics={"other": 1.0}),
+    ]
     s = curve_series(results, "err_curve")
     assert [x["instance"] for x in s] == [0, 1, 2]
     assert s[0]["x"] == [0, 50] and s[0]["iterations"] and s[0]["outcome"] == "confirmed"
@@ -250,5 +258,7 @@ def test_markdown_summary_first(toy_run):
     _, out, _ = toy_run
     md = (out / "report.md").read_text()
     assert md.index("## Summary") < md.index("## Contents") < md.index("## report-toy —")
-    assert re.search(r"- \[report-toy\]\(#report-toy\): UNEXPECTED, FAIL \(expected PASS\)\n  - refuted: ", md)
+    assert re.search(
+        r"- \[report-toy\]\(#report-toy\): UNEXPECTED, FAIL \(expected PASS\)\n  - refuted: ", md
+    )
     assert Path(out / "report.md").exists()

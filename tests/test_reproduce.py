@@ -9,6 +9,11 @@ import pytest
 
 from checks import reproduce as R
 from checks.cli import main
+from checks.experiments import (  # the experiments whose constants are patched
+    global_vs_d,
+    multi_token,
+    svm_rank,
+)
 from numerics.errors import InvalidInputError
 
 
@@ -62,7 +67,7 @@ def test_local_convergence(tmp_path):
 
 
 def test_svm_rank(tmp_path, monkeypatch):
-    monkeypatch.setattr(R, "RANK_D", (1, 3, 6))
+    monkeypatch.setattr(svm_rank, "RANK_D", (1, 3, 6))
     R.reproduce("svm-rank", trials=1, out=tmp_path, workers=1, progress=False)
     _outputs_ok(tmp_path, "svm-rank")
     head = _header(tmp_path / "svm-rank.csv")
@@ -77,7 +82,7 @@ def test_svm_rank(tmp_path, monkeypatch):
 
 
 def test_global_vs_d(tmp_path, monkeypatch):
-    monkeypatch.setattr(R, "GLOBAL_D", (2, 8))
+    monkeypatch.setattr(global_vs_d, "GLOBAL_D", (2, 8))
     R.reproduce("global-vs-d", trials=3, out=tmp_path, workers=1, progress=False)
     _outputs_ok(tmp_path, "global-vs-d")
     rows = _rows(tmp_path / "global-vs-d.csv")
@@ -87,8 +92,8 @@ def test_global_vs_d(tmp_path, monkeypatch):
 
 
 def test_multi_token(tmp_path, monkeypatch):
-    monkeypatch.setattr(R, "MT_D", (4, 6))
-    monkeypatch.setattr(R, "MT_STEPS", 400)
+    monkeypatch.setattr(multi_token, "MT_D", (4, 6))
+    monkeypatch.setattr(multi_token, "MT_STEPS", 400)
     R.reproduce("multi-token", trials=3, out=tmp_path, workers=1, progress=False)
     _outputs_ok(tmp_path, "multi-token")
     rows = _rows(tmp_path / "multi-token.csv")
@@ -101,7 +106,8 @@ def test_multi_token(tmp_path, monkeypatch):
 
 
 def _inject_solver_error(monkeypatch, *, norm, nth, status="uncertified"):
-    """numerics.svm.solve_att_svm raising SolverError on its nth call with this norm (counted across the run)."""
+    """numerics.svm.solve_att_svm raising SolverError on its nth call with this norm (counted across the
+    run)."""
     import numerics.svm as S
     from numerics.errors import SolverError
 
@@ -120,23 +126,25 @@ def _inject_solver_error(monkeypatch, *, norm, nth, status="uncertified"):
 
 
 def test_svm_rank_counts_a_solver_error_and_finishes(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(R, "RANK_NT", ((5, 5),))
-    monkeypatch.setattr(R, "RANK_D", (3, 6))
+    monkeypatch.setattr(svm_rank, "RANK_NT", ((5, 5),))
+    monkeypatch.setattr(svm_rank, "RANK_D", (3, 6))
     _inject_solver_error(monkeypatch, norm="nuc", nth=2, status="max_iterations")
     assert main(["reproduce", "svm-rank", "--trials", "3", "--out", str(tmp_path), "--workers", "1",
                  "--no-progress"]) == 0
     rows = _rows(tmp_path / "svm-rank.csv")
     assert [int(r["solver_errors"]) for r in rows] == [1, 0]
     assert rows[0]["solver_status"] == "max_iterations×1"
-    assert all(int(r["feasible"]) == 3 for r in rows)  # the cell kept drawing: the error is not a feasible instance
+    assert all(
+        int(r["feasible"]) == 3 for r in rows
+    )  # the cell kept drawing: the error is not a feasible instance
     md = (tmp_path / "svm-rank.md").read_text()
     assert "solver errors" in md and "1 (max_iterations×1)" in md
     assert not (tmp_path / ".svm-rank.parts").exists()  # removed once the outputs are written
 
 
 def test_global_vs_d_counts_a_solver_error_and_finishes(tmp_path, monkeypatch):
-    monkeypatch.setattr(R, "GLOBAL_NT", ((5, 5),))
-    monkeypatch.setattr(R, "GLOBAL_D", (8,))
+    monkeypatch.setattr(global_vs_d, "GLOBAL_NT", ((5, 5),))
+    monkeypatch.setattr(global_vs_d, "GLOBAL_D", (8,))
     _inject_solver_error(monkeypatch, norm="fro", nth=1)
     R.reproduce("global-vs-d", trials=3, out=tmp_path, workers=1, progress=False)
     (row,) = _rows(tmp_path / "global-vs-d.csv")
@@ -158,17 +166,18 @@ def test_multi_token_counts_a_solver_error(monkeypatch):
     def broken(*a, **k):
         raise SolverError("injected", status="uncertified")
 
-    monkeypatch.setattr(R, "MT_STEPS", 200)
+    monkeypatch.setattr(multi_token, "MT_STEPS", 200)
     monkeypatch.setattr(S, "gen_svm", broken)
     out = R.mt_chunk(0, 4, [0, 1])
     assert out["solver_errors"] == 2 and out["error_statuses"] == ["uncertified"] * 2
 
 
 def test_interrupted_run_loses_no_finished_task(tmp_path, monkeypatch):
-    """An interruption after some cells finished keeps them on disk; the same command then re-runs only the rest
+    """An interruption after some cells finished keeps them on disk; the same command then re-runs only the
+    rest
     and writes the same table as an uninterrupted run."""
-    monkeypatch.setattr(R, "RANK_NT", ((5, 5),))
-    monkeypatch.setattr(R, "RANK_D", (3, 4, 6))
+    monkeypatch.setattr(svm_rank, "RANK_NT", ((5, 5),))
+    monkeypatch.setattr(svm_rank, "RANK_D", (3, 4, 6))
     clean = tmp_path / "clean"
     R.reproduce("svm-rank", trials=2, out=clean, workers=1, progress=False)
     import numerics.svm as S

@@ -36,9 +36,25 @@ def test_interrupt_keeps_finished_instances_and_resume_completes(tmp_path, sig):
     assert r.returncode == 0, r.stderr
 
     part = tmp_path / "part"
-    proc = subprocess.Popen([sys.executable, "-m", "checks", "check", "slow-sum", "--plugin", PLUGIN, "--out",
-                             str(part), "--no-progress"], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, ATTNSVM_TEST_SLEEP="0.25"))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "checks",
+            "check",
+            "slow-sum",
+            "--plugin",
+            PLUGIN,
+            "--out",
+            str(part),
+            "--no-progress",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, ATTNSVM_TEST_SLEEP="0.25"),
+    )
     results = part / "results.jsonl"
     deadline = time.time() + 60
     while time.time() < deadline:

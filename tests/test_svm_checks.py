@@ -1,4 +1,5 @@
-"""Power of the rebuilt SVM / path / loss checks: each theorem PASSes, its boundary control FAILs for the reason
+"""Power of the rebuilt SVM / path / loss checks: each theorem PASSes, its boundary control FAILs for the
+reason
 that matters, and a sabotage of the component it depends on makes it FAIL."""
 
 from __future__ import annotations
@@ -72,7 +73,9 @@ def test_separation_threshold_makes_theorem_and_control_exclusive():
 
     th_s = np.linspace(1e-3, np.pi, 400)[:, None]
     sep = 1 - np.cos(th_s)
-    th_p = np.arccos(1 - sep / SEPARATION_K) * np.linspace(0, 0.999999, 200)[None]  # every path error below sep/K
+    th_p = (
+        np.arccos(1 - sep / SEPARATION_K) * np.linspace(0, 0.999999, 200)[None]
+    )  # every path error below sep/K
     assert np.all(1 - np.cos(th_s - th_p) >= sep / SEPARATION_K - 1e-15)
 
 
@@ -87,8 +90,11 @@ def test_rp_w_frobenius_fails_when_the_svm_returns_the_other_norm(monkeypatch):
     import checks.theorems.rp_w_frobenius as mod
 
     real = mod.solve_att_svm
-    monkeypatch.setattr(mod, "solve_att_svm",
-                        lambda data, *a, norm="fro", **k: real(data, *a, norm="nuc" if norm == "fro" else "fro", **k))
+    monkeypatch.setattr(
+        mod,
+        "solve_att_svm",
+        lambda data, *a, norm="fro", **k: real(data, *a, norm="nuc" if norm == "fro" else "fro", **k),
+    )
     assert run_theorem(REGISTRY["rp-w-frobenius"], profile="quick", seed=0).verdict == "FAIL"
 
 
@@ -99,6 +105,9 @@ def test_rp_kq_nuclear_passes_control_fails_and_sabotage_fails(monkeypatch):
     import checks.theorems.rp_w_frobenius as mod
 
     real = mod.solve_att_svm
-    monkeypatch.setattr(mod, "solve_att_svm",
-                        lambda data, *a, norm="fro", **k: real(data, *a, norm="nuc" if norm == "fro" else "fro", **k))
+    monkeypatch.setattr(
+        mod,
+        "solve_att_svm",
+        lambda data, *a, norm="fro", **k: real(data, *a, norm="nuc" if norm == "fro" else "fro", **k),
+    )
     assert run_theorem(REGISTRY["rp-kq-nuclear"], profile="quick", seed=0).verdict == "FAIL"

@@ -41,7 +41,17 @@ def run_json(capsys, *argv):
 def test_json_fields(capsys, feasible, norm):
     rc, out = run_json(capsys, feasible, "--norm", norm)
     assert rc == 0
-    for key in ("status", "objective", "rank", "support_tokens", "certificate", "W", "alpha", "solver", "seconds"):
+    for key in (
+        "status",
+        "objective",
+        "rank",
+        "support_tokens",
+        "certificate",
+        "W",
+        "alpha",
+        "solver",
+        "seconds",
+    ):
         assert key in out
     assert out["status"] == "optimal" and out["certificate"]["verified"] is True
     W = np.array(out["W"])
@@ -99,6 +109,12 @@ def test_subprocess_entry_point(feasible):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["status"] == "optimal"
-    proc = subprocess.run([sys.executable, "-m", "checks", "svm", str(feasible), "--alpha", "x"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "checks", "svm", str(feasible), "--alpha", "x"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0

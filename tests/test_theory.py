@@ -148,7 +148,10 @@ def test_assumption_a_fails_for_squared():
     assert "squared" in CONTROL_LOSSES
     assert not r.holds and not r.decreasing
     u0, d0 = r.decreasing_counter
-    assert sp.diff(CONTROL_LOSSES["squared"], sp.Symbol("u", real=True)).subs(sp.Symbol("u", real=True), u0) == d0
+    assert (
+        sp.diff(CONTROL_LOSSES["squared"], sp.Symbol("u", real=True)).subs(sp.Symbol("u", real=True), u0)
+        == d0
+    )
     assert d0 >= 0
 
 
@@ -248,5 +251,7 @@ def test_matches_numerics_attention():
         _close(lf.loss_value(X, Y, Z, v, W, loss=loss), att.loss(X, Y, Z, W, head, loss=loss))
     _close(lf.softmax_probs(X, Z, W), att.softmax(X, Z, W))
     K, Q = _t(*np.random.default_rng(5).standard_normal((2, 5, 3, 2)))
-    for mine, theirs in zip(lf.grad_KQ(X, Y, Z, v, K, Q), att.grad_KQ(X, Y, Z, K, Q, head, loss="logistic"), strict=True):
+    for mine, theirs in zip(
+        lf.grad_KQ(X, Y, Z, v, K, Q), att.grad_KQ(X, Y, Z, K, Q, head, loss="logistic"), strict=True
+    ):
         _close(mine, theirs)

@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 
-NEEDS_HEAD = "needs a linear head v in the data (key 'v'): the token scores gamma_it = Y_i v^T x_it define its claim"
+NEEDS_HEAD = (
+    "needs a linear head v in the data (key 'v'): the token scores gamma_it = Y_i v^T x_it define its claim"
+)
 
 
 def need_head(data: Any) -> str | None:
@@ -25,7 +27,8 @@ def need_head(data: Any) -> str | None:
 
 
 def given_metrics(ctx: Any) -> dict[str, int]:
-    """Metrics recording the shape of the given data (empty without --data, so constructed runs are unchanged)."""
+    """Metrics recording the shape of the given data (empty without --data, so constructed runs are
+    unchanged)."""
     data = getattr(ctx, "data", None)
     if data is None:
         return {}
@@ -67,7 +70,9 @@ def switched_selections(data: Any) -> list[tuple[int, np.ndarray, bool, Any]]:
     return out
 
 
-def switched_candidates(data: Any, locally_optimal: bool, accept: Any = None) -> list[tuple[int, np.ndarray, Any]]:
+def switched_candidates(
+    data: Any, locally_optimal: bool, accept: Any = None
+) -> list[tuple[int, np.ndarray, Any]]:
     """``switched_selections`` with the requested local optimality (and ``accept(alpha, sol)`` if given):
     a list of (i, α, W^mm_α solution)."""
     return [(i, a, sol) for i, a, lo, sol in switched_selections(data)
@@ -99,7 +104,8 @@ def class_subset(data: Any, per_class: int) -> Any:
 
 
 def subset_metrics(ctx: Any, sub: Any) -> dict[str, int]:
-    """``given_metrics`` of the subset actually used, plus the size of the full given data (``data_n_given``)."""
+    """``given_metrics`` of the subset actually used, plus the size of the full given data
+    (``data_n_given``)."""
     data = getattr(ctx, "data", None)
     if data is None:
         return {}

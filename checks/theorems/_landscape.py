@@ -261,9 +261,18 @@ def pair_ws(data: AttentionData, gamma: np.ndarray, h: np.ndarray, norms=NORMS) 
     return np.asarray(out).reshape(-1, data.d, data.d)
 
 
-def search_positive(data: AttentionData, M: np.ndarray, loss: str, rng: np.random.Generator, *,
-                    per_norm: int, ascent_steps: int, h: np.ndarray | None = None, extra: np.ndarray | None = None,
-                    starts: int = 6) -> tuple[np.ndarray, dict]:
+def search_positive(
+    data: AttentionData,
+    M: np.ndarray,
+    loss: str,
+    rng: np.random.Generator,
+    *,
+    per_norm: int,
+    ascent_steps: int,
+    h: np.ndarray | None = None,
+    extra: np.ndarray | None = None,
+    starts: int = 6,
+) -> tuple[np.ndarray, dict]:
     """Look for W with ⟨∇L(W), M⟩ > 0: Gaussian / near-±M / token-pushing samples at every norm, the
     ``extra`` candidates (e.g. ``pair_ws``), then a short ascent from the ``starts`` closest calls of
     moderate norm; every candidate judged by the exact log-space sign. Returns (classes, metrics):
@@ -313,7 +322,8 @@ def judge_divergence(norms: np.ndarray, losses: np.ndarray, lr: float, steps: in
     """The Outcome of 'GD's ‖W(k)‖ → ∞ while L(W(k)) decreases', from ``norms`` and ``losses`` recorded at
     equally spaced iterations 0..steps. failed: the norm did not grow over the last half (an optimiser
     that does not move), or the loss ends above its start or rose over the last half (not a descent
-    method; compared with the start because a saturated loss is flat to the last bit at the end); held: the norm grew by at
+    method; compared with the start because a saturated loss is flat to the last bit at the end); held: the
+    norm grew by at
     least DIVERGE_SHARE of the most normalised GD can move AND did not decelerate (last quarter ≥
     DECEL_SHARE × third quarter); undecided otherwise (growing but slowing: budget)."""
     norms, losses = np.asarray(norms, float), np.asarray(losses, float)
@@ -322,13 +332,21 @@ def judge_divergence(norms: np.ndarray, losses: np.ndarray, lr: float, steps: in
     grow = float(norms[-1] - norms[mid])
     g3, g4 = float(norms[q3] - norms[mid]), float(norms[-1] - norms[q3])
     share = grow / (lr * (steps - steps * mid / k))
-    m = {"norm_growth_share": share, "final_norm": float(norms[-1]), "loss_drop_last_half": float(losses[mid] - losses[-1])}
+    m = {
+        "norm_growth_share": share,
+        "final_norm": float(norms[-1]),
+        "loss_drop_last_half": float(losses[mid] - losses[-1]),
+    }
     if not grow > 0:
-        return failed(f"‖W(k)‖ did not grow over the last half ({norms[mid]:.4g} → {norms[-1]:.4g}): no progress", **m)
+        return failed(
+            f"‖W(k)‖ did not grow over the last half ({norms[mid]:.4g} → {norms[-1]:.4g}): no progress", **m
+        )
     if not losses[-1] < losses[0]:
         return failed(f"the loss did not decrease from the start ({losses[0]:.4g} → {losses[-1]:.4g})", **m)
     if losses[-1] > losses[mid] + LOSS_RTOL * abs(losses[mid]):
         return failed(f"the loss rose over the last half ({losses[mid]:.4g} → {losses[-1]:.4g})", **m)
     if share >= DIVERGE_SHARE and g4 >= DECEL_SHARE * g3:
         return held(**m)
-    return undecided(f"‖W‖ grows but slowly or decelerating (share {share:.2f}, quarters {g3:.3g}, {g4:.3g})", **m)
+    return undecided(
+        f"‖W‖ grows but slowly or decelerating (share {share:.2f}, quarters {g3:.3g}, {g4:.3g})", **m
+    )

@@ -46,7 +46,7 @@ from numerics.tolerances import GRAD_RTOL
 from theory import derivations, general
 from theory.losses import assumption_a
 
-from .gradient_closed_form import (
+from ._gradients import (
     EPS,
     FD_ERR_SHARE,
     LOSSES,

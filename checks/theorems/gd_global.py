@@ -70,27 +70,16 @@ import numpy as np
 from checks import Criterion, Profile, Theorem, decide, held, register, undecided
 from checks import hypotheses as hyp
 from checks.strategies import b1_data, b2_data, local_alpha_data
+from checks.theorems._trends import corr_curve
 from numerics.data import AttentionData
 from numerics.gd import run_gd
 from numerics.svm import is_locally_optimal, solve_att_svm
-from numerics.tokens import corr, optimal_tokens, scores
+from numerics.tokens import optimal_tokens, scores
 
 from ._given import draw_candidate, given_metrics, need_head, switched_candidates
 from ._smoothness import smoothness_bound  # noqa: F401  (one definition, shared with smoothness-step)
 
 # -- helpers shared by the gd theorems ---------------------------------------------------------
-
-
-def corr_curve(traj: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """corr(W(k), target) along a trajectory (S, d, d)."""
-    return np.asarray(corr(traj, target[None]))
-
-
-def falling(err: np.ndarray, slack: float) -> bool:
-    """Trend test: the error over the second half of the record is non-increasing up to ``slack``
-    (relative) step to step, and its last value is below its mid-run value."""
-    half = err[len(err) // 2:]
-    return bool(np.all(np.diff(half) <= slack * np.abs(half[:-1]) + 1e-15) and half[-1] < half[0])
 
 
 # -- tolerances and budget (named, with reasons) -------------------------------------------------

@@ -31,13 +31,15 @@ from __future__ import annotations
 import numpy as np
 
 from checks import Criterion, decide, held, register, undecided
+from numerics.gd_config import AUTHORS
 from numerics.tokens import optimal_tokens, softmax_probs
 
 from ._given import given_metrics
-from .gd_global import GDGlobal, GDGlobalControl, corr_curve, falling
+from ._trends import corr_curve, falling
+from .gd_global import GDGlobal, GDGlobalControl
 
-#: Authors' normalised step and budget (THEORY.md §5).
-STEP, STEPS, RECORD = 0.1, 2000, 100
+#: Authors' normalised step and budget (THEORY.md §5; numerics.gd_config.AUTHORS).
+STEP, STEPS, RECORD = AUTHORS.lr, AUTHORS.steps, 100
 #: Final directional threshold (THEORY.md §4): 1 − corr < 1e-2.
 CORR_ERR_MAX = 1e-2
 #: Progress: final 1 − corr at most this fraction of its value at the first record after W(0) (k = 100).

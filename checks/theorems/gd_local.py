@@ -50,7 +50,7 @@ import numpy as np
 
 from checks import Criterion, Profile, Theorem, decide, held, register, undecided
 from checks.strategies import local_alpha_data, tied_alpha_data
-from checks.theorems.gd_global import corr_curve
+from checks.theorems._trends import corr_curve
 from numerics.gd import run_gd
 from numerics.svm import is_locally_optimal, solve_att_svm
 from numerics.tokens import corr, margins, optimal_tokens, scores

@@ -68,14 +68,15 @@ from numerics import tolerances as tol
 from numerics.attention import ReLUHead
 from numerics.data import random_unit_sphere
 from numerics.gd import run_gd
+from numerics.gd_config import AUTHORS
 from numerics.svm import fit_svmeq, gen_svm, solve_att_svm
 from numerics.tokens import corr, softmax_probs
 
 from ._gd import FIDELITY_TOL, step_fidelity
 
 #: The authors' budget (THEORY.md §6: 2001 steps, normalised GD, step 0.1).
-STEPS = 2000
-LR = 0.1
+STEPS = AUTHORS.steps
+LR = AUTHORS.lr
 RECORD_EVERY = 100
 #: Ties between predictors: corr values are computed to ~1e-15; 1e-9 absorbs rounding in 1 − corr and
 #: the least-squares fit of R without hiding any genuine difference (those are ≥ 1e-4 in practice).

@@ -43,7 +43,7 @@ from numerics import attention as att
 from numerics.tolerances import GRAD_RTOL
 from theory import derivations, general
 
-from .gradient_closed_form import (
+from ._gradients import (
     EPS,
     FD_STEP,
     LOSSES,

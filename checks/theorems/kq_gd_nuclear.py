@@ -56,10 +56,10 @@ from __future__ import annotations
 import numpy as np
 
 from checks import Criterion, Profile, Theorem, decide, held, register, undecided
-from checks.reproduce import AUTHORS_WD, GD_LR, GD_STEPS, _uniform_init
-from checks.theorems.gd_global import corr_curve
+from checks.theorems._trends import corr_curve
 from numerics.data import random_unit_sphere
 from numerics.gd import run_gd
+from numerics.gd_config import AUTHORS, AUTHORS_WD, uniform_init
 from numerics.svm import solve_att_svm
 from numerics.tokens import optimal_tokens, softmax_probs
 
@@ -83,8 +83,9 @@ SELECT_MIN = 0.99
 TREND_SLACK = 1e-3
 #: Progress: ‖K Q^T‖_F must grow at least this factor over the run (measured ≥ 50×; a no-op: 1×).
 NORM_GROWTH_MIN = 4.0
-#: The authors' GD protocol (checks.reproduce: step 0.1, 2000 steps, weight decay = float64 eps, nn.Linear init).
-STEP, STEPS, RECORD = GD_LR, GD_STEPS, 100
+#: The authors' GD protocol (numerics.gd_config.AUTHORS: step 0.1, 2000 steps, weight decay = float64 eps,
+#: nn.Linear init).
+STEP, STEPS, RECORD = AUTHORS.lr, AUTHORS.steps, 100
 
 PROFILES = {
     "quick": Profile(instances=12, min_confirmed=10, batch=12),
@@ -139,10 +140,10 @@ class KQGDNuclear(Theorem):
     def instance(self, rng, ctx):
         if ctx.data is not None:
             d = ctx.data.d
-            return {"data": ctx.data, "K0": _uniform_init(rng, (d, d), d), "Q0": _uniform_init(rng, (d, d), d)}
+            return {"data": ctx.data, "K0": uniform_init(rng, (d, d), d), "Q0": uniform_init(rng, (d, d), d)}
         data = random_unit_sphere(self.n, self.T, self.d, rng=rng)
         d = self.d
-        return {"data": data, "K0": _uniform_init(rng, (d, d), d), "Q0": _uniform_init(rng, (d, d), d)}
+        return {"data": data, "K0": uniform_init(rng, (d, d), d), "Q0": uniform_init(rng, (d, d), d)}
 
     def prepare(self, instances, ctxs):
         if ctxs[0].data is not None and ctxs[0].data.d < ctxs[0].data.n:

@@ -57,8 +57,8 @@ from __future__ import annotations
 import numpy as np
 
 from checks import Criterion, Profile, Theorem, decide, held, register, undecided
-from checks.sweep import wilson_interval
-from checks.theorems.gd_global import corr_curve
+from checks.experiments.sweep import wilson_interval
+from checks.theorems._trends import corr_curve
 from numerics.data import random_unit_sphere
 from numerics.gd import run_gd
 from numerics.svm import solve_att_svm

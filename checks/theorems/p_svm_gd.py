@@ -47,6 +47,7 @@ from checks.strategies import b2_data
 from numerics import tolerances as tol
 from numerics.prompt import prompt_keys, prompt_scores, run_prompt_gd
 from numerics.svm import solve_p_svm
+from numerics.tokens import corr
 
 #: Normalised GD budget: ‖p‖ grows by ≈ LR per step, so ‖p(STEPS)‖ ≈ 150 (plus the start), where the
 #: directional error (≈ (log‖p‖/‖p‖)²) is < 1e-4 on the fixtures and < 2e-3 on random B.2 data.
@@ -83,9 +84,6 @@ BUDGET_RATIO = 10.0
 FIX_KEYS = np.array([[[-0.1, 1.0], [1.0, 0.0], [0.0, 0.0]]])  # (n=1, T=3, dk=2)
 KINDS = ("local-fixture", "global-fixture", "global-random")
 
-
-def _corr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
 
 
 class _PromptBase(Theorem):
@@ -174,7 +172,7 @@ class _PromptBase(Theorem):
         if not inst["kind"] == "local-fixture":
             return True
         p0, target = inst["init"], state["sol"].w
-        c0 = float(_corr(p0, target))
+        c0 = float(corr(p0, target, axis=-1))
         return decide(c0 >= 1 - CONE_MU and np.linalg.norm(p0) >= CONE_R, "p(0) outside the cone", init_corr=c0)
 
     # -- prediction ------------------------------------------------------------------------------
@@ -183,7 +181,7 @@ class _PromptBase(Theorem):
 
     def check_direction(self, inst, state, ctx):
         target = self._target(inst, state)
-        gap = 1.0 - _corr(state["traj"], target)  # (S,)
+        gap = 1.0 - corr(state["traj"], target, axis=-1)  # (S,)
         half = len(gap) // 2
         final = float(gap[-1])
         trend_ok = bool(final <= gap[half] * (1 + TREND_RTOL) + 1e-15)
@@ -247,5 +245,5 @@ class PSvmGDControl(_PromptBase):
     def assume_p_svm_differs(self, inst, state, ctx):
         # the claim is refutable only where (1, 0) is not the global direction the tie drives GD to
         glob = solve_p_svm(inst["keys"], np.array([0])).w
-        c = float(_corr(state["sol"].w, glob))
+        c = float(corr(state["sol"].w, glob, axis=-1))
         return decide(c < 1 - CORR_TOL, "local and global p-SVM directions coincide", local_global_corr=c)

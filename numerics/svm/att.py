@@ -84,6 +84,7 @@ def _solve_rows(rows: _Rows, *, norm: str, solver: str | None, reduce: bool = Tr
                                                           solver=solver, reduce=reduce, rungs=rungs)
     if status == "optimal":  # ⟨κF, W'⟩ ≥ b  ⇔  ⟨F, κW'⟩ ≥ b; multipliers: W = Σ λ F (fro), S = Σ λ F (nuc)
         lam_k = kappa**2 if norm == "fro" else kappa
+        assert W is not None  # an optimal status carries its W
         W, lam, mu = W * kappa, lam * lam_k, mu * lam_k
     # infeasible: a Farkas vector of the scaled rows is one of the original rows (Σ λ κF = 0, b^T λ = 1)
     return status, W, lam, mu, name + f"+scaled(2^{round(np.log2(kappa))})", attempts
@@ -211,11 +212,11 @@ def _finish(rows: _Rows, mask: np.ndarray, *, status: str, W: np.ndarray | None,
     elif norm == "fro":
         obj = float(np.linalg.norm(W))
     else:
-        obj = float(np.sum(sv))
+        obj = float(np.sum(sv)) if sv is not None else float("inf")  # sv is None only when W is None
     if m is not None:
         if norm == "fro":
             notes.append("rank cap m is ignored for the Frobenius problem")
-        elif m < n:
+        elif n is not None and m < n:
             notes.append(f"m={m} < n={n}: the rank-constrained problem is non-convex; "
                          "solved its convex relaxation")
         if W is not None and norm == "nuc" and rank > m:

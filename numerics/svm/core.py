@@ -238,6 +238,7 @@ def _hard_margin_core(A: np.ndarray, b: np.ndarray, E: np.ndarray | None = None,
     Ar = A @ N  # (m, p − rank E)
     br = b - A @ w0
     name = (solver or "nnls").lower()
+    y: np.ndarray | None
     if m == 0:
         status, y, lam = "optimal", np.zeros(N.shape[1]), np.zeros(0)
     elif name == "nnls":
@@ -398,6 +399,7 @@ def _certify(rows: _Rows | _Dense, W: np.ndarray | None, lam: np.ndarray, mu: np
     if status == "infeasible":
         return _farkas_certificate(rows.adjoint(l_full), float(rows.b @ l_full), lam,
                                    float(np.abs(l_full) @ rows.row_norms()))
+    assert W is not None, "a feasible status carries its W"
     marg = rows.apply(W)
     slack = marg - rows.b
     bs = np.maximum(1.0, np.abs(rows.b))

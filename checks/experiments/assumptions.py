@@ -50,16 +50,38 @@ import numpy as np
 
 from numerics.errors import InvalidInputError, SolverError
 from numerics.fileio import write_bytes, write_text
+from numerics.gd_config import AUTHORS
 
-from . import hypotheses as hyp
-from .reproduce import INIT_SCALE, error_status, kept_sweep, status_summary
+from .. import hypotheses as hyp
+from .common import INIT_SCALE, error_status, kept_sweep, status_summary
 from .sweep import trial_rng, wilson_interval
 
 NAME = "assumptions"
-HYPOTHESES = ("feasible_opt", "feasible_all_alpha", "opt_unique", "B1", "B2", "gd_locally_optimal", "gd_global")
+HYPOTHESES = (
+    "feasible_opt",
+    "feasible_all_alpha",
+    "opt_unique",
+    "B1",
+    "B2",
+    "gd_locally_optimal",
+    "gd_global",
+)
 DEFAULT_GRID = "n=4:6,T=4:6,d=2:4:6:8:10"
-CSV_COLUMNS = ("n", "T", "d", "hypothesis", "trials", "held", "rate", "ci_low", "ci_high", "infeasible", "solver_errors",
-               "alpha_solver_errors", "solver_status")
+CSV_COLUMNS = (
+    "n",
+    "T",
+    "d",
+    "hypothesis",
+    "trials",
+    "held",
+    "rate",
+    "ci_low",
+    "ci_high",
+    "infeasible",
+    "solver_errors",
+    "alpha_solver_errors",
+    "solver_status",
+)
 #: Hypotheses decided without any SVM solve (never undecided by solver trouble).
 NO_SVM = ("opt_unique", "B2")
 
@@ -67,8 +89,8 @@ NO_SVM = ("opt_unique", "B2")
 ALPHA_ENUM_MAX = 256
 #: Otherwise sample this many α uniformly (keeps a trial well under a second).
 ALPHA_SAMPLES = 64
-#: The authors' GD protocol (THEORY.md §5): normalised GD, step 0.1, 2000 steps.
-GD_LR, GD_STEPS = 0.1, 2000
+#: The authors' GD protocol (numerics.gd_config.AUTHORS): normalised GD, step 0.1, 2000 steps.
+GD_LR, GD_STEPS = AUTHORS.lr, AUTHORS.steps
 #: Trials per task: one batched run_gd call each. Fixed (never derived from the worker count), so a
 #: trial's numbers do not depend on how the sweep was split.
 TRIAL_CHUNK = 25
@@ -94,7 +116,9 @@ def parse_grid(spec: str | None) -> dict[str, list[int]]:
         try:
             nums = [int(v) for v in vals.split(":")]
         except ValueError:
-            raise InvalidInputError(f"bad --grid {spec!r}: values of {key} must be integers, got {vals!r}; {usage}") from None
+            raise InvalidInputError(
+                f"bad --grid {spec!r}: values of {key} must be integers, got {vals!r}; {usage}"
+            ) from None
         lo = 2 if key == "T" else 1
         for v in nums:
             if not lo <= v <= GRID_MAX[key]:
@@ -166,12 +190,24 @@ def run_chunk(seed: int, n: int, T: int, d: int, trials: list[int]) -> list[dict
                 lo = bool(is_locally_optimal(data, a_gd))
             except SolverError as exc:  # undecided on this trial (the other hypotheses stand)
                 lo, err = None, error_status(exc)
-        rows.append({
-            "n": n, "T": T, "d": d, "trial": int(trials[j]), "opt_infeasible": not feas,
-            "feasible_opt": feas, "feasible_all_alpha": all_feas, "opt_unique": bool(ot.unique),
-            "B1": b1, "B2": b2, "gd_locally_optimal": lo,
-            "gd_global": bool(feas and np.array_equal(a_gd, opt)), "solver_errors": solver_errors, "error": err,
-        })
+        rows.append(
+            {
+                "n": n,
+                "T": T,
+                "d": d,
+                "trial": int(trials[j]),
+                "opt_infeasible": not feas,
+                "feasible_opt": feas,
+                "feasible_all_alpha": all_feas,
+                "opt_unique": bool(ot.unique),
+                "B1": b1,
+                "B2": b2,
+                "gd_locally_optimal": lo,
+                "gd_global": bool(feas and np.array_equal(a_gd, opt)),
+                "solver_errors": solver_errors,
+                "error": err,
+            }
+        )
     return rows
 
 
@@ -196,10 +232,25 @@ def aggregate(rows: list[dict], cells: list[tuple[int, int, int]]) -> list[dict]
                 infeas = 0  # do not depend on the SVM
             else:
                 infeas = sum(r["opt_infeasible"] for r in rs)
-            out.append({"n": c[0], "T": c[1], "d": c[2], "hypothesis": h, "trials": k, "held": held,
-                        "rate": held / k if k else float("nan"), "ci_low": lo, "ci_high": hi, "infeasible": infeas,
-                        "solver_errors": len(errs), "solver_status": status_summary(errs),
-                        "alpha_solver_errors": sum(r["solver_errors"] for r in rs) if h == "feasible_all_alpha" else 0})
+            out.append(
+                {
+                    "n": c[0],
+                    "T": c[1],
+                    "d": c[2],
+                    "hypothesis": h,
+                    "trials": k,
+                    "held": held,
+                    "rate": held / k if k else float("nan"),
+                    "ci_low": lo,
+                    "ci_high": hi,
+                    "infeasible": infeas,
+                    "solver_errors": len(errs),
+                    "solver_status": status_summary(errs),
+                    "alpha_solver_errors": sum(r["solver_errors"] for r in rs)
+                    if h == "feasible_all_alpha"
+                    else 0,
+                }
+            )
     return out
 
 
@@ -220,7 +271,9 @@ def to_markdown(records: list[dict], grid: dict, trials: int, seed: int, seconds
     cells = sorted({(r["n"], r["T"], r["d"]) for r in records})
     rec = {(r["n"], r["T"], r["d"], r["hypothesis"]): r for r in records}
     worst = [max((rec[(*c, h)] for h in HYPOTHESES), key=lambda r: r["solver_errors"]) for c in cells]
-    n_err = sum(r["solver_errors"] for r in worst)  # trials with a solver error (per cell: the most of any hypothesis)
+    n_err = sum(
+        r["solver_errors"] for r in worst
+    )  # trials with a solver error (per cell: the most of any hypothesis)
     st = [s.rsplit("×", 1)[0] for r in worst if r["solver_status"] for s in r["solver_status"].split("; ")
           for _ in range(int(s.rsplit("×", 1)[1]))]
     lines = [
@@ -234,11 +287,14 @@ def to_markdown(records: list[dict], grid: dict, trials: int, seed: int, seconds
         "`infeas.` = trials whose Att-SVM(opt) was infeasible (certified by a Farkas vector); "
         "`some α infeas.` = trials with some infeasible α. feasible_all_alpha enumerates all T^n selections "
         f"when T^n ≤ {ALPHA_ENUM_MAX}, else samples {ALPHA_SAMPLES} (an upper estimate). "
-        f"GD: normalised, step {GD_LR}, {GD_STEPS} steps. Trials whose SVM no solver could certify (SolverError) "
-        "leave the hypotheses needing it undecided: they are errors, outside the rates, counted in the last column "
+        f"GD: normalised, step {GD_LR}, {GD_STEPS} steps. Trials whose SVM no solver could certify "
+        "(SolverError) "
+        "leave the hypotheses needing it undecided: they are errors, outside the rates, counted in the last "
+        "column "
         f"(per cell, the most of any hypothesis); {n_err} in all"
         f"{' (' + status_summary(st) + ')' if st else ''}. Other α solves that could not be certified while "
-        f"testing feasible_all_alpha are skipped and counted: {sum(r['alpha_solver_errors'] for r in records)} in all.",
+        "testing feasible_all_alpha are skipped and counted: "
+        f"{sum(r['alpha_solver_errors'] for r in records)} in all.",
         "",
         "| n | T | d | " + " | ".join(HYPOTHESES) + " | infeas. | some α infeas. | solver errors |",
         "|" + "---|" * (len(HYPOTHESES) + 6),
@@ -249,9 +305,13 @@ def to_markdown(records: list[dict], grid: dict, trials: int, seed: int, seconds
             r = rec[(*c, h)]
             ents.append(f"{r['rate']:.2f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}]")
         cell_err = max(rec[(*c, h)]["solver_errors"] for h in HYPOTHESES)
-        lines.append(f"| {c[0]} | {c[1]} | {c[2]} | " + " | ".join(ents)
-                     + f" | {rec[(*c, 'feasible_opt')]['infeasible']} | {rec[(*c, 'feasible_all_alpha')]['infeasible']} "
-                     f"| {cell_err} |")
+        lines.append(
+            f"| {c[0]} | {c[1]} | {c[2]} | "
+            + " | ".join(ents)
+            + f" | {rec[(*c, 'feasible_opt')]['infeasible']} | "
+                f"{rec[(*c, 'feasible_all_alpha')]['infeasible']} "
+            f"| {cell_err} |"
+        )
     lines += ["", "![rates](assumptions.png)", ""]
     return "\n".join(lines)
 
@@ -268,7 +328,9 @@ def plot(records: list[dict]) -> bytes:
     groups = sorted({(r["n"], r["T"]) for r in records})
     for ax, h in zip(axes.flat, HYPOTHESES, strict=False):
         for g in groups:
-            rs = sorted((r for r in records if (r["n"], r["T"]) == g and r["hypothesis"] == h), key=lambda r: r["d"])
+            rs = sorted(
+                (r for r in records if (r["n"], r["T"]) == g and r["hypothesis"] == h), key=lambda r: r["d"]
+            )
             d = np.array([r["d"] for r in rs])
             rate = np.array([r["rate"] for r in rs])
             err = np.array([[r["rate"] - r["ci_low"] for r in rs], [r["ci_high"] - r["rate"] for r in rs]])
@@ -297,7 +359,8 @@ def plot(records: list[dict]) -> bytes:
 
 def run_assumptions(grid: dict, trials: int, seed: int, *, workers=None, dask=None, progress=True,
                     keep=None) -> list[dict]:
-    """The per-(cell, hypothesis) records (see :func:`aggregate`); finished chunks kept in ``keep`` if given."""
+    """The per-(cell, hypothesis) records (see :func:`aggregate`); finished chunks kept in ``keep`` if
+    given."""
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise InvalidInputError(f"--trials must be an integer >= 1, got {trials!r}")
     cells = [(n, T, d) for n in grid["n"] for T in grid["T"] for d in grid["d"]]

@@ -97,7 +97,9 @@ def _bar(total: int, desc: str, enabled: bool):
         return None
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc or None, unit="task", file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
+    return tqdm(
+        total=total, desc=desc or None, unit="task", file=sys.stderr, dynamic_ncols=True, mininterval=0.5
+    )
 
 
 def _dask_client(address: Any):
@@ -163,7 +165,9 @@ def run_sweep(
         import multiprocessing as mp
 
         # spawn, not fork: torch's thread pools do not survive a fork reliably
-        with ProcessPoolExecutor(max_workers=nw, mp_context=mp.get_context("spawn"), initializer=_worker_init) as ex:
+        with ProcessPoolExecutor(
+            max_workers=nw, mp_context=mp.get_context("spawn"), initializer=_worker_init
+        ) as ex:
             futs = {ex.submit(_call, fn, t, star): k for k, t in enumerate(tasks)}
             try:
                 for f in as_completed(futs):

@@ -17,9 +17,9 @@ from numerics.errors import InvalidInputError
 HANDLERS = {
     "list": "checks.runner:cmd_list",
     "check": "checks.runner:cmd_check",
-    "svm": "checks.svm_cli:cmd_svm",
-    "assumptions": "checks.assumptions:cmd_assumptions",
-    "reproduce": "checks.reproduce:cmd_reproduce",
+    "svm": "checks.cli.svm:cmd_svm",
+    "assumptions": "checks.experiments.assumptions:cmd_assumptions",
+    "reproduce": "checks.experiments.reproduce:cmd_reproduce",
     "bench": "checks.bench:cmd_bench",
     "power": "checks.power:cmd_power",
 }

@@ -30,7 +30,9 @@ def parse_alpha(text: str, data: AttentionData) -> np.ndarray | None:
     try:
         idx = [int(tok) for tok in text.split(",")]
     except ValueError:
-        raise InvalidInputError(f"--alpha must be 'optimal' or comma-separated integers, got {text!r}") from None
+        raise InvalidInputError(
+            f"--alpha must be 'optimal' or comma-separated integers, got {text!r}"
+        ) from None
     return check_alpha(data, np.array(idx, dtype=np.int64))
 
 

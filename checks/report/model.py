@@ -1,0 +1,258 @@
+"""What a report says about a run, independent of the output format: statuses, the run summary, the
+text rows shared by report.md, report.html and the terminal table, report.json, counterexample files."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from numerics.data import AttentionData
+from numerics.fileio import write_bytes, write_text
+
+from ..harness import SIZE_KEYS, TheoremResult
+
+SCHEMA = 1
+#: Where a reader finds the mathematics and the contracts (in the repository, beside the README).
+DOCS_LINE = (
+    "The mathematics, every statement with the exact hypotheses implemented, and the decision rules: "
+    "docs/theory.md; report fields, verdicts and exit codes: docs/architecture.md."
+)
+
+
+def safe_name(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", s)
+
+
+#: Statuses that do not fail the run: as expected, not applicable to the given data, (on given data) vacuous
+#: because the data do not meet the theorem's hypotheses — a statement about the data, named in the reasons —
+#: or a FAIL on exactly the documented counterexamples of a known finding (same profile, seed and instances).
+#: Every other status fails the run (exit 1): UNEXPECTED, CONTROL NOT REFUTED, ERROR. ``undecided`` is a
+#: theorem left INCONCLUSIVE by *given* data (``--data``): the budget did not decide the user's instances,
+#: which
+#: says nothing about the suite's power (on its own random family INCONCLUSIVE is UNEXPECTED and fails the
+#: run).
+QUIET = ("ok", "n/a", "hyp. unmet", "undecided", "KNOWN FINDING")
+
+
+def status_of(t: TheoremResult) -> str:
+    """'ok' when the verdict is what the catalogue expects; otherwise a short flag for humans.
+
+    A control is refuted only by FAIL: a control that comes out PASS, VACUOUS or INCONCLUSIVE has lost
+    the power to refute its false claim (CONTROL NOT REFUTED), and an ERROR is an ERROR either way.
+    """
+    if t.not_applicable:
+        return "n/a"
+    if t.verdict == t.expected:
+        return "ok"
+    if t.given_data and t.verdict == "VACUOUS":
+        return "hyp. unmet"
+    if t.given_data and t.verdict == "INCONCLUSIVE" and not t.control_of:
+        return "undecided"
+    if t.known_finding:
+        return "KNOWN FINDING"
+    if t.verdict == "ERROR":
+        return "ERROR"
+    if t.control_of:
+        return "CONTROL NOT REFUTED"
+    return "UNEXPECTED"
+
+
+def _finding_line(t: TheoremResult, bold: str = "") -> str:
+    """The known finding, said as what this run shows: reproduced here, or only seen elsewhere."""
+    where = "; ".join(f"{k}, instance{'s' if len(v) > 1 else ''} {', '.join(map(str, v))}"
+                      for k, v in t.finding_seen.items())
+    if t.known_finding:
+        return f"{bold}Known finding, reproduced in this run{bold} (seen on {where}): {t.finding}"
+    return f"Known finding, not drawn in this run (seen on {where}): {t.finding}"
+
+
+def fails_run(t: TheoremResult) -> bool:
+    """Whether this theorem's result makes `attnsvm check` exit 1 (and junit count a failure/error)."""
+    return status_of(t) not in QUIET
+
+
+def report_dict(run: dict[str, Any], theorems: Sequence[TheoremResult]) -> dict[str, Any]:
+    out = {"schema": SCHEMA, "run": run, "theorems": []}
+    for t in theorems:
+        d = t.to_json()
+        d["status"] = status_of(t)
+        out["theorems"].append(d)
+    return out
+
+
+def write_json(out: Path, run: dict[str, Any], theorems: Sequence[TheoremResult]) -> dict[str, Any]:
+    rep = report_dict(run, theorems)
+    write_text(out / "report.json", json.dumps(rep, indent=1, sort_keys=False) + "\n")
+    return rep
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, float):
+        return f"{x:.3g}"
+    return str(x)
+
+
+VERDICT_ORDER = ("PASS", "FAIL", "INCONCLUSIVE", "VACUOUS", "ERROR")
+COUNT_KEYS = ("instances", "confirmed", "refuted", "vacuous", "inconclusive", "error")
+
+
+def _metric_lines(t: TheoremResult, limit: int = 12) -> list[str]:
+    lines = []
+    shown = [(k, s) for k, s in t.metrics.items() if k not in SIZE_KEYS]
+    for name, s in shown[:limit]:
+        lines.append(
+            f"{name}: mean {_fmt(s['mean'])}, min {_fmt(s['min'])}, max {_fmt(s['max'])} (n={s['n']})"
+        )
+    return lines
+
+
+def sizes_text(t: TheoremResult) -> str:
+    """The instances' sizes as ranges, e.g. ``n 4–8, T 5, d 6``; '' when no instance recorded them."""
+    parts = []
+    for k in SIZE_KEYS:
+        s = t.metrics.get(k)
+        if s:
+            lo, hi = int(round(s["min"])), int(round(s["max"]))
+            parts.append(f"{k} {lo}" if lo == hi else f"{k} {lo}–{hi}")
+    return ", ".join(parts)
+
+
+def _fmt_threshold(x: Any) -> str:
+    """A threshold exactly as the check compares it (12 significant digits: 1 − 1e-9 is not shown as 1)."""
+    return f"{x:.12g}" if isinstance(x, float) else str(x)
+
+
+def criteria_rows(t: TheoremResult) -> list[tuple[str, str, str]]:
+    """(quantity, rule, threshold) per declared criterion."""
+    return [(str(c.get("name", "")), str(c.get("rule", "")).strip(),
+             "" if c.get("value") is None else _fmt_threshold(c["value"])) for c in t.criteria]
+
+
+def inconclusive_text(t: TheoremResult) -> str:
+    c = t.counts
+    eligible = c["instances"] - c["vacuous"]
+    need = (
+        f"PASS needs at most {t.max_inconclusive:.0%} inconclusive and at least {t.min_confirmed} confirmed"
+    )
+    if not eligible:
+        return f"no instance met the hypotheses, so none was decided; {need}"
+    return (f"inconclusive share {c['inconclusive'] / eligible:.0%} ({c['inconclusive']} of {eligible} "
+            f"non-vacuous instances); {need}")
+
+
+def reference_text(t: TheoremResult) -> str:
+    return f"{t.theorem_number} — {t.reference}" if t.theorem_number else t.reference
+
+
+def replay_lines(out: Path, t: TheoremResult) -> list[tuple[str, str]]:
+    """(counterexample file, its exact replay command with --instance K) per saved counterexample."""
+    rows = []
+    for rel in t.counterexamples:
+        txt = out / (rel[:-4] + ".replay.txt") if rel.endswith(".npz") else None
+        if txt is not None and txt.exists():
+            rows.append((rel, txt.read_text(encoding="utf-8").strip()))
+        else:
+            m = re.search(r"-(\d+)\.npz$", rel)
+            rows.append((rel, f"{t.reproduce} --instance {m.group(1)}" if m else t.reproduce))
+    return rows
+
+
+def _top_reasons(t: TheoremResult, outcomes: Sequence[str], k: int = 2) -> list[str]:
+    return [f"{r} ({n}×)" for r, n in t.reasons.items() if r.split(":", 1)[0] in outcomes][:k]
+
+
+def run_summary(theorems: Sequence[TheoremResult]) -> dict[str, Any]:
+    """What a reader needs first: verdict and status counts, what failed the run and why, what was not
+    decided (INCONCLUSIVE/VACUOUS) and why, and the known findings reproduced."""
+    verdicts: dict[str, int] = {}
+    statuses: dict[str, int] = {}
+    for t in theorems:
+        v = "n/a" if t.not_applicable else t.verdict
+        verdicts[v] = verdicts.get(v, 0) + 1
+        statuses[status_of(t)] = statuses.get(status_of(t), 0) + 1
+    order = {v: i for i, v in enumerate(VERDICT_ORDER)}
+    verdicts = dict(sorted(verdicts.items(), key=lambda kv: order.get(kv[0], 99)))
+    undecided_v = ("INCONCLUSIVE", "VACUOUS")
+    failed = [(t, _top_reasons(t, ("refuted", "error"))) for t in theorems
+              if fails_run(t) and t.verdict not in undecided_v]
+    undecided = [(t, _top_reasons(t, ("inconclusive",) if t.verdict == "INCONCLUSIVE" else ("vacuous",)))
+                 for t in theorems if not t.not_applicable and t.verdict in undecided_v]
+    known = [t for t in theorems if status_of(t) == "KNOWN FINDING"]
+    return {"verdicts": verdicts, "statuses": statuses, "failed": failed, "undecided": undecided,
+            "known": known, "fails": sum(1 for t in theorems if fails_run(t))}
+
+
+def summary_rows(theorems: Sequence[TheoremResult]) -> list[list[str]]:
+    rows = []
+    for t in theorems:
+        c = t.counts
+        rows.append(
+            [
+                t.id,
+                t.expected,
+                "n/a" if t.not_applicable else t.verdict,
+                status_of(t),
+                str(c["instances"]),
+                str(c["confirmed"]),
+                str(c["refuted"]),
+                str(c["vacuous"]),
+                str(c["inconclusive"]),
+                str(c["error"]),
+            ]
+        )
+    return rows
+
+
+HEAD = ["theorem", "expected", "verdict", "status", "inst", "conf", "refut", "vac", "inconcl", "err"]
+
+
+def text_table(theorems: Sequence[TheoremResult]) -> str:
+    rows = [HEAD] + summary_rows(theorems)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEAD))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+
+def _settings(run: dict[str, Any]) -> dict[str, str]:
+    """Package versions, solver settings and tolerances of the run, flattened for display."""
+    out: dict[str, str] = {}
+    for key in ("versions", "solver", "settings", "gd", "tolerances"):
+        val = run.get(key)
+        if isinstance(val, dict):
+            for k, v in val.items():
+                out[f"{key}.{k}"] = _fmt(v) if not isinstance(v, (dict, list)) else json.dumps(v)
+    for note in run.get("data_notes", []) or []:
+        out.setdefault("data notes", "")
+        out["data notes"] += ("; " if out["data notes"] else "") + str(note)
+    return out
+
+
+def save_counterexample(out: Path, theorem_id: str, k: int, inst: Any, replay: str) -> str | None:
+    """Write the refuted instance's data as .npz (plus a .replay.txt); returns the relative path."""
+    data = inst if isinstance(inst, AttentionData) else getattr(inst, "data", None)
+    if isinstance(inst, (tuple, list)):
+        data = next((x for x in inst if isinstance(x, AttentionData)), None)
+    rel = f"counterexamples/{safe_name(theorem_id)}-{k}.npz"
+    if isinstance(data, AttentionData):
+        write_bytes(out / rel, data.to_npz_bytes())
+    else:
+        arrays = {}
+        src = inst if isinstance(inst, dict) else getattr(inst, "__dict__", {})
+        for key, val in src.items():
+            if isinstance(val, (np.ndarray, int, float)) and np.asarray(val).dtype.kind in "fiub":
+                arrays[str(key)] = np.asarray(val)
+        if not arrays:
+            return None
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        write_bytes(out / rel, buf.getvalue())
+    write_text(out / (rel[:-4] + ".replay.txt"), replay + "\n")
+    return rel
