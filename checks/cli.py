@@ -68,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--instance", type=int, metavar="K", help="replay only instance K (from a counterexample)")
+    s.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="processes running instance blocks (default: the cores available; results do not depend on it)")
 
     s = sub.add_parser("svm", help="solve one attention SVM from an .npz file")
     s.add_argument("file", metavar="FILE.npz")
