@@ -17,13 +17,18 @@ from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from numerics.errors import InvalidInputError
 
-from . import catalogue, report
-from .harness import InstanceResult, TheoremResult, aggregate, run_instances
-from .theorem import PROFILES, REGISTRY, Theorem
+from . import catalogue
+
+if TYPE_CHECKING:
+    from .harness import InstanceResult, TheoremResult
+    from .theorem import Theorem
+
+# The numerics (numpy, torch, ...) load only when a command needs them: `attnsvm list` reads the
+# catalogue's metadata cache and imports none of them (checks.catalogue.cached_metadata).
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -66,17 +71,38 @@ def load_data_arg(spec: str | None):
     return nd.AttentionData.load(spec)
 
 
+def catalogue_metadata(plugins: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """``describe()`` of the whole catalogue (plugins included), in :func:`checks.catalogue.ordered` order.
+
+    Read from the metadata cache when no source file changed since it was written (no numerics imported:
+    ``attnsvm list`` starts in a fraction of a second); otherwise the catalogue is loaded and the cache
+    rewritten. Either way the entries are those of the loaded classes."""
+    files = catalogue.pyproject_plugins(".") + [Path(p) for p in plugins]
+    for f in files:  # the same one-line errors as loading them
+        if not f.is_file():
+            raise InvalidInputError(f"plugin {f}: no such file")
+        if f.suffix != ".py":
+            raise InvalidInputError(f"plugin {f}: expected a .py file")
+    entries = catalogue.cached_metadata(files)
+    if entries is None:
+        load_catalogue(plugins)
+        entries = json.loads(json.dumps([c.describe() for c in catalogue.ordered()]))
+        catalogue.store_metadata(files, entries)
+    return entries
+
+
 def cmd_list(args) -> int:
-    load_catalogue(args.plugin)
-    cat = catalogue.ordered()
+    cat = catalogue_metadata(args.plugin)
     if args.json:
-        print(json.dumps([c.describe() for c in cat], indent=1))
+        print(json.dumps(cat, indent=1))
         return 0
-    w = max(len(c.id) for c in cat)
+    from . import report  # DOCS_LINE (report loads numpy, still no torch/cvxpy/sympy)
+
+    w = max(len(c["id"]) for c in cat)
     for c in cat:
-        ctl = f"  (control of {c.control_of})" if c.control_of else ""
-        print(f"{c.id.ljust(w)}  {c.expected:4}  {c.title}{ctl}")
-        print(f"{'':{w}}        {c.reference}")
+        ctl = f"  (control of {c['control_of']})" if c["control_of"] else ""
+        print(f"{c['id'].ljust(w)}  {c['expected']:4}  {c['title']}{ctl}")
+        print(f"{'':{w}}        {c['reference']}")
     print(f"\n{report.DOCS_LINE}")
     return 0
 
@@ -98,6 +124,8 @@ class _Stream:
 
 
 def read_results(path: Path) -> list[InstanceResult]:
+    from .harness import InstanceResult
+
     out = []
     if not path.exists():
         return out
@@ -174,6 +202,8 @@ def _check_device(device: str) -> None:
 
 def _plan(cfg: CheckConfig, data: Any) -> list[tuple[type[Theorem], list[int], str | None]]:
     """(theorem, instance indices to run, reason it does not apply to the given data) per selected theorem."""
+    from .theorem import PROFILES
+
     if cfg.seed < 0:
         raise InvalidInputError(f"--seed must be a non-negative integer, got {cfg.seed}")
     if cfg.profile not in PROFILES:
@@ -225,6 +255,8 @@ def _with_counterexample(out: Path, cfg: CheckConfig, extra: str, tid: str, r: I
                          inst: Any) -> InstanceResult:
     """A refuted instance's data saved under counterexamples/ with its replay line (in the process that
     ran it, so the instance itself never travels between processes)."""
+    from . import report
+
     if r.outcome == "refuted" and inst is not None:
         line = f"attnsvm check {tid} --profile {cfg.profile} --seed {cfg.seed} --instance {r.instance}{extra}"
         rel = report.save_counterexample(out, tid, r.instance, inst, line)
@@ -256,6 +288,9 @@ def _worker_init(results_queue: Any, cfg: CheckConfig, out: str, data: Any) -> N
 def _worker_block(tid: str, ks: list[int]) -> list[InstanceResult]:
     """Run one instance block of theorem ``tid`` in a worker; each finished instance is also put on the
     results queue at once (the parent streams it to results.jsonl and the progress bar)."""
+    from .harness import run_instances
+    from .theorem import REGISTRY
+
     w = _WORKER
     cfg: CheckConfig = w["cfg"]
     done: list[InstanceResult] = []
@@ -271,6 +306,9 @@ def _worker_block(tid: str, ks: list[int]) -> list[InstanceResult]:
 
 
 def _worker_plot(tid: str, t: TheoremResult, results: list[InstanceResult]) -> None:
+    from . import report
+    from .theorem import REGISTRY
+
     report.plot_theorem(_WORKER["out"], REGISTRY[tid], t, results)
 
 
@@ -329,6 +367,9 @@ def _execute(cfg: CheckConfig, plan, data, out: Path, previous: dict, run: dict,
 
     With ``workers`` > 1 the instance blocks run on a process pool (see :func:`_execute_pool`); the results
     are the same as with one worker, since every instance has its own seed and the blocks are the same."""
+    from . import report
+    from .harness import aggregate, run_instances
+
     extra = _extra_args(cfg)
     replay = cfg.instance is not None
     bar = None
@@ -402,6 +443,8 @@ def _execute_pool(cfg, plan, data, out: Path, previous: dict, run: dict, bar, st
     as it arrives; a theorem is summarised (and its figure drawn on the pool) when its last block is
     done; the partial report.json is rewritten then. On an interrupt the workers are ended at once and
     KeyboardInterrupt propagates (finished instances are already in results.jsonl)."""
+    from . import report
+
     order = {cls.id: i for i, (cls, _, _) in enumerate(plan)}
     timings = _load_timings(cfg.profile)
     done_thm: dict[str, TheoremResult] = {}
@@ -488,6 +531,8 @@ def _execute_pool(cfg, plan, data, out: Path, previous: dict, run: dict, bar, st
 
 def _render(out: Path, run: dict, plan, results, per_thm, figures: bool,
             plotted: set[str] = frozenset()) -> dict[str, Any]:
+    from . import report
+
     rep = report.write_json(out, run, results)
     if figures and not run.get("interrupted"):
         by_id = {c.id: c for c, _, _ in plan}
@@ -523,6 +568,8 @@ def run_check(
     130 when interrupted. ``workers``: size of the process pool (default :func:`default_workers`; 1 runs
     in this process); the results do not depend on it, so it is not part of the stored run.
     """
+    from . import report
+
     if workers is not None and workers < 1:
         raise InvalidInputError(f"--workers must be a positive integer, got {workers}")
     out = Path(out)
@@ -612,6 +659,8 @@ def _print_replay(out: Path, results: Sequence[TheoremResult]) -> None:
 
 
 def cmd_check(args) -> int:
+    from . import report
+
     base = load_baseline(args.baseline) if args.baseline else None
     code, rep, results = run_check(
         args.ids, profile=args.profile, seed=args.seed, device=args.device, data_spec=args.data,
