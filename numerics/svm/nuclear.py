@@ -314,10 +314,13 @@ def _nuclear_ipm(F, b, r1, r2):
                 return 2.0 * X[:r1, r1:], np.maximum(y, 0.0), "optimal"
             X11, X12, X22 = X[:r1, :r1], X[:r1, r1:], X[r1:, r1:]
             Z11, Z12, Z22 = Zi[:r1, :r1], Zi[:r1, r1:], Zi[r1:, r1:]
-            H = ((c @ X12.T @ a.T) * (c @ Z12.T @ a.T).T + (c @ X22 @ c.T) * (a @ Z11 @ a.T).T
-                 + (a @ X11 @ a.T) * (c @ Z22 @ c.T).T + (a @ X12 @ c.T) * (a @ Z12 @ c.T).T)
+            # H_st = (f_s^T X e_t)(f_t^T Z⁻¹ e_s) + (f_s^T X f_t)(e_t^T Z⁻¹ e_s) + (e_s^T X e_t)(f_t^T Z⁻¹ f_s)
+            #        + (e_s^T X f_t)(e_t^T Z⁻¹ f_s), e_s = [a_s; 0], f_s = [0; c_s]: with B = a X₁₂ c^T and
+            # B' = a (Z⁻¹)₁₂ c^T the first and last terms are B^T ∘ B' and its transpose.
+            t1 = (a @ X12 @ c.T).T * (a @ Z12 @ c.T)
+            H = t1 + t1.T + (c @ X22 @ c.T) * (a @ Z11 @ a.T) + (a @ X11 @ a.T) * (c @ Z22 @ c.T)
             H[np.diag_indices(m)] += x / z
-            Lh = np.linalg.cholesky((H + H.T) / 2)
+            Lh = np.linalg.cholesky(H)
             XRdZi = X @ Rd @ Zi
             state = (X, Zi, XRdZi, x, z, rd, Rp, Rd, lambda r, Lh=Lh: cho_solve((Lh, True), r, check_finite=False))
 
