@@ -284,9 +284,8 @@ def _nuclear_ipm(F, b, r1, r2):
         G[r1:, :r1] = S.T
         return G
 
-    def max_step(Lc, dM, v, dv):  # largest t ≤ 1 with M + t dM ⪰ 0 and v + t dv ≥ 0 (M = Lc Lc^T)
-        T1 = solve_triangular(Lc, dM, lower=True, check_finite=False)
-        ev = np.linalg.eigvalsh(solve_triangular(Lc, T1.T, lower=True, check_finite=False))
+    def max_step(Li, dM, v, dv):  # largest t ≤ 1 with M + t dM ⪰ 0 and v + t dv ≥ 0 (M = L L^T, Li = L⁻¹)
+        ev = np.linalg.eigvalsh(Li @ dM @ Li.T)
         t = 1.0 if ev[0] >= 0 else -1.0 / ev[0]
         neg = dv < 0
         if neg.any():
@@ -299,8 +298,8 @@ def _nuclear_ipm(F, b, r1, r2):
     best = None
     try:
         for _ in range(IPM_MAX_ITER):
-            Lz = np.linalg.cholesky(Z)
-            Zi = cho_solve((Lz, True), I_N, check_finite=False)
+            Lz = solve_triangular(np.linalg.cholesky(Z), I_N, lower=True, check_finite=False)  # L_Z⁻¹
+            Zi = Lz.T @ Lz
             Rp = b - A_op(X) + x
             Rd = I_N - A_adj(y) - Z
             rd = y - z
@@ -324,7 +323,7 @@ def _nuclear_ipm(F, b, r1, r2):
             XRdZi = X @ Rd @ Zi
             state = (X, Zi, XRdZi, x, z, rd, Rp, Rd, lambda r, Lh=Lh: cho_solve((Lh, True), r, check_finite=False))
 
-            Lx = np.linalg.cholesky(X)
+            Lx = solve_triangular(np.linalg.cholesky(X), I_N, lower=True, check_finite=False)  # L_X⁻¹
             dX, dx, dy, dZ, dz = _ipm_direction(state, 0.0, None, None, A_op, A_adj)
             tp, td = max_step(Lx, dX, x, dx), max_step(Lz, dZ, z, dz)
             mu_aff = (float(np.sum((X + tp * dX) * (Z + td * dZ))) + float((x + tp * dx) @ (z + td * dz))) / (N + m)
