@@ -378,6 +378,8 @@ def _nuclear_polish(F, b, M, lam, r1, r2):
     Returns (M, λ, polished): the polished answer if it converged (residual ≤ POLISH_RTOL), is feasible,
     λ ≥ 0 and ‖S‖_2 ≤ 1 to 1e-12 — else the input and False. The certificate is computed afterwards anyway.
     """
+    from scipy.linalg import cho_factor as _cho_factor
+    from scipy.linalg import cho_solve as _cho_solve
     from scipy.linalg import lstsq as _lstsq
 
     P, sv, Qt = np.linalg.svd(M, full_matrices=False)
@@ -423,7 +425,13 @@ def _nuclear_polish(F, b, M, lam, r1, r2):
             J[N + g, :nK + nL] = row / max(float(np.linalg.norm(row)), 1e-300)
         # QR with column pivoting (gelsy): the least-squares step several times faster than the SVD-based
         # default, and as accurate for this well-conditioned (gauge-fixed) system
-        step = _lstsq(J, -np.concatenate([r, np.zeros(len(skew))]), lapack_driver="gelsy", check_finite=False)[0]
+        rhs = -np.concatenate([r, np.zeros(len(skew))])
+        try:  # normal equations by Cholesky (a GEMM and a factorisation: 3-4x faster than QR at r1 = 40)
+            step = _cho_solve(_cho_factor(J.T @ J, check_finite=False), J.T @ rhs, check_finite=False)
+            if not np.all(np.isfinite(step)):
+                raise np.linalg.LinAlgError("non-finite step")
+        except np.linalg.LinAlgError:  # (nearly) rank deficient: QR with column pivoting
+            step = _lstsq(J, rhs, lapack_driver="gelsy", check_finite=False)[0]
         for t in (1.0, 0.5, 0.25, 0.125):  # backtracking on ‖residual‖
             K2 = K + t * step[:nK].reshape(r1, k)
             L2 = L + t * step[nK:nK + nL].reshape(r2, k)
