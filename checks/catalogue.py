@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
 import importlib
 import importlib.util
+import json
+import os
 import pkgutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import tomllib
 
 from numerics.errors import InvalidInputError
 
-from .theorem import REGISTRY, Theorem
+if TYPE_CHECKING:
+    from .theorem import Theorem
+
+# checks.theorem (and numpy with it) loads on first use, so that reading the metadata cache imports nothing
+# heavy (`attnsvm list`).
 
 _loaded_builtin = False
 
@@ -33,6 +41,8 @@ def load_builtin() -> None:
 
 def load_plugin(path: str | Path) -> list[str]:
     """Execute a plugin file; returns the ids it registered. Bad files get a one-line error."""
+    from .theorem import REGISTRY
+
     path = Path(path)
     if not path.is_file():
         raise InvalidInputError(f"plugin {path}: no such file")
@@ -83,6 +93,8 @@ CANONICAL_ORDER = (
 
 def ordered() -> list[type[Theorem]]:
     """The catalogue in THEORY.md order (plugins after), each theorem followed by its controls."""
+    from .theorem import REGISTRY
+
     rank = {tid: i for i, tid in enumerate(CANONICAL_ORDER)}
     theorems = [c for c in REGISTRY.values() if not c.control_of]
     theorems.sort(key=lambda c: rank.get(c.id, len(rank)))  # stable: plugins keep registration order
@@ -96,6 +108,8 @@ def ordered() -> list[type[Theorem]]:
 
 def select(ids: list[str] | None) -> list[type[Theorem]]:
     """Theorems by id (a theorem brings its controls along); all when ``ids`` is empty."""
+    from .theorem import REGISTRY
+
     cat = ordered()
     if not ids:
         return cat
@@ -108,3 +122,78 @@ def select(ids: list[str] | None) -> list[type[Theorem]]:
         wanted.add(i)
         wanted.update(c.id for c in REGISTRY.values() if c.control_of == i)
     return [c for c in cat if c.id in wanted]
+
+
+# -- the catalogue's metadata without importing the numerics (``attnsvm list``) ------------------------
+#: Top-level packages of this project: a change in any of their loaded files may change the catalogue.
+_OWN_PACKAGES = ("checks", "numerics", "theory")
+
+
+def cache_root() -> Path:
+    """attnsvm's cache folder: ``$ATTNSVM_CACHE``, else ``$XDG_CACHE_HOME/attnsvm``, else ``~/.cache/attnsvm``."""
+    env = os.environ.get("ATTNSVM_CACHE")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")) / "attnsvm"
+
+
+def _digest(path: str | Path) -> str | None:
+    try:
+        return hashlib.blake2b(Path(path).read_bytes(), digest_size=16).hexdigest()
+    except OSError:
+        return None
+
+
+def _theorem_files() -> list[str]:
+    folder = Path(__file__).resolve().parent / "theorems"
+    return sorted(f.name for f in folder.glob("*.py"))
+
+
+def _metadata_path(plugin_files: list[Path]) -> Path:
+    key = json.dumps([str(Path(__file__).resolve()), sys.version, *[str(Path(p).resolve()) for p in plugin_files]])
+    return cache_root() / f"catalogue-{hashlib.blake2b(key.encode(), digest_size=8).hexdigest()}.json"
+
+
+def _source_files(plugin_files: list[Path]) -> dict[str, str | None]:
+    """Every loaded source file the catalogue may depend on: the project's own modules, the plugin files
+    and modules loaded from a plugin's folder; with their content digests."""
+    plugin_dirs = {str(Path(p).resolve().parent) for p in plugin_files}
+    files: dict[str, str | None] = {str(Path(p).resolve()): None for p in plugin_files}
+    for name, mod in list(sys.modules.items()):
+        f = getattr(mod, "__file__", None)
+        if not f:
+            continue
+        top = name.split(".", 1)[0]
+        if top in _OWN_PACKAGES or top.startswith("attnsvm_plugin_") or str(Path(f).resolve().parent) in plugin_dirs:
+            files[str(Path(f).resolve())] = None
+    return {f: _digest(f) for f in sorted(files)}
+
+
+def cached_metadata(plugin_files: list[Path]) -> list[dict[str, Any]] | None:
+    """``describe()`` of every theorem in :func:`ordered` order, from the cache written by
+    :func:`store_metadata`, or None when there is none or any source file it was built from changed
+    (content digest), a theorem module was added or removed, or the plugin files differ."""
+    try:
+        cached = json.loads(_metadata_path(plugin_files).read_text(encoding="utf-8"))
+        if cached["theorem_files"] != _theorem_files():
+            return None
+        for f, dig in cached["files"].items():
+            if dig is None or _digest(f) != dig:
+                return None
+        entries = cached["entries"]
+        return entries if isinstance(entries, list) else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def store_metadata(plugin_files: list[Path], entries: list[dict[str, Any]]) -> None:
+    """Write the metadata cache of the loaded catalogue (best effort: an unwritable cache is skipped)."""
+    payload = {"theorem_files": _theorem_files(), "files": _source_files(plugin_files), "entries": entries}
+    try:
+        path = _metadata_path(plugin_files)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(payload), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass

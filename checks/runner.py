@@ -5,21 +5,30 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import multiprocessing as mp
+import os
 import platform
+import queue as _queue
 import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from numerics.errors import InvalidInputError
 
-from . import catalogue, report
-from .harness import InstanceResult, TheoremResult, aggregate, run_instances
-from .theorem import PROFILES, Theorem
+from . import catalogue
+
+if TYPE_CHECKING:
+    from .harness import InstanceResult, TheoremResult
+    from .theorem import Theorem
+
+# The numerics (numpy, torch, ...) load only when a command needs them: `attnsvm list` reads the
+# catalogue's metadata cache and imports none of them (checks.catalogue.cached_metadata).
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -62,17 +71,38 @@ def load_data_arg(spec: str | None):
     return nd.AttentionData.load(spec)
 
 
+def catalogue_metadata(plugins: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """``describe()`` of the whole catalogue (plugins included), in :func:`checks.catalogue.ordered` order.
+
+    Read from the metadata cache when no source file changed since it was written (no numerics imported:
+    ``attnsvm list`` starts in a fraction of a second); otherwise the catalogue is loaded and the cache
+    rewritten. Either way the entries are those of the loaded classes."""
+    files = catalogue.pyproject_plugins(".") + [Path(p) for p in plugins]
+    for f in files:  # the same one-line errors as loading them
+        if not f.is_file():
+            raise InvalidInputError(f"plugin {f}: no such file")
+        if f.suffix != ".py":
+            raise InvalidInputError(f"plugin {f}: expected a .py file")
+    entries = catalogue.cached_metadata(files)
+    if entries is None:
+        load_catalogue(plugins)
+        entries = json.loads(json.dumps([c.describe() for c in catalogue.ordered()]))
+        catalogue.store_metadata(files, entries)
+    return entries
+
+
 def cmd_list(args) -> int:
-    load_catalogue(args.plugin)
-    cat = catalogue.ordered()
+    cat = catalogue_metadata(args.plugin)
     if args.json:
-        print(json.dumps([c.describe() for c in cat], indent=1))
+        print(json.dumps(cat, indent=1))
         return 0
-    w = max(len(c.id) for c in cat)
+    from . import report  # DOCS_LINE (report loads numpy, still no torch/cvxpy/sympy)
+
+    w = max(len(c["id"]) for c in cat)
     for c in cat:
-        ctl = f"  (control of {c.control_of})" if c.control_of else ""
-        print(f"{c.id.ljust(w)}  {c.expected:4}  {c.title}{ctl}")
-        print(f"{'':{w}}        {c.reference}")
+        ctl = f"  (control of {c['control_of']})" if c["control_of"] else ""
+        print(f"{c['id'].ljust(w)}  {c['expected']:4}  {c['title']}{ctl}")
+        print(f"{'':{w}}        {c['reference']}")
     print(f"\n{report.DOCS_LINE}")
     return 0
 
@@ -94,6 +124,8 @@ class _Stream:
 
 
 def read_results(path: Path) -> list[InstanceResult]:
+    from .harness import InstanceResult
+
     out = []
     if not path.exists():
         return out
@@ -170,6 +202,8 @@ def _check_device(device: str) -> None:
 
 def _plan(cfg: CheckConfig, data: Any) -> list[tuple[type[Theorem], list[int], str | None]]:
     """(theorem, instance indices to run, reason it does not apply to the given data) per selected theorem."""
+    from .theorem import PROFILES
+
     if cfg.seed < 0:
         raise InvalidInputError(f"--seed must be a non-negative integer, got {cfg.seed}")
     if cfg.profile not in PROFILES:
@@ -209,9 +243,133 @@ def _extra_args(cfg: CheckConfig) -> str:
     return extra + "".join(f" --plugin {p}" for p in cfg.plugins)
 
 
-def _execute(cfg: CheckConfig, plan, data, out: Path, previous: dict, run: dict, progress: bool):
+def default_workers() -> int:
+    """The default size of the check process pool: the cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _with_counterexample(out: Path, cfg: CheckConfig, extra: str, tid: str, r: InstanceResult,
+                         inst: Any) -> InstanceResult:
+    """A refuted instance's data saved under counterexamples/ with its replay line (in the process that
+    ran it, so the instance itself never travels between processes)."""
+    from . import report
+
+    if r.outcome == "refuted" and inst is not None:
+        line = f"attnsvm check {tid} --profile {cfg.profile} --seed {cfg.seed} --instance {r.instance}{extra}"
+        rel = report.save_counterexample(out, tid, r.instance, inst, line)
+        if rel:
+            r = replace(r, counterexample=rel)
+    return r
+
+
+def _chunks(cls: type[Theorem], todo: Sequence[int], profile: str) -> list[list[int]]:
+    """The instance blocks that :func:`checks.harness.run_instances` prepares together. A worker runs exactly
+    these blocks, so a batched ``prepare`` sees the same batches whatever the number of workers."""
+    batch = max(1, cls.profile(profile).batch)
+    return [list(todo[i:i + batch]) for i in range(0, len(todo), batch)]
+
+
+# -- the worker side of the process pool (module level: a worker finds these by name) --------------
+_WORKER: dict[str, Any] = {}
+
+
+def _worker_init(results_queue: Any, cfg: CheckConfig, out: str, data: Any) -> None:
+    """Set up one pool worker: the parent handles SIGINT/SIGTERM and ends the workers itself; under a
+    start method other than fork the catalogue (and plugins) is loaded here."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    load_catalogue(cfg.plugins)
+    _WORKER.update(queue=results_queue, cfg=cfg, out=Path(out), data=data, extra=_extra_args(cfg))
+
+
+def _worker_block(tid: str, ks: list[int]) -> list[InstanceResult]:
+    """Run one instance block of theorem ``tid`` in a worker; each finished instance is also put on the
+    results queue at once (the parent streams it to results.jsonl and the progress bar)."""
+    from .harness import run_instances
+    from .theorem import REGISTRY
+
+    w = _WORKER
+    cfg: CheckConfig = w["cfg"]
+    done: list[InstanceResult] = []
+
+    def on_result(r: InstanceResult, inst: Any) -> None:
+        r = _with_counterexample(w["out"], cfg, w["extra"], tid, r, inst)
+        done.append(r)
+        w["queue"].put(r)
+
+    run_instances(REGISTRY[tid], ks, profile=cfg.profile, seed=cfg.seed, device=cfg.device, data=w["data"],
+                  on_result=on_result)
+    return done
+
+
+def _worker_plot(tid: str, t: TheoremResult, results: list[InstanceResult]) -> None:
+    from . import report
+    from .theorem import REGISTRY
+
+    report.plot_theorem(_WORKER["out"], REGISTRY[tid], t, results)
+
+
+# -- timings of earlier runs: the pool starts the longest blocks first (results never depend on it) ---
+def _timings_path(profile: str) -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(os.environ.get("ATTNSVM_CACHE") or Path(base) / "attnsvm") / f"timings-{profile}.json"
+
+
+def _load_timings(profile: str) -> dict[str, float]:
+    try:
+        d = json.loads(_timings_path(profile).read_text(encoding="utf-8"))
+        return {str(k): float(v) for k, v in d.items()}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+
+
+def _save_timings(profile: str, results: Sequence[TheoremResult]) -> None:
+    """Remember each theorem's seconds per instance (a scheduling hint only; failures are ignored)."""
+    d = _load_timings(profile)
+    for t in results:
+        n = t.counts.get("instances", 0)
+        if n and not t.not_applicable:
+            d[t.id] = t.seconds / n
+    try:
+        path = _timings_path(profile)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(d, indent=0, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def _pool_context() -> Any:
+    """fork where the platform has it (the workers inherit the loaded catalogue and start at once),
+    spawn elsewhere (each worker loads the catalogue in :func:`_worker_init`)."""
+    return mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """End the pool's workers now (an interrupt: their unfinished blocks are redone by --resume)."""
+    procs = list(getattr(pool, "_processes", {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(timeout=5)
+
+
+def _execute(cfg: CheckConfig, plan, data, out: Path, previous: dict, run: dict, progress: bool,
+             workers: int = 1, figures: bool = False):
     """Run the plan, streaming each finished instance to results.jsonl and the partial report.json;
-    returns (theorem results, instance results per theorem, interrupted?)."""
+    returns (theorem results, instance results per theorem, interrupted?, ids whose figure is drawn).
+
+    With ``workers`` > 1 the instance blocks run on a process pool (see :func:`_execute_pool`); the results
+    are the same as with one worker, since every instance has its own seed and the blocks are the same."""
+    from . import report
+    from .harness import aggregate, run_instances
+
     extra = _extra_args(cfg)
     replay = cfg.instance is not None
     bar = None
@@ -225,56 +383,161 @@ def _execute(cfg: CheckConfig, plan, data, out: Path, previous: dict, run: dict,
     per_thm: dict[str, list[InstanceResult]] = {}
     old_term = signal.signal(signal.SIGTERM, _sigterm)
     interrupted = False
+    plotted: set[str] = set()
 
     def summary(cls, na=None):
         return aggregate(cls, per_thm.get(cls.id, []), profile=cfg.profile, seed=cfg.seed, extra_args=extra,
                          not_applicable=na, given_data=data is not None, replay=replay)
 
+    for cls, ks, _ in plan:
+        per_thm[cls.id] = [previous[(cls.id, k)] for k in ks if (cls.id, k) in previous]
+        if bar is not None:
+            bar.update(len(per_thm[cls.id]))
+    n_blocks = sum(len(_chunks(cls, [k for k in ks if (cls.id, k) not in previous], cfg.profile))
+                   for cls, ks, _ in plan)
     try:
-        for cls, ks, na in plan:
-            collected = [previous[(cls.id, k)] for k in ks if (cls.id, k) in previous]
-            todo = [k for k in ks if (cls.id, k) not in previous]
-            per_thm[cls.id] = collected
-            if bar is not None:
-                bar.set_description(cls.id)
-                bar.update(len(collected))
-
-            def on_result(r: InstanceResult, inst: Any, cls=cls, collected=collected) -> None:
-                if r.outcome == "refuted" and inst is not None:
-                    line = (f"attnsvm check {cls.id} --profile {cfg.profile} --seed {cfg.seed} "
-                            f"--instance {r.instance}{extra}")
-                    rel = report.save_counterexample(out, cls.id, r.instance, inst, line)
-                    if rel:
-                        r = replace(r, counterexample=rel)
-                stream.write(r)
-                collected.append(r)
+        if workers > 1 and n_blocks > 1:
+            results = _execute_pool(cfg, plan, data, out, previous, run, bar, stream, per_thm, summary,
+                                    min(workers, n_blocks), figures, plotted)
+        else:
+            for cls, ks, na in plan:
+                collected = per_thm[cls.id]
+                todo = [k for k in ks if (cls.id, k) not in previous]
                 if bar is not None:
-                    bar.update(1)
+                    bar.set_description(cls.id)
 
-            if todo:
-                run_instances(cls, todo, profile=cfg.profile, seed=cfg.seed, device=cfg.device, data=data,
-                              on_result=on_result)
-            results.append(summary(cls, na))
-            report.write_json(out, run, results)  # keep a readable partial report after every theorem
+                def on_result(r: InstanceResult, inst: Any, cls=cls, collected=collected) -> None:
+                    r = _with_counterexample(out, cfg, extra, cls.id, r, inst)
+                    stream.write(r)
+                    collected.append(r)
+                    if bar is not None:
+                        bar.update(1)
+
+                if todo:
+                    run_instances(cls, todo, profile=cfg.profile, seed=cfg.seed, device=cfg.device, data=data,
+                                  on_result=on_result)
+                results.append(summary(cls, na))
+                report.write_json(out, run, results)  # keep a readable partial report after every theorem
     except KeyboardInterrupt:
         interrupted = True
         run["interrupted"] = True
         done_ids = {t.id for t in results}
+        results = [t for t in results if t.id in done_ids]
         results += [summary(cls) for cls, _, _ in plan if cls.id not in done_ids and per_thm.get(cls.id)]
+        order = {cls.id: i for i, (cls, _, _) in enumerate(plan)}
+        results.sort(key=lambda t: order[t.id])
     finally:
         signal.signal(signal.SIGTERM, old_term)
         stream.close()
         if bar is not None:
             bar.close()
-    return results, per_thm, interrupted
+    if not interrupted:
+        _save_timings(cfg.profile, results)
+    return results, per_thm, interrupted, plotted
 
 
-def _render(out: Path, run: dict, plan, results, per_thm, figures: bool) -> dict[str, Any]:
+def _execute_pool(cfg, plan, data, out: Path, previous: dict, run: dict, bar, stream, per_thm, summary,
+                  workers: int, figures: bool, plotted: set[str]) -> list[TheoremResult]:
+    """The plan on a pool of ``workers`` processes, one task per instance block (the blocks of
+    :func:`_chunks`, the longest first by the last run's timings). Every finished instance is streamed
+    as it arrives; a theorem is summarised (and its figure drawn on the pool) when its last block is
+    done; the partial report.json is rewritten then. On an interrupt the workers are ended at once and
+    KeyboardInterrupt propagates (finished instances are already in results.jsonl)."""
+    from . import report
+
+    order = {cls.id: i for i, (cls, _, _) in enumerate(plan)}
+    timings = _load_timings(cfg.profile)
+    done_thm: dict[str, TheoremResult] = {}
+    pending_blocks: dict[str, int] = {}
+    tasks: list[tuple[float, int, str, list[int]]] = []
+    for cls, ks, _ in plan:
+        blocks = _chunks(cls, [k for k in ks if (cls.id, k) not in previous], cfg.profile)
+        pending_blocks[cls.id] = len(blocks)
+        for b in blocks:
+            tasks.append((-timings.get(cls.id, 0.0) * len(b), order[cls.id], cls.id, b))
+    tasks.sort(key=lambda x: (x[0], x[1], x[3][0]))
+    seen: set[tuple[str, int]] = {(r.theorem, r.instance) for rs in per_thm.values() for r in rs}
+    nas = {cls.id: na for cls, _, na in plan}
+    classes = {cls.id: cls for cls, _, _ in plan}
+
+    ctx = _pool_context()
+    results_queue = ctx.Queue()
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                               initargs=(results_queue, cfg, str(out), data))
+    plots: list[Any] = []
+
+    def take(r: InstanceResult) -> None:
+        key = (r.theorem, r.instance)
+        if key in seen:
+            return
+        seen.add(key)
+        stream.write(r)
+        per_thm[r.theorem].append(r)
+        if bar is not None:
+            bar.set_description(r.theorem)
+            bar.update(1)
+
+    def drain(block: bool = False) -> None:
+        try:
+            r = results_queue.get(timeout=0.05) if block else results_queue.get_nowait()
+            while True:
+                take(r)
+                r = results_queue.get_nowait()
+        except _queue.Empty:
+            pass
+
+    def finish(tid: str) -> None:
+        t = summary(classes[tid], nas[tid])
+        done_thm[tid] = t
+        report.write_json(out, run, sorted(done_thm.values(), key=lambda x: order[x.id]))
+        if figures and not t.not_applicable:
+            rs = sorted(per_thm.get(tid, []), key=lambda r: r.instance)
+            plots.append(pool.submit(_worker_plot, tid, t, rs))
+            plotted.add(tid)
+
+    try:
+        futures = {pool.submit(_worker_block, tid, b): tid for _, _, tid, b in tasks}
+        for tid, n in pending_blocks.items():
+            if n == 0:
+                finish(tid)
+        left = set(futures)
+        while left:
+            done, left = wait(left, timeout=0.1, return_when=FIRST_COMPLETED)
+            drain(block=not done)
+            for f in done:
+                for r in f.result():  # authoritative: queue items may still be in flight
+                    take(r)
+                tid = futures[f]
+                pending_blocks[tid] -= 1
+                if pending_blocks[tid] == 0:
+                    finish(tid)
+        for f in plots:
+            f.result()
+        drain()
+    except BaseException:
+        try:
+            drain()
+        except Exception:  # noqa: BLE001 - a worker ended mid-message: those instances are redone on resume
+            pass
+        _stop_pool(pool)
+        raise
+    else:
+        pool.shutdown(wait=True)
+    finally:
+        results_queue.close()
+        results_queue.cancel_join_thread()
+    return [done_thm[cls.id] for cls, _, _ in plan]
+
+
+def _render(out: Path, run: dict, plan, results, per_thm, figures: bool,
+            plotted: set[str] = frozenset()) -> dict[str, Any]:
+    from . import report
+
     rep = report.write_json(out, run, results)
     if figures and not run.get("interrupted"):
         by_id = {c.id: c for c, _, _ in plan}
         for t in results:
-            if not t.not_applicable:
+            if not t.not_applicable and t.id not in plotted:
                 report.plot_theorem(out, by_id[t.id], t, sorted(per_thm.get(t.id, []), key=lambda r: r.instance))
     report.write_markdown(out, rep, results)
     report.write_html(out, rep, results)
@@ -295,14 +558,20 @@ def run_check(
     progress: bool = True,
     only_instance: int | None = None,
     figures: bool = True,
+    workers: int | None = None,
 ) -> tuple[int, dict[str, Any], list[TheoremResult]]:
     """Run a check and write every report file; returns (exit code without baseline, report, results).
 
     Arguments left as None take their defaults (quick, 0, cpu), or with ``resume`` the stored run's values;
     an argument given with ``resume`` must match the stored run (else InvalidInputError).
     Exit code: 0 when every theorem's status is quiet (:func:`checks.report.fails_run`), 1 otherwise,
-    130 when interrupted.
+    130 when interrupted. ``workers``: size of the process pool (default :func:`default_workers`; 1 runs
+    in this process); the results do not depend on it, so it is not part of the stored run.
     """
+    from . import report
+
+    if workers is not None and workers < 1:
+        raise InvalidInputError(f"--workers must be a positive integer, got {workers}")
     out = Path(out)
     given = {"ids": list(ids), "profile": profile, "seed": seed, "device": device, "data": data_spec,
              "plugins": list(plugins), "instance": only_instance}
@@ -333,8 +602,10 @@ def run_check(
     from numerics.fileio import write_text
 
     write_text(out / "run.json", json.dumps(cfg.to_json(run["id"]), indent=1))
-    results, per_thm, interrupted = _execute(cfg, plan, data, out, previous, run, progress)
-    rep = _render(out, run, plan, results, per_thm, figures)
+    nw = default_workers() if workers is None else int(workers)
+    results, per_thm, interrupted, plotted = _execute(cfg, plan, data, out, previous, run, progress, workers=nw,
+                                                      figures=figures)
+    rep = _render(out, run, plan, results, per_thm, figures, plotted)
     if interrupted:
         return 130, rep, results
     return (1 if any(report.fails_run(t) for t in results) else 0), rep, results
@@ -388,11 +659,13 @@ def _print_replay(out: Path, results: Sequence[TheoremResult]) -> None:
 
 
 def cmd_check(args) -> int:
+    from . import report
+
     base = load_baseline(args.baseline) if args.baseline else None
     code, rep, results = run_check(
         args.ids, profile=args.profile, seed=args.seed, device=args.device, data_spec=args.data,
         plugins=args.plugin, out=args.out, resume=args.resume, progress=not args.no_progress,
-        only_instance=args.instance,
+        only_instance=args.instance, workers=getattr(args, "workers", None),
     )
     for note in rep["run"].get("data_notes", []):
         print(f"note: {note}", file=sys.stderr)

@@ -342,7 +342,79 @@ def kernels(n: int, T: int, d: int, m: int) -> ModuleType:
         sys.modules[name] = mod  # numba's cache locator needs the module importable by name
         spec.loader.exec_module(mod)
         _MODULES[key] = mod
+        _remember_shape(folder, key)
         return mod
+
+
+#: The shapes (n, T, d, m) the catalogue runs through the kernels (``backend="auto"`` picks them for runs of
+#: at least KERNEL_MIN_WORK instance-steps): overparam-global and its control (n = 4, T = 6, d = m = 2, 3,
+#: 16; TLTO Fig. 3's setting) and the bench's GD shape (6, 8, 10). ``attnsvm warmup`` compiles these and
+#: every shape recorded in the cache's shapes.json (each shape this machine has used), so that no check run
+#: pays numba's 3-5 s per shape.
+CATALOGUE_SHAPES: tuple[tuple[int, int, int, int], ...] = (
+    (4, 6, 2, 2), (4, 6, 3, 3), (4, 6, 16, 16), (6, 8, 10, 10),
+)
+
+
+def _shapes_file(folder: Path) -> Path:
+    return folder / "shapes.json"
+
+
+def recorded_shapes(folder: Path | None = None) -> list[tuple[int, int, int, int]]:
+    """Every shape a process on this machine loaded kernels for: the cache's shapes.json and the generated
+    modules in the cache folder ([] if none)."""
+    import json
+    import re
+
+    folder = folder or cache_dir()
+    found: set[tuple[int, int, int, int]] = set()
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        raw = json.loads(_shapes_file(folder).read_text(encoding="utf-8"))
+        found |= {tuple(int(v) for v in s) for s in raw if len(s) == 4}
+    with contextlib.suppress(OSError):  # modules generated before shapes.json existed
+        for f in folder.glob("attnsvm_gd_*.py"):
+            mt = re.fullmatch(r"attnsvm_gd_[0-9a-f]+_n(\d+)_T(\d+)_d(\d+)_m(\d+)\.py", f.name)
+            if mt:
+                found.add(tuple(int(g) for g in mt.groups()))
+    return sorted(found)
+
+
+def _remember_shape(folder: Path, key: tuple[int, int, int, int]) -> None:
+    """Add ``key`` to shapes.json (best effort, atomic replace; a lost race only forgets a warmup hint)."""
+    import json
+
+    have = recorded_shapes(folder)
+    if key in have:
+        return
+    tmp = folder / f".shapes.{os.getpid()}.tmp"
+    with contextlib.suppress(OSError):
+        tmp.write_text(json.dumps(sorted({*have, key})), encoding="utf-8")
+        os.replace(tmp, _shapes_file(folder))
+
+
+def warm(shapes=None, params: tuple[str, ...] = ("W", "KQ")) -> list[dict]:
+    """Compile (or load from the disk cache) the kernels of ``shapes`` (default: CATALOGUE_SHAPES and every
+    recorded shape) by one short run per parameterisation through :func:`numerics.gd.run_gd`, so the
+    compiled signatures are exactly those a check uses. Returns one {shape, param, seconds} per run."""
+    import time
+
+    import numpy as np
+
+    from .data import random_unit_sphere
+    from .gd import run_gd
+
+    if shapes is None:
+        shapes = sorted({*CATALOGUE_SHAPES, *recorded_shapes()})
+    out = []
+    for n, T, d, m in shapes:
+        data = random_unit_sphere(n, T, d, rng=np.random.default_rng(0))
+        for param in params:
+            if param == "W" and m != d:
+                continue
+            t0 = time.perf_counter()
+            run_gd([data], param=param, m=m if param == "KQ" else None, steps=1, lr=0.1, backend="numba")
+            out.append({"shape": [n, T, d, m], "param": param, "seconds": time.perf_counter() - t0})
+    return out
 
 
 def _prune(folder: Path) -> None:

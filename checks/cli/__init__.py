@@ -22,6 +22,7 @@ HANDLERS = {
     "reproduce": "checks.experiments.reproduce:cmd_reproduce",
     "bench": "checks.bench:cmd_bench",
     "power": "checks.power:cmd_power",
+    "warmup": "checks.warmup:cmd_warmup",
 }
 
 
@@ -68,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--instance", type=int, metavar="K", help="replay only instance K (from a counterexample)")
+    s.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="processes running instance blocks (default: the cores available; results do not depend on it)")
 
     s = sub.add_parser("svm", help="solve one attention SVM from an .npz file")
     s.add_argument("file", metavar="FILE.npz")
@@ -99,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--device", default="cpu")
     s.add_argument("--out", default="reports/bench", metavar="DIR")
     s.add_argument("--only", action="append", default=[], help="run only these benchmark groups")
+
+    s = sub.add_parser("warmup", help="compile the GD kernels for the catalogue's shapes and cache the catalogue")
+    s.add_argument("--plugin", action="append", default=[], metavar="FILE.py", help="also cache these plugins' metadata")
 
     s = sub.add_parser("power", help="power matrix: run theorems under sabotaged numerics, report which survive")
     s.add_argument("ids", nargs="*", metavar="ID", help="theorem ids (default: every theorem; controls only if named)")
