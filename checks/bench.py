@@ -87,7 +87,8 @@ GD_CORR_MIN = 0.98
 #: not yet saturated to round-off: the float64 gradient direction is still accurate in both codes, so
 #: their iterates agree to ~1e-10. At lr = 0.1 both reach ||W|| ~ 130, the computed gradient direction
 #: becomes round-off (cancellation in s_t (gamma_t - s^T gamma)) and the two trajectories separate
-#: chaotically (W: corr 0.975-0.99 at step 2000; (K, Q) at lr 0.02: corr down to 0.88) — a property of the problem, not a bug of either code.
+#: chaotically (W: corr 0.975-0.99 at step 2000; (K, Q) at lr 0.02: corr down to 0.88) — a property of the
+#: problem, not a bug of either code.
 #: The time per step does not depend on lr.
 GD_LR = {"W": 0.02, "KQ": 0.005}
 #: (For (K, Q) ||W|| = ||K Q^T|| grows quadratically in the steps: lr 0.005 keeps ||W|| <= ~80.)
@@ -379,7 +380,9 @@ def _kernel_setup_times(datas) -> dict[str, dict[str, float]]:
             if proc.returncode == 0:
                 out["cache_load"] = json.loads(proc.stdout.strip().splitlines()[-1])
             else:
-                out["cache_load"] = {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "?"}
+                out["cache_load"] = {
+                    "error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "?"
+                }
         finally:
             if old is None:
                 os.environ.pop("ATTNSVM_KERNEL_CACHE", None)
@@ -398,16 +401,27 @@ def bench_gd(b: Bench) -> None:
     n, T, d = sz.gd_shape
     R, steps = sz.gd_instances, sz.gd_steps
     datas = _gd_data(sz.gd_shape, R, seed=1)
-    out: dict[str, Any] = {"shape": {"n": n, "T": T, "d": d}, "instances": R, "steps": steps, "lr": dict(GD_LR)}
-    run_gd(datas[:2], param="W", steps=3, lr=0.1, device=b.device, backend="torch")  # warm-up (allocator, dispatch)
+    out: dict[str, Any] = {
+        "shape": {"n": n, "T": T, "d": d},
+        "instances": R,
+        "steps": steps,
+        "lr": dict(GD_LR),
+    }
+    run_gd(
+        datas[:2], param="W", steps=3, lr=0.1, device=b.device, backend="torch"
+    )  # warm-up (allocator, dispatch)
     kernel = _kernel_backend(b.device)
     backends = ["numba", "torch"] if kernel else ["torch"]
     out["backends"] = backends
     if kernel:
         out["kernel_setup_s"] = _kernel_setup_times(datas[:1])
         ks = out["kernel_setup_s"]
-        _log("kernels, first use of the shape: compile " + ", ".join(f"{p} {v:.2f} s" for p, v in ks["compile"].items())
-             + "; a later process with the disk cache: " + str(ks["cache_load"]))
+        _log(
+            "kernels, first use of the shape: compile "
+            + ", ".join(f"{p} {v:.2f} s" for p, v in ks["compile"].items())
+            + "; a later process with the disk cache: "
+            + str(ks["cache_load"])
+        )
         for param in ("W", "KQ"):  # the timed runs below load (or compile) the user's cache off the clock
             run_gd(datas[:1], param=param, steps=1, lr=GD_LR[param], backend="numba")
     for param in ("W", "KQ"):
@@ -438,35 +452,71 @@ def bench_gd(b: Bench) -> None:
         achieved = flops / t_ours
         cmin = float(np.min(corrs))
         agree = {be: float(min(_corr(res_by[be].W[i], res.W[i]) for i in range(R))) for be in backends}
-        out[param] = {"backend": best, "ours_s": t_ours, "naive_per_instance_s": per_naive,
-                      "naive_measured_instances": k,
-                      "naive_extrapolated_s": t_naive, "ratio": ratio, "corr_min": cmin, "corrs": corrs,
-                      "flop_per_instance_step": gd_step_flops(n, T, d, param), "ours_flops": achieved,
-                      "ours_us_per_step": t_ours / steps * 1e6,
-                      "ours_ns_per_instance_step": t_ours / (R * steps) * 1e9,
-                      "naive_us_per_step": per_naive / steps * 1e6,
-                      "by_backend": {be: {"s": t_by[be], "ratio": t_naive / t_by[be], "flops": flops / t_by[be],
-                                          "corr_min_vs_ours": agree[be]} for be in backends}}
+        out[param] = {
+            "backend": best,
+            "ours_s": t_ours,
+            "naive_per_instance_s": per_naive,
+            "naive_measured_instances": k,
+            "naive_extrapolated_s": t_naive,
+            "ratio": ratio,
+            "corr_min": cmin,
+            "corrs": corrs,
+            "flop_per_instance_step": gd_step_flops(n, T, d, param),
+            "ours_flops": achieved,
+            "ours_us_per_step": t_ours / steps * 1e6,
+            "ours_ns_per_instance_step": t_ours / (R * steps) * 1e9,
+            "naive_us_per_step": per_naive / steps * 1e6,
+            "by_backend": {
+                be: {
+                    "s": t_by[be],
+                    "ratio": t_naive / t_by[be],
+                    "flops": flops / t_by[be],
+                    "corr_min_vs_ours": agree[be],
+                }
+                for be in backends
+            },
+        }
         for key in ("ours_s", "naive_extrapolated_s", "ratio", "corr_min", "ours_flops"):
             b.record("gd", param, key, out[param][key])
         for be in backends:
             b.record("gd", f"{param}-{be}", "seconds", t_by[be])
             b.record("gd", f"{param}-{be}", "ratio", t_naive / t_by[be])
         ok = ratio >= GD_TARGET
-        b.rows.append(Row("gd", f"GD {param}: {R} inst x {steps} steps (n{n} T{T} d{d}), {best}", _fmt_s(t_ours),
-                          f"{_fmt_s(t_naive)} (x{R}/{k} extrap.)", f"{ratio:.0f}x", f">= {GD_TARGET:.0f}x",
-                          f"corr min {cmin:.6f} (> {GD_CORR_MIN})", ok and cmin > GD_CORR_MIN))
+        b.rows.append(
+            Row(
+                "gd",
+                f"GD {param}: {R} inst x {steps} steps (n{n} T{T} d{d}), {best}",
+                _fmt_s(t_ours),
+                f"{_fmt_s(t_naive)} (x{R}/{k} extrap.)",
+                f"{ratio:.0f}x",
+                f">= {GD_TARGET:.0f}x",
+                f"corr min {cmin:.6f} (> {GD_CORR_MIN})",
+                ok and cmin > GD_CORR_MIN,
+            )
+        )
         for be in backends[1:]:
             b.rows.append(Row("gd", f"GD {param}: the same on the {be} path (CPU and CUDA, any head)",
                               _fmt_s(t_by[be]), _fmt_s(t_naive), f"{t_naive / t_by[be]:.0f}x", "-",
                               f"corr min vs {best} {agree[be]:.9f}", None))
     if kernel:
         ks = out["kernel_setup_s"]
-        b.rows.append(Row("gd", "GD kernels: first use of the shape on a machine (compile), then per process",
-                          "compile " + ", ".join(f"{p} {v:.1f} s" for p, v in ks["compile"].items()),
-                          "-", "-", "-", "new process, cached: " + ", ".join(
-                              f"{p} {v:.2f} s" if isinstance(v, float) else f"{p} {v}" for p, v in ks["cache_load"].items())
-                          + " (neither in the times above)", None))
+        b.rows.append(
+            Row(
+                "gd",
+                "GD kernels: first use of the shape on a machine (compile), then per process",
+                "compile " + ", ".join(f"{p} {v:.1f} s" for p, v in ks["compile"].items()),
+                "-",
+                "-",
+                "-",
+                "new process, cached: "
+                + ", ".join(
+                    f"{p} {v:.2f} s" if isinstance(v, float) else f"{p} {v}"
+                    for p, v in ks["cache_load"].items()
+                )
+                + " (neither in the times above)",
+                None,
+            )
+        )
     # achievable FLOP/s on this machine: a same-shape batched matmul and one large GEMM
     dev = b.device
     A = torch.randn(R, d, d, dtype=torch.float64, device=dev)
@@ -505,11 +555,20 @@ def bench_gd(b: Bench) -> None:
         out[param]["naive_flops"] = fn
         out[param]["fraction_of_bmm"] = f / bmm_flops
         out[param]["fraction_of_gemm"] = f / gemm_flops
-        b.rows.append(Row("gd", f"GD {param} ({out[param]['backend']}): achieved FLOP/s "
-                          f"({out[param]['flop_per_instance_step']} FLOP/inst-step)",
-                          _fmt_flops(f), _fmt_flops(fn), f"{f / bmm_flops:.0%} of bmm", "-",
-                          f"same-shape bmm {R}x{d}x{d}: {_fmt_flops(bmm_flops)}; GEMM {N}: {_fmt_flops(gemm_flops)}"
-                          f" ({f / gemm_flops:.1%} of it)", None))
+        b.rows.append(
+            Row(
+                "gd",
+                f"GD {param} ({out[param]['backend']}): achieved FLOP/s "
+                f"({out[param]['flop_per_instance_step']} FLOP/inst-step)",
+                _fmt_flops(f),
+                _fmt_flops(fn),
+                f"{f / bmm_flops:.0%} of bmm",
+                "-",
+                f"same-shape bmm {R}x{d}x{d}: {_fmt_flops(bmm_flops)}; GEMM {N}: {_fmt_flops(gemm_flops)}"
+                f" ({f / gemm_flops:.1%} of it)",
+                None,
+            )
+        )
     # where the torch path's time goes (the kernels are one opaque call)
     out["profile"] = {}
     for param in ("W", "KQ"):
@@ -523,7 +582,8 @@ def _svm_data(shape: tuple[int, int, int], k: int, seed: int):
 
 
 def _solver_errors(b: Bench, group: str, name: str, statuses: list[str]) -> str:
-    """Record the solver errors of one row (bench.csv / bench.json) and return the table's note ('' if none)."""
+    """Record the solver errors of one row (bench.csv / bench.json) and return the table's note ('' if
+    none)."""
     from .reproduce import status_summary
 
     b.record(group, name, "solver_errors", len(statuses))
@@ -565,16 +625,31 @@ def bench_svm(b: Bench) -> None:
     nan = float("nan")
     ratio = sum(tn) / sum(to) if to else nan
     mrel = max(rel, default=nan)
-    out["fro"] = {"ours_s": to, "naive_s": tn, "ratio": ratio, "obj_rel_diff_max": mrel,
-                  "ours_mean_s": float(np.mean(to)) if to else nan, "naive_mean_s": float(np.mean(tn)) if tn else nan,
-                  "solver_errors": len(errs), "solver_status": errs}
+    out["fro"] = {
+        "ours_s": to,
+        "naive_s": tn,
+        "ratio": ratio,
+        "obj_rel_diff_max": mrel,
+        "ours_mean_s": float(np.mean(to)) if to else nan,
+        "naive_mean_s": float(np.mean(tn)) if tn else nan,
+        "solver_errors": len(errs),
+        "solver_status": errs,
+    }
     b.record("svm", "fro", "ratio", ratio)
     b.record("svm", "fro", "obj_rel_diff_max", mrel)
     note = _solver_errors(b, "svm", "fro", errs)
-    b.rows.append(Row("svm", f"Att-SVM fro: {len(datas)} solves (n{n} T{T} d{d})", _fmt_s(out["fro"]["ours_mean_s"]),
-                      _fmt_s(out["fro"]["naive_mean_s"]), f"{ratio:.0f}x", f">= {SVM_FRO_TARGET:.0f}x",
-                      f"obj rel diff max {mrel:.1e} (<= {SVM_FRO_OBJ_RTOL:.0e})" + note,
-                      not errs and ratio >= SVM_FRO_TARGET and mrel <= SVM_FRO_OBJ_RTOL))
+    b.rows.append(
+        Row(
+            "svm",
+            f"Att-SVM fro: {len(datas)} solves (n{n} T{T} d{d})",
+            _fmt_s(out["fro"]["ours_mean_s"]),
+            _fmt_s(out["fro"]["naive_mean_s"]),
+            f"{ratio:.0f}x",
+            f">= {SVM_FRO_TARGET:.0f}x",
+            f"obj rel diff max {mrel:.1e} (<= {SVM_FRO_OBJ_RTOL:.0e})" + note,
+            not errs and ratio >= SVM_FRO_TARGET and mrel <= SVM_FRO_OBJ_RTOL,
+        )
+    )
     # nuclear
     _log(f"svm nuc: {len(datas)} solves, ours vs naive")
     to, tn, rel, r_o, r_n, tails, errs, nuc_solvers = [], [], [], [], [], [], [], []
@@ -607,11 +682,19 @@ def bench_svm(b: Bench) -> None:
     note = _solver_errors(b, "svm", "nuc", errs)
     ranks_ok = all(r <= n for r in r_o)
     solvers = sorted({s_ for s_ in out["nuc"].get("solvers", [])})
-    b.rows.append(Row("svm", f"Att-SVM nuc: {len(datas)} solves (n{n} T{T} d{d})", _fmt_s(out["nuc"]["ours_mean_s"]),
-                      _fmt_s(out["nuc"]["naive_mean_s"]), f"{1 / slow:.2f}x", f">= {SVM_NUC_TARGET:.0f}x",
-                      f"rank ours {_span(r_o)} vs naive-abs {_span(r_n)} (agree {agree}/{len(r_o)}); "
-                      f"obj rel diff {mrel:.0e}; certified by {', '.join(solvers) or '-'}" + note,
-                      not errs and 1 / slow >= SVM_NUC_TARGET and ranks_ok and mrel <= SVM_NUC_OBJ_RTOL))
+    b.rows.append(
+        Row(
+            "svm",
+            f"Att-SVM nuc: {len(datas)} solves (n{n} T{T} d{d})",
+            _fmt_s(out["nuc"]["ours_mean_s"]),
+            _fmt_s(out["nuc"]["naive_mean_s"]),
+            f"{1 / slow:.2f}x",
+            f">= {SVM_NUC_TARGET:.0f}x",
+            f"rank ours {_span(r_o)} vs naive-abs {_span(r_n)} (agree {agree}/{len(r_o)}); "
+            f"obj rel diff {mrel:.0e}; certified by {', '.join(solvers) or '-'}" + note,
+            not errs and 1 / slow >= SVM_NUC_TARGET and ranks_ok and mrel <= SVM_NUC_OBJ_RTOL,
+        )
+    )
     # the larger shape of the issue (fewer instances: the naive solve takes ~1 s each)
     shape2 = SVM_NUC_LARGE if b.sizes is FULL else (6, 6, 12)
     k2 = 4 if b.sizes is FULL else 1
@@ -633,18 +716,37 @@ def bench_svm(b: Bench) -> None:
         solv2.append(so.solver)
     ratio2 = sum(tn2) / sum(to2) if to2 else nan
     mrel2 = max(rel2, default=nan)
-    out["nuc_large"] = {"shape": list(shape2), "ours_s": to2, "naive_s": tn2, "ratio": ratio2, "rank_ours": r2o,
-                        "rank_naive_abs": r2n, "obj_rel_diff_max": mrel2, "solvers": solv2, "solver_errors": len(errs2),
-                        "solver_status": errs2}
+    out["nuc_large"] = {
+        "shape": list(shape2),
+        "ours_s": to2,
+        "naive_s": tn2,
+        "ratio": ratio2,
+        "rank_ours": r2o,
+        "rank_naive_abs": r2n,
+        "obj_rel_diff_max": mrel2,
+        "solvers": solv2,
+        "solver_errors": len(errs2),
+        "solver_status": errs2,
+    }
     b.record("svm", "nuc-large", "ratio", ratio2)
     note2 = _solver_errors(b, "svm", "nuc-large", errs2)
     n2 = shape2[0]
-    b.rows.append(Row("svm", f"Att-SVM nuc: {len(datas2)} solves (n{shape2[0]} T{shape2[1]} d{shape2[2]})",
-                      _fmt_s(float(np.mean(to2))) if to2 else "-", _fmt_s(float(np.mean(tn2))) if tn2 else "-",
-                      f"{ratio2:.2f}x", f">= {SVM_NUC_TARGET:.0f}x",
-                      f"rank ours {_span(r2o)} vs naive-abs {_span(r2n)}; obj rel diff {mrel2:.0e}; certified by "
-                      f"{', '.join(sorted(set(solv2))) or '-'}" + note2,
-                      not errs2 and ratio2 >= SVM_NUC_TARGET and all(r <= n2 for r in r2o) and mrel2 <= SVM_NUC_OBJ_RTOL))
+    b.rows.append(
+        Row(
+            "svm",
+            f"Att-SVM nuc: {len(datas2)} solves (n{shape2[0]} T{shape2[1]} d{shape2[2]})",
+            _fmt_s(float(np.mean(to2))) if to2 else "-",
+            _fmt_s(float(np.mean(tn2))) if tn2 else "-",
+            f"{ratio2:.2f}x",
+            f">= {SVM_NUC_TARGET:.0f}x",
+            f"rank ours {_span(r2o)} vs naive-abs {_span(r2n)}; obj rel diff {mrel2:.0e}; certified by "
+            f"{', '.join(sorted(set(solv2))) or '-'}" + note2,
+            not errs2
+            and ratio2 >= SVM_NUC_TARGET
+            and all(r <= n2 for r in r2o)
+            and mrel2 <= SVM_NUC_OBJ_RTOL,
+        )
+    )
     b.results["svm"] = out
 
 
@@ -672,8 +774,17 @@ def bench_gd_curve(b: Bench) -> None:
                 run_gd(datas[:1], param=param, steps=1, lr=GD_LR[param], backend=be)
             for R in sz.curve_R:
                 reps = 3 if R * sz.curve_steps <= 200_000 else 1
-                t, _ = _timeit(lambda R=R, param=param, be=be: run_gd(
-                    datas[:R], param=param, steps=sz.curve_steps, lr=GD_LR[param], device=b.device, backend=be), reps)
+                t, _ = _timeit(
+                    lambda R=R, param=param, be=be: run_gd(
+                        datas[:R],
+                        param=param,
+                        steps=sz.curve_steps,
+                        lr=GD_LR[param],
+                        device=b.device,
+                        backend=be,
+                    ),
+                    reps,
+                )
                 per = t / (R * sz.curve_steps)
                 out[key].append(per)
                 b.record("gd-curve", f"{param}-{be}@R={R}", "s_per_instance_step", per)
@@ -684,19 +795,30 @@ def bench_gd_curve(b: Bench) -> None:
         dt = datas[0]
         init = _gd_init(param, 1, d, seed=6)
         ini = init[0] if param == "W" else (init[0][0], init[1][0])
-        t, _ = _timeit(lambda dt=dt, ini=ini, param=param: naive_gd(dt.X, dt.Y, dt.Z, dt.v, ini, param=param,
-                                                                      steps=sz.curve_steps, lr=GD_LR[param]), 2)
+        t, _ = _timeit(
+            lambda dt=dt, ini=ini, param=param: naive_gd(
+                dt.X, dt.Y, dt.Z, dt.v, ini, param=param, steps=sz.curve_steps, lr=GD_LR[param]
+            ),
+            2,
+        )
         naive[param] = t / sz.curve_steps
         b.record("gd-curve", f"naive-{param}", "s_per_instance_step", naive[param])
     out["naive"] = naive
     b.results["gd-curve"] = out
     for param in ("W", "KQ"):
         best = int(np.argmin(out[param]))
-        b.rows.append(Row("gd-curve", f"GD {param} ({backends[0]}) cost curve R=1..{Rmax} ({sz.curve_steps} steps)",
-                          f"{out[param][best] * 1e6:.2f} us/inst-step @R={sz.curve_R[best]}",
-                          f"{naive[param] * 1e6:.1f} us/inst-step",
-                          f"{naive[param] / out[param][best]:.0f}x", "-",
-                          f"R=1: {out[param][0] * 1e6:.0f} us; R={Rmax}: {out[param][-1] * 1e6:.2f} us", None))
+        b.rows.append(
+            Row(
+                "gd-curve",
+                f"GD {param} ({backends[0]}) cost curve R=1..{Rmax} ({sz.curve_steps} steps)",
+                f"{out[param][best] * 1e6:.2f} us/inst-step @R={sz.curve_R[best]}",
+                f"{naive[param] * 1e6:.1f} us/inst-step",
+                f"{naive[param] / out[param][best]:.0f}x",
+                "-",
+                f"R=1: {out[param][0] * 1e6:.0f} us; R={Rmax}: {out[param][-1] * 1e6:.2f} us",
+                None,
+            )
+        )
 
 
 def bench_svm_curve(b: Bench) -> None:
@@ -725,7 +847,11 @@ def bench_svm_curve(b: Bench) -> None:
             out[norm].append(t)
             b.record("svm-curve", f"{norm}@{n}x{T}x{d}", "seconds", t)
             if rows <= sz.svm_curve_naive_max_rows:
-                tn = float(np.mean([_timeit(lambda dt=dt, norm=norm: naive_att_svm(dt, norm=norm))[0] for dt in datas]))
+                tn = float(
+                    np.mean(
+                        [_timeit(lambda dt=dt, norm=norm: naive_att_svm(dt, norm=norm))[0] for dt in datas]
+                    )
+                )
             else:
                 tn = float("nan")
             out[f"naive_{norm}"].append(tn)
@@ -769,8 +895,18 @@ def bench_catalogue(b: Bench) -> None:
     """The quick profile of the whole catalogue in a fresh process (``attnsvm check --profile quick``, default
     ``--workers``): its wall time against QUICK_PROFILE_GOAL_S, and the instance time per theorem."""
     run_dir = b.out / "catalogue-run"
-    cmd = [sys.executable, "-m", "checks", "check", *CATALOGUE_IDS, "--profile", "quick", "--out", str(run_dir),
-           "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "checks",
+        "check",
+        *CATALOGUE_IDS,
+        "--profile",
+        "quick",
+        "--out",
+        str(run_dir),
+        "--no-progress",
+    ]
     if b.device != "cpu":
         cmd += ["--device", b.device]
     _log(f"catalogue: running {' '.join(cmd[1:])}")
@@ -800,7 +936,9 @@ def bench_catalogue(b: Bench) -> None:
 
 
 def _child_env() -> dict[str, str]:
-    return dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MPLBACKEND="Agg")
+    return dict(
+        os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MPLBACKEND="Agg"
+    )
 
 
 def _wall_min(cmd: list[str], repeats: int) -> float:
@@ -811,7 +949,9 @@ def _wall_min(cmd: list[str], repeats: int) -> float:
         proc = subprocess.run(cmd, env=_child_env(), capture_output=True, text=True, check=False)
         dt = time.perf_counter() - t0
         if proc.returncode != 0:
-            raise InvalidInputError(f"bench: {' '.join(cmd[1:])} failed (exit {proc.returncode}): {proc.stderr[-500:]}")
+            raise InvalidInputError(
+                f"bench: {' '.join(cmd[1:])} failed (exit {proc.returncode}): {proc.stderr[-500:]}"
+            )
         best = min(best, dt)
     return best
 
@@ -821,7 +961,9 @@ def _child_cpu(code: str) -> tuple[float, str]:
     import resource
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.run([sys.executable, "-c", code], env=_child_env(), capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=_child_env(), capture_output=True, text=True, check=False
+    )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise InvalidInputError(f"bench: fresh-process run failed: {proc.stderr[-500:]}")
@@ -836,14 +978,25 @@ def bench_startup(b: Bench) -> None:
     exe = [sys.executable, "-m", "checks"]
     out: dict[str, Any] = {}
     reps = 3 if b.sizes is FULL else 2
-    subprocess.run([*exe, "list"], env=_child_env(), capture_output=True, check=False)  # fill the metadata cache
+    subprocess.run(
+        [*exe, "list"], env=_child_env(), capture_output=True, check=False
+    )  # fill the metadata cache
     for name, args in (("help", ["--help"]), ("list", ["list"]), ("list-json", ["list", "--json"])):
         _log(f"startup: attnsvm {' '.join(args)}, best of {reps}")
         out[name] = _wall_min([*exe, *args], reps)
         b.record("startup", name, "wall_s", out[name])
-        b.rows.append(Row("startup", f"attnsvm {' '.join(args)} (fresh process, wall)", _fmt_s(out[name]), "-", "-",
-                          f"<= {STARTUP_GOAL_S} s", "catalogue metadata cached (attnsvm warmup / an earlier list)",
-                          out[name] <= STARTUP_GOAL_S))
+        b.rows.append(
+            Row(
+                "startup",
+                f"attnsvm {' '.join(args)} (fresh process, wall)",
+                _fmt_s(out[name]),
+                "-",
+                "-",
+                f"<= {STARTUP_GOAL_S} s",
+                "catalogue metadata cached (attnsvm warmup / an earlier list)",
+                out[name] <= STARTUP_GOAL_S,
+            )
+        )
     if b.device == "cpu" and kernels.available():
         sz = b.sizes
         n, T, d = sz.gd_shape
@@ -857,11 +1010,16 @@ def bench_startup(b: Bench) -> None:
                 "t2 = time.process_time()\n"
                 f"run_gd(ds, param='W', steps={steps}, lr=GD_LR['W'], init=init)\n"
                 "print(res.backend, t1, t2 - t1, time.process_time() - t2)\n")
-        _log(f"startup: GD W in a fresh process ({R} instances x {steps} steps, imports and cache load included)")
+        _log(
+            f"startup: GD W in a fresh process ({R} instances x {steps} steps, imports and cache load "
+            "included)"
+        )
         cpu_all, text = _child_cpu(code)
         backend, t_imports, t_first, t_second = text.split()[:4]
         t_imports, t_first, t_second = float(t_imports), float(t_first), float(t_second)
-        cpu = cpu_all - t_second  # the process without the second (steady-state) run, which is only a reference
+        cpu = (
+            cpu_all - t_second
+        )  # the process without the second (steady-state) run, which is only a reference
         gd = b.results.get("gd", {}).get("W")
         if gd:
             per_naive = gd["naive_per_instance_s"]
@@ -874,17 +1032,33 @@ def bench_startup(b: Bench) -> None:
                                                     lr=GD_LR["W"]))
         t_naive = per_naive * R
         ratio = t_naive / cpu
-        out["gd_fresh"] = {"cpu_s": cpu, "imports_s": t_imports, "first_run_s": t_first, "steady_run_s": t_second,
-                           "backend": backend, "naive_per_instance_s": per_naive, "ratio": ratio,
-                           "ratio_first_call": t_naive / t_first, "ratio_steady": t_naive / t_second}
+        out["gd_fresh"] = {
+            "cpu_s": cpu,
+            "imports_s": t_imports,
+            "first_run_s": t_first,
+            "steady_run_s": t_second,
+            "backend": backend,
+            "naive_per_instance_s": per_naive,
+            "ratio": ratio,
+            "ratio_first_call": t_naive / t_first,
+            "ratio_steady": t_naive / t_second,
+        }
         b.record("startup", "gd-fresh", "ratio", ratio)
         b.record("startup", "gd-fresh", "ratio_first_call", t_naive / t_first)
-        b.rows.append(Row("startup", f"GD W in a fresh process: {R} inst x {steps} steps (n{n} T{T} d{d}), {backend}",
-                          _fmt_s(cpu), f"{_fmt_s(t_naive)} (extrap.)", f"{ratio:.0f}x", f">= {GD_FRESH_TARGET:.0f}x",
-                          f"process CPU time: interpreter + imports (numpy, torch) {_fmt_s(t_imports)}, first run_gd "
-                          f"(numba import, kernel cache load, run) {_fmt_s(t_first)} = {t_naive / t_first:.0f}x; "
-                          f"the same run again {_fmt_s(t_second)} = {t_naive / t_second:.0f}x",
-                          ratio >= GD_FRESH_TARGET))
+        b.rows.append(
+            Row(
+                "startup",
+                f"GD W in a fresh process: {R} inst x {steps} steps (n{n} T{T} d{d}), {backend}",
+                _fmt_s(cpu),
+                f"{_fmt_s(t_naive)} (extrap.)",
+                f"{ratio:.0f}x",
+                f">= {GD_FRESH_TARGET:.0f}x",
+                f"process CPU time: interpreter + imports (numpy, torch) {_fmt_s(t_imports)}, first run_gd "
+                f"(numba import, kernel cache load, run) {_fmt_s(t_first)} = {t_naive / t_first:.0f}x; "
+                f"the same run again {_fmt_s(t_second)} = {t_naive / t_second:.0f}x",
+                ratio >= GD_FRESH_TARGET,
+            )
+        )
     b.results["startup"] = out
 
 
@@ -892,15 +1066,20 @@ def bench_startup(b: Bench) -> None:
 
 def render_table(b: Bench) -> str:
     m = b.results["machine"]
-    head = (f"attnsvm bench ({'quick' if b.sizes is QUICK else 'full'}) on {m['cpu']}, {m['cores']} cores, "
-            f"device {b.device}, torch {m['torch']}, float64; 1 thread per side (torch.set_num_threads(1), "
-            f"BLAS limited to 1 thread); times: {m['clock']}, minimum over repeats; naive = per-instance baseline "
-            "implemented in checks/bench.py (GD: torch autograd loop) or checks/bench_naive.py.")
+    head = (
+        f"attnsvm bench ({'quick' if b.sizes is QUICK else 'full'}) on {m['cpu']}, {m['cores']} cores, "
+        f"device {b.device}, torch {m['torch']}, float64; 1 thread per side (torch.set_num_threads(1), "
+        f"BLAS limited to 1 thread); times: {m['clock']}, minimum over repeats; naive = per-instance "
+        "baseline "
+        "implemented in checks/bench.py (GD: torch autograd loop) or checks/bench_naive.py."
+    )
     cols = ["group", "benchmark", "ours", "naive", "ratio", "target", "check", "met"]
     lines = [head, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in b.rows:
         met = "-" if r.ok is None else ("yes" if r.ok else "NO")
-        lines.append("| " + " | ".join([r.group, r.name, r.ours, r.naive, r.ratio, r.target, r.check, met]) + " |")
+        lines.append(
+            "| " + " | ".join([r.group, r.name, r.ours, r.naive, r.ratio, r.target, r.check, met]) + " |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -920,11 +1099,15 @@ def render_figure(b: Bench) -> bytes | None:
         if g == "gd-curve":
             bes = res.get("backends", ["torch"])
             for param, col in (("W", "C0"), ("KQ", "C1")):
-                ax.loglog(res["R"], np.array(res[param]) * 1e6, "o-", color=col, label=f"ours ({bes[0]}), {param}")
+                ax.loglog(
+                    res["R"], np.array(res[param]) * 1e6, "o-", color=col, label=f"ours ({bes[0]}), {param}"
+                )
                 for be in bes[1:]:
                     ax.loglog(res["R"], np.array(res[f"{param}-{be}"]) * 1e6, "^:", color=col, alpha=0.7,
                               label=f"ours ({be} path), {param}")
-                ax.axhline(res["naive"][param] * 1e6, color=col, ls="--", label=f"naive autograd loop, {param}")
+                ax.axhline(
+                    res["naive"][param] * 1e6, color=col, ls="--", label=f"naive autograd loop, {param}"
+                )
             ax.set_xlabel("instances in one batch R")
             ax.set_ylabel("time per instance-step [us]")
             s = res["shape"]
@@ -932,9 +1115,12 @@ def render_figure(b: Bench) -> bytes | None:
             ax.legend(fontsize=7, loc="upper right", bbox_to_anchor=(1.0, 0.92))  # below the naive lines
         elif g == "svm-curve":
             x = [n * T * d for n, T, d in res["shapes"]]
-            for key, col, ls, lab in (("fro", "C0", "o-", "ours, Frobenius"), ("nuc", "C1", "o-", "ours, nuclear"),
-                                      ("naive_fro", "C0", "s--", "naive cvxpy loop, Frobenius"),
-                                      ("naive_nuc", "C1", "s--", "naive cvxpy loop, nuclear")):
+            for key, col, ls, lab in (
+                ("fro", "C0", "o-", "ours, Frobenius"),
+                ("nuc", "C1", "o-", "ours, nuclear"),
+                ("naive_fro", "C0", "s--", "naive cvxpy loop, Frobenius"),
+                ("naive_nuc", "C1", "s--", "naive cvxpy loop, nuclear"),
+            ):
                 ax.loglog(x, res[key], ls, color=col, label=lab)
             for norm, col in (("fro", "C0"), ("nuc", "C1")):  # shapes with solver errors: x, with the count
                 errs = res.get("solver_errors", {}).get(norm, [])
@@ -985,7 +1171,9 @@ def run_bench(*, quick: bool = False, device: str = "cpu", out: str | os.PathLik
     """Run the selected groups and write the outputs; returns the :class:`Bench` with every number."""
     bad = [g for g in only if g not in GROUPS]
     if bad:
-        raise InvalidInputError(f"unknown bench group(s) {', '.join(map(repr, bad))}; expected some of {', '.join(GROUPS)}")
+        raise InvalidInputError(
+            f"unknown bench group(s) {', '.join(map(repr, bad))}; expected some of {', '.join(GROUPS)}"
+        )
     if device.startswith("cuda"):
         import torch
 
@@ -1031,7 +1219,9 @@ def run_bench(*, quick: bool = False, device: str = "cpu", out: str | os.PathLik
 def cmd_bench(args) -> int:
     b = run_bench(quick=args.quick, device=args.device, out=args.out, only=args.only)
     print(render_table(b), end="")
-    print(f"\nwrote {b.out / 'bench.json'}, bench.csv, bench.md" + (", bench.png" if (b.out / "bench.png").exists()
-                                                                       else "")
-          + f"  ({b.results['seconds']:.1f} s)")
+    print(
+        f"\nwrote {b.out / 'bench.json'}, bench.csv, bench.md"
+        + (", bench.png" if (b.out / "bench.png").exists() else "")
+        + f"  ({b.results['seconds']:.1f} s)"
+    )
     return 0

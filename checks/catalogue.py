@@ -62,7 +62,9 @@ def load_plugin(path: str | Path) -> list[str]:
         raise InvalidInputError(f"plugin {path}: failed to load ({type(exc).__name__}: {exc})") from None
     added = sorted(set(REGISTRY) - before)
     if not added:
-        raise InvalidInputError(f"plugin {path}: defines no theorem (decorate a checks.Theorem subclass with @register)")
+        raise InvalidInputError(
+            f"plugin {path}: defines no theorem (decorate a checks.Theorem subclass with @register)"
+        )
     return added
 
 
@@ -130,7 +132,8 @@ _OWN_PACKAGES = ("checks", "numerics", "theory")
 
 
 def cache_root() -> Path:
-    """attnsvm's cache folder: ``$ATTNSVM_CACHE``, else ``$XDG_CACHE_HOME/attnsvm``, else ``~/.cache/attnsvm``."""
+    """attnsvm's cache folder: ``$ATTNSVM_CACHE``, else ``$XDG_CACHE_HOME/attnsvm``, else
+    ``~/.cache/attnsvm``."""
     env = os.environ.get("ATTNSVM_CACHE")
     if env:
         return Path(env)
@@ -150,7 +153,9 @@ def _theorem_files() -> list[str]:
 
 
 def _metadata_path(plugin_files: list[Path]) -> Path:
-    key = json.dumps([str(Path(__file__).resolve()), sys.version, *[str(Path(p).resolve()) for p in plugin_files]])
+    key = json.dumps(
+        [str(Path(__file__).resolve()), sys.version, *[str(Path(p).resolve()) for p in plugin_files]]
+    )
     return cache_root() / f"catalogue-{hashlib.blake2b(key.encode(), digest_size=8).hexdigest()}.json"
 
 
@@ -164,7 +169,11 @@ def _source_files(plugin_files: list[Path]) -> dict[str, str | None]:
         if not f:
             continue
         top = name.split(".", 1)[0]
-        if top in _OWN_PACKAGES or top.startswith("attnsvm_plugin_") or str(Path(f).resolve().parent) in plugin_dirs:
+        if (
+            top in _OWN_PACKAGES
+            or top.startswith("attnsvm_plugin_")
+            or str(Path(f).resolve().parent) in plugin_dirs
+        ):
             files[str(Path(f).resolve())] = None
     return {f: _digest(f) for f in sorted(files)}
 

@@ -211,8 +211,10 @@ def _plan(cfg: CheckConfig, data: Any) -> list[tuple[type[Theorem], list[int], s
     selected = catalogue.select(list(cfg.ids))
     if cfg.instance is not None:
         if not cfg.ids:
-            raise InvalidInputError("--instance K replays one instance of the theorem(s) named: give their ids "
-                                    "(the counterexample's .replay.txt has the whole command)")
+            raise InvalidInputError(
+                "--instance K replays one instance of the theorem(s) named: give their ids "
+                "(the counterexample's .replay.txt has the whole command)"
+            )
         selected = [c for c in selected if c.id in cfg.ids]
         for c in selected:
             n = c.profile(cfg.profile).instances
@@ -231,15 +233,27 @@ def _run_metadata(cfg: CheckConfig, plan, run_id: str | None) -> dict[str, Any]:
     from numerics import tolerances
 
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    return {"id": run_id or f"{started.replace(':', '').replace('+0000', 'Z')}-s{cfg.seed}", "started": started,
-            "profile": cfg.profile, "seed": cfg.seed, "device": cfg.device, "versions": versions(),
-            "git": git_sha(), "data": cfg.data, "ids": [c.id for c, _, _ in plan], "interrupted": False,
-            "tolerances": tolerances.as_dict(), **({"resumed": True} if run_id else {})}
+    return {
+        "id": run_id or f"{started.replace(':', '').replace('+0000', 'Z')}-s{cfg.seed}",
+        "started": started,
+        "profile": cfg.profile,
+        "seed": cfg.seed,
+        "device": cfg.device,
+        "versions": versions(),
+        "git": git_sha(),
+        "data": cfg.data,
+        "ids": [c.id for c, _, _ in plan],
+        "interrupted": False,
+        "tolerances": tolerances.as_dict(),
+        **({"resumed": True} if run_id else {}),
+    }
 
 
 def _extra_args(cfg: CheckConfig) -> str:
     """The arguments besides id/profile/seed that a replay line needs."""
-    extra = (f" --data {cfg.data}" if cfg.data else "") + (f" --device {cfg.device}" if cfg.device != "cpu" else "")
+    extra = (f" --data {cfg.data}" if cfg.data else "") + (
+        f" --device {cfg.device}" if cfg.device != "cpu" else ""
+    )
     return extra + "".join(f" --plugin {p}" for p in cfg.plugins)
 
 
@@ -436,7 +450,9 @@ def _execute(cfg: CheckConfig, plan, data, out: Path, previous: dict, run: dict,
     return results, per_thm, interrupted, plotted
 
 
-def _execute_pool(cfg, plan, data, out: Path, previous: dict, run: dict, bar, stream, per_thm, summary,
+# C901: the pool's one event loop (submit blocks, collect, stream, draw figures, handle an interrupt); it is
+# exempt until run_check's named-step split (issue 13) gives each of those a function.
+def _execute_pool(cfg, plan, data, out: Path, previous: dict, run: dict, bar, stream, per_thm, summary,  # noqa: C901
                   workers: int, figures: bool, plotted: set[str]) -> list[TheoremResult]:
     """The plan on a pool of ``workers`` processes, one task per instance block (the blocks of
     :func:`_chunks`, the longest first by the last run's timings). Every finished instance is streamed
@@ -538,7 +554,9 @@ def _render(out: Path, run: dict, plan, results, per_thm, figures: bool,
         by_id = {c.id: c for c, _, _ in plan}
         for t in results:
             if not t.not_applicable and t.id not in plotted:
-                report.plot_theorem(out, by_id[t.id], t, sorted(per_thm.get(t.id, []), key=lambda r: r.instance))
+                report.plot_theorem(
+                    out, by_id[t.id], t, sorted(per_thm.get(t.id, []), key=lambda r: r.instance)
+                )
     report.write_markdown(out, rep, results)
     report.write_html(out, rep, results)
     report.write_junit(out, results)
@@ -579,8 +597,15 @@ def run_check(
     if resume:
         cfg, run_id = _resumed_config(out, given)
     else:
-        cfg = CheckConfig(ids=list(ids), profile=profile or "quick", seed=0 if seed is None else int(seed),
-                          device=device or "cpu", data=data_spec, plugins=list(plugins), instance=only_instance)
+        cfg = CheckConfig(
+            ids=list(ids),
+            profile=profile or "quick",
+            seed=0 if seed is None else int(seed),
+            device=device or "cpu",
+            data=data_spec,
+            plugins=list(plugins),
+            instance=only_instance,
+        )
     load_catalogue(cfg.plugins)
     plan = _plan(cfg, None)  # validate ids, seed, profile and --instance before loading data
     data = load_data_arg(cfg.data)
@@ -603,8 +628,9 @@ def run_check(
 
     write_text(out / "run.json", json.dumps(cfg.to_json(run["id"]), indent=1))
     nw = default_workers() if workers is None else int(workers)
-    results, per_thm, interrupted, plotted = _execute(cfg, plan, data, out, previous, run, progress, workers=nw,
-                                                      figures=figures)
+    results, per_thm, interrupted, plotted = _execute(
+        cfg, plan, data, out, previous, run, progress, workers=nw, figures=figures
+    )
     rep = _render(out, run, plan, results, per_thm, figures, plotted)
     if interrupted:
         return 130, rep, results
@@ -639,8 +665,10 @@ def compare_baseline(results: Sequence[TheoremResult], baseline: str | Path | di
     if run is not None:
         for key in ("profile", "seed", "data"):
             if base["run"].get(key) != run.get(key):
-                raise BaselineMismatch(f"baseline {base['path']} is for {key} {base['run'].get(key)!r}, this run "
-                                       f"has {run.get(key)!r}: verdicts are not comparable, comparison skipped")
+                raise BaselineMismatch(
+                    f"baseline {base['path']} is for {key} {base['run'].get(key)!r}, this run "
+                    f"has {run.get(key)!r}: verdicts are not comparable, comparison skipped"
+                )
     verdicts = base["verdicts"]
     return [f"{t.id}: {verdicts[t.id]} -> {t.verdict}" for t in results
             if t.id in verdicts and verdicts[t.id] != t.verdict]

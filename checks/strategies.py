@@ -150,8 +150,10 @@ def tied_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator,
     c = (gamma_it - gamma_{i alpha_i}) / (Y_i ||v||^2): the scores tie up to rounding, far below TIE_TOL).
     Kept when Att-SVM(alpha) of the modified data is feasible and t is one of its support tokens, so
     numerics.svm.is_locally_optimal is False only because of the tie (gamma_{i alpha_i} > gamma_it fails by
-    equality). ``offset`` > 0 puts t that far ABOVE alpha_i instead (gamma_it = gamma_{i alpha_i} + offset: strictly
-    not locally optimal, ``offset`` from the tie). Draws up to ``tries`` datasets; InvalidInputError if none fits.
+    equality). ``offset`` > 0 puts t that far ABOVE alpha_i instead (gamma_it = gamma_{i alpha_i} + offset:
+    strictly
+    not locally optimal, ``offset`` from the tie). Draws up to ``tries`` datasets; InvalidInputError if none
+    fits.
     """
     from numerics.data import random_unit_sphere
     from numerics.svm import solve_att_svm
@@ -174,15 +176,20 @@ def tied_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator,
         sol = solve_att_svm(tied, alpha)
         if sol.feasible and t in set(np.asarray(sol.support[i]).tolist()):
             return tied, alpha
-    raise InvalidInputError(f"no tied non-locally-optimal alpha found in {tries} draws at n={n}, T={T}, d={d}")
+    raise InvalidInputError(
+        f"no tied non-locally-optimal alpha found in {tries} draws at n={n}, T={T}, d={d}"
+    )
 
 
 def valley_data(d: int, *, rng: np.random.Generator, min_score: float = 0.2) -> AttentionData:
     """Two examples with the SAME tokens and query and opposite labels (n = 2, T = 2, cross-attention): the
-    loss depends on W only through δ = ⟨(x_1 − x_2) z^T, W⟩ and equals ½[ℓ(u) + ℓ(−u)], u = γ_1 + (γ_2 − γ_1)(1 − σ(δ)),
+    loss depends on W only through δ = ⟨(x_1 − x_2) z^T, W⟩ and equals ½[ℓ(u) + ℓ(−u)], u = γ_1 + (γ_2 −
+    γ_1)(1 − σ(δ)),
     with the first example's scores γ_1 > min_score > 0 > −min_score > γ_2. So u = 0 at the finite
-    δ* = log(−γ_2/γ_1): a finite minimiser (a valley) for any loss with ℓ(u) + ℓ(−u) minimal at 0 (logistic), and
-    Att-SVM(opt) is infeasible (the two examples ask for opposite margins on the same feature; Farkas with λ = 1, 1).
+    δ* = log(−γ_2/γ_1): a finite minimiser (a valley) for any loss with ℓ(u) + ℓ(−u) minimal at 0 (logistic),
+    and
+    Att-SVM(opt) is infeasible (the two examples ask for opposite margins on the same feature; Farkas with λ =
+    1, 1).
     B.2 holds trivially (T = 2) and the optimal tokens are unique. Needs d >= 2.
     """
     if d < 2:

@@ -201,7 +201,8 @@ class Theorem:
     #: metric plotted per instance in the report figure (defaults to the first numeric metric)
     plot_metric: ClassVar[str | None] = None
     #: Numeric components the check relies on, by name from ``numerics.sabotage.COMPONENTS`` ("gd",
-    #: "kq-gd", "regpath", "prompt-gd", "prompt-path", "seq-gd", "vp-path", "gradient", "softmax", "causal-mask",
+    #: "kq-gd", "regpath", "prompt-gd", "prompt-path", "seq-gd", "vp-path", "gradient", "softmax",
+    #: "causal-mask",
     #: "optimal-token", "svm-fro", "svm-nuc", "certificate", "rank"). ``attnsvm power`` runs the theorem
     #: under every sabotage of these components and expects each to change its verdict (README, "Power
     #: analysis"). Empty: nothing numeric to sabotage (e.g. a symbolic check).

@@ -23,7 +23,10 @@ def cmd_warmup(args) -> int:
     entries = catalogue_metadata(args.plugin)
     print(f"catalogue metadata: {len(entries)} entries ({time.perf_counter() - t0:.1f} s)")
     if not kernels.available():
-        print("GD kernels: numba unavailable or ATTNSVM_NO_NUMBA set; GD runs on the torch path (nothing to compile)")
+        print(
+            "GD kernels: numba unavailable or ATTNSVM_NO_NUMBA set; GD runs on the torch path (nothing to "
+            "compile)"
+        )
         return 0
     shapes = sorted({*kernels.CATALOGUE_SHAPES, *kernels.recorded_shapes()})
     print(f"GD kernels: {len(shapes)} shapes, cache {kernels.cache_dir()}")

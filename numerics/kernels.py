@@ -81,7 +81,8 @@ def _exp_nonpositive(E, KB):
             f = (x - k * _LN2_HI) - k * _LN2_LO
             p = 1.0 + f * (1.0 + f * (0.5 + f * (1.0 / 6 + f * (1.0 / 24 + f * (1.0 / 120 + f * (
                 1.0 / 720 + f * (1.0 / 5040 + f * (1.0 / 40320 + f * (1.0 / 362880 + f * (
-                    1.0 / 3628800 + f * (1.0 / 39916800 + f * (1.0 / 479001600 + f * (1.0 / 6227020800)))))))))))))
+                    1.0 / 3628800 + f * (1.0 / 39916800 + f * (1.0 / 479001600 + f * (
+                        1.0 / 6227020800)))))))))))))
             ok = k >= -1022.0
             E[t, r] = p if ok else 0.0
             KB[t, r] = (np.int64(k if ok else 0.0) + 1023) << 52
@@ -328,8 +329,10 @@ def kernels(n: int, T: int, d: int, m: int) -> ModuleType:
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise InvalidInputError(f"kernel cache {folder} is not writable ({exc}); set ATTNSVM_KERNEL_CACHE "
-                                    "to a writable directory or ATTNSVM_NO_NUMBA=1") from None
+            raise InvalidInputError(
+                f"kernel cache {folder} is not writable ({exc}); set ATTNSVM_KERNEL_CACHE "
+                "to a writable directory or ATTNSVM_NO_NUMBA=1"
+            ) from None
         path = folder / f"{name}.py"
         text = _SOURCE.format(n=key[0], T=key[1], d=key[2], m=key[3])
         if not path.exists() or path.read_text(encoding="utf-8") != text:

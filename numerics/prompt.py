@@ -43,9 +43,25 @@ import torch
 from .attention import LOSS_FNS
 from .errors import InvalidInputError
 
-__all__ = ["LOSSES", "PromptGDResult", "PromptPath", "VPPath", "prompt_keys", "prompt_scores", "prompt_loss",
-           "prompt_grad", "prompt_excess", "run_prompt_gd", "prompt_reg_path", "head_value", "prompt_head_grad",
-           "prompt_head_excess", "prompt_head_reg_path", "joint_vp_loss", "joint_vp_path"]
+__all__ = [
+    "LOSSES",
+    "PromptGDResult",
+    "PromptPath",
+    "VPPath",
+    "prompt_keys",
+    "prompt_scores",
+    "prompt_loss",
+    "prompt_grad",
+    "prompt_excess",
+    "run_prompt_gd",
+    "prompt_reg_path",
+    "head_value",
+    "prompt_head_grad",
+    "prompt_head_excess",
+    "prompt_head_reg_path",
+    "joint_vp_loss",
+    "joint_vp_path",
+]
 
 #: Catalogue losses ℓ(u) and ℓ'(u) (THEORY.md §1), torch, elementwise.
 LOSSES = LOSS_FNS  # the one loss table of the numerics, numerics.attention.LOSS_FNS
@@ -193,7 +209,8 @@ class PromptPath:
 
 
 def _cone_project(u: torch.Tensor, c: torch.Tensor, cos_max: float) -> torch.Tensor:
-    """Unit vectors u (M, dk) moved onto the cone {corr(u, c) ≥ cos_max} (c unit, (M, dk)) along the great circle."""
+    """Unit vectors u (M, dk) moved onto the cone {corr(u, c) ≥ cos_max} (c unit, (M, dk)) along the great
+    circle."""
     cc = (u * c).sum(-1, keepdim=True)
     w = u - cc * c
     wn = torch.linalg.vector_norm(w, dim=-1, keepdim=True)
@@ -266,7 +283,9 @@ def _sphere_path(B, dk, r_arr, grad, excess, rng, restarts, steps, lr, c, cos_ma
                 D, dn, _ = _tangent_step(grad, R * u, R, ct, cos_max)
                 th = lr * (1.0 - k / steps)
                 move = dn[:, 0] > 0
-                d_unit = torch.where(move[:, None], D / torch.where(move[:, None], dn, 1.0), torch.zeros_like(D))
+                d_unit = torch.where(
+                    move[:, None], D / torch.where(move[:, None], dn, 1.0), torch.zeros_like(D)
+                )
                 u = np.cos(th) * u + np.sin(th) * d_unit
                 u = u / torch.linalg.vector_norm(u, dim=-1, keepdim=True)
                 if ct is not None:
@@ -285,8 +304,19 @@ def _sphere_path(B, dk, r_arr, grad, excess, rng, restarts, steps, lr, c, cos_ma
     return PromptPath(radii=r_arr, p=P, excess=E, start_excess=E0, stationarity=ST)
 
 
-def prompt_reg_path(keys: Any, gamma: Any, radii: Any, *, ref: Any, rng: np.random.Generator, restarts: int = 3,
-                    steps: int = 400, lr: float = 0.05, cone: Any = None, cone_mu: float | None = None) -> PromptPath:
+def prompt_reg_path(
+    keys: Any,
+    gamma: Any,
+    radii: Any,
+    *,
+    ref: Any,
+    rng: np.random.Generator,
+    restarts: int = 3,
+    steps: int = 400,
+    lr: float = 0.05,
+    cone: Any = None,
+    cone_mu: float | None = None,
+) -> PromptPath:
     """p_R = argmin_{‖p‖ = R} L(p) (logistic loss) for each radius, optionally restricted to the cone
     {corr(p, cone) ≥ 1 − cone_mu}; keys (B, n, T, dk), gamma (B, n, T), ref (B, n) the reference tokens of
     ``prompt_excess`` (the selection the path is compared by), cone (B, dk) or None.
@@ -301,15 +331,28 @@ def prompt_reg_path(keys: Any, gamma: Any, radii: Any, *, ref: Any, rng: np.rand
     K = np.asarray(keys, dtype=float)
     g = np.asarray(gamma, dtype=float)
     if K.ndim != 4 or g.shape != K.shape[:3]:
-        raise InvalidInputError(f"keys must be (B, n, T, dk) and gamma (B, n, T); got {K.shape} and {g.shape}")
+        raise InvalidInputError(
+            f"keys must be (B, n, T, dk) and gamma (B, n, T); got {K.shape} and {g.shape}"
+        )
     B, n, T, dk = K.shape
     r_arr, refs, c, cos_max = _check_path_args(B, n, T, dk, radii, ref, steps, lr, restarts, cone, cone_mu)
     C = restarts + 1
     Kt = torch.as_tensor(np.repeat(K, C, axis=0))
     gt = torch.as_tensor(np.repeat(g, C, axis=0))
     rt = torch.as_tensor(np.repeat(refs, C, axis=0), dtype=torch.int64)
-    return _sphere_path(B, dk, r_arr, lambda P: prompt_grad(Kt, gt, P), lambda P: prompt_excess(Kt, gt, P, rt),
-                        rng, restarts, steps, lr, c, cos_max)
+    return _sphere_path(
+        B,
+        dk,
+        r_arr,
+        lambda P: prompt_grad(Kt, gt, P),
+        lambda P: prompt_excess(Kt, gt, P, rt),
+        rng,
+        restarts,
+        steps,
+        lr,
+        c,
+        cos_max,
+    )
 
 
 # -- nonlinear head h(u) = Σ_j a_j ReLU(v_j^T u) (TLZO's nonlinear-head path) ---------------------------
@@ -326,7 +369,8 @@ def prompt_head_grad(K: torch.Tensor, X: torch.Tensor, Y: torch.Tensor, V: torch
     K (R, n, T, dk), X (R, n, T, d), Y (R, n), V (R, d, m), a (R, m), p (R, dk) -> (R, dk).
 
     With u_i = X_i^T s_i and g_it = Y_i ∇h(u_i)^T x_it, ∂(Y_i h)/∂logit_it = s_it Σ_u s_iu (g_it − g_iu) — the
-    linear-head formula of :func:`prompt_grad` with γ replaced by g, in the same cancellation-free pairwise form.
+    linear-head formula of :func:`prompt_grad` with γ replaced by g, in the same cancellation-free pairwise
+    form.
     """
     s = torch.softmax(torch.einsum("rntk,rk->rnt", K, p), dim=-1)
     u = torch.einsum("rnt,rntd->rnd", s, X)
@@ -340,7 +384,8 @@ def prompt_head_grad(K: torch.Tensor, X: torch.Tensor, Y: torch.Tensor, V: torch
 
 def prompt_head_excess(K: torch.Tensor, X: torch.Tensor, Y: torch.Tensor, V: torch.Tensor, a: torch.Tensor,
                        p: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
-    """E_ref(p) = L(p) − (1/n) Σ_i ℓ(Y_i h(x_{i ref_i})) for the ReLU head, accurate however small (the analogue
+    """E_ref(p) = L(p) − (1/n) Σ_i ℓ(Y_i h(x_{i ref_i})) for the ReLU head, accurate however small (the
+    analogue
     of :func:`prompt_excess`): u_i − x_{i ref_i} = Σ_t s_it (x_it − x_{i ref_i}) exactly (zero term at ref),
     each unit's ReLU difference is taken exactly where no kink is crossed, and
     ℓ(A + Δ) − ℓ(A) = log1p(expm1(−Δ) σ(−A)) with A = Y_i h(x_{i ref_i}), Δ the margin's change."""
@@ -368,15 +413,27 @@ def prompt_head_reg_path(keys: Any, tokens: Any, Y: Any, V: Any, a: Any, radii: 
     Yb, Vb, ab = (np.asarray(x, dtype=float) for x in (Y, V, a))
     if K.ndim != 4 or X.shape[:3] != K.shape[:3] or Yb.shape != K.shape[:2] or Vb.ndim != 3 \
             or Vb.shape[:2] != (K.shape[0], X.shape[-1]) or ab.shape != (K.shape[0], Vb.shape[-1]):
-        raise InvalidInputError(f"shapes do not match: keys {K.shape}, tokens {X.shape}, Y {Yb.shape}, V {Vb.shape}, "
-                                f"a {ab.shape}")
+        raise InvalidInputError(
+            f"shapes do not match: keys {K.shape}, tokens {X.shape}, Y {Yb.shape}, V {Vb.shape}, a {ab.shape}"
+        )
     B, n, T, dk = K.shape
     r_arr, refs, c, cos_max = _check_path_args(B, n, T, dk, radii, ref, steps, lr, restarts, cone, cone_mu)
     C = restarts + 1
     Kt, Xt, Yt, Vt, at = (torch.as_tensor(np.repeat(x, C, axis=0)) for x in (K, X, Yb, Vb, ab))
     rt = torch.as_tensor(np.repeat(refs, C, axis=0), dtype=torch.int64)
-    return _sphere_path(B, dk, r_arr, lambda P: prompt_head_grad(Kt, Xt, Yt, Vt, at, P),
-                        lambda P: prompt_head_excess(Kt, Xt, Yt, Vt, at, P, rt), rng, restarts, steps, lr, c, cos_max)
+    return _sphere_path(
+        B,
+        dk,
+        r_arr,
+        lambda P: prompt_head_grad(Kt, Xt, Yt, Vt, at, P),
+        lambda P: prompt_head_excess(Kt, Xt, Yt, Vt, at, P, rt),
+        rng,
+        restarts,
+        steps,
+        lr,
+        c,
+        cos_max,
+    )
 
 
 # ------------------------------------------------------------------------------------------------

@@ -78,12 +78,13 @@ COMPONENTS: dict[str, str] = {
     "seq-gd": "GD on the sequence / causal loss, numerics.sequence.run_seq_gd",
     "vp-path": "the joint (v, p) regularisation path, numerics.prompt.joint_vp_path",
     "prompt-path": "the regularisation path of the prompt p, numerics.prompt.prompt_reg_path and "
-                   "prompt_head_reg_path (nonlinear head)",
+    "prompt_head_reg_path (nonlinear head)",
     "gradient": "closed-form gradients of numerics.attention (grad_from_weights: grad_W, grad_KQ, GD steps)",
     "softmax": "the softmax maps numerics.tokens.softmax_probs, numerics.attention.softmax, gd._softmax_rows",
     "causal-mask": "the causal mask of sequence GD and of the causal SVM (numerics.sequence, numerics.svm)",
     "optimal-token": "the optimal-token selection numerics.tokens.optimal_tokens (and resolve_alpha)",
-    "svm-fro": "Frobenius / Euclidean hard-margin SVMs (Att-SVM norm='fro', sequence SVM, Gen-SVM, p-SVM, head SVM)",
+    "svm-fro": "Frobenius / Euclidean hard-margin SVMs (Att-SVM norm='fro', sequence SVM, Gen-SVM, p-SVM, "
+        "head SVM)",
     "svm-nuc": "the nuclear-norm Att-SVM, solve_att_svm(norm='nuc')",
     "certificate": "the KKT / SDP / Farkas certificates of numerics.svm",
     "rank": "the numerical rank numerics.svm.rank_by_gap",
@@ -142,10 +143,24 @@ def _loop_run_gd(mode: str) -> Callable[[Any], Callable]:
                    device="cpu", record_every=None, head=None, init_scale=0.01, dtype=torch.float64,
                    progress=False, weight_decay=0.0, backend="auto"):
             # the real run_gd with 0 steps validates every argument and draws the initialisation
-            start = original(data, param=param, steps=0, lr=lr, normalized=normalized, loss=loss, m=m, seed=seed,
-                             init=init, device=device, record_every=None, head=head, init_scale=init_scale,
-                             dtype=dtype, weight_decay=weight_decay,
-                             backend="torch" if backend in gd.BACKENDS else backend)
+            start = original(
+                data,
+                param=param,
+                steps=0,
+                lr=lr,
+                normalized=normalized,
+                loss=loss,
+                m=m,
+                seed=seed,
+                init=init,
+                device=device,
+                record_every=None,
+                head=head,
+                init_scale=init_scale,
+                dtype=dtype,
+                weight_decay=weight_decay,
+                backend="torch" if backend in gd.BACKENDS else backend,
+            )
             steps, lr, wd = int(steps), float(lr), float(weight_decay)
             batch, h = gd._prepare(data, head, device, dtype)
             X, Y, Z = batch.X, batch.Y, batch.Z
@@ -191,12 +206,20 @@ def _loop_run_gd(mode: str) -> Callable[[Any], Callable]:
                             p.sub_(dvec, alpha=lr)
                 W = W_of()
                 return gd.GDResult(
-                    W=gd._np(W), K=gd._np(P[0]) if param == "KQ" else None, Q=gd._np(P[1]) if param == "KQ" else None,
-                    norms=gd._np(torch.linalg.matrix_norm(W)), loss=gd._np(att.loss(X, Y, Z, W, h, loss)),
+                    W=gd._np(W),
+                    K=gd._np(P[0]) if param == "KQ" else None,
+                    Q=gd._np(P[1]) if param == "KQ" else None,
+                    norms=gd._np(torch.linalg.matrix_norm(W)),
+                    loss=gd._np(att.loss(X, Y, Z, W, h, loss)),
                     iterations=np.array(its) if rec else None,
                     W_traj=np.stack([gd._np(w) for w in Ws]) if rec else None,
                     loss_traj=np.stack([gd._np(v) for v in Ls]) if rec else None,
-                    param=param, normalized=normalized, lr=lr, steps=steps, backend="torch")
+                    param=param,
+                    normalized=normalized,
+                    lr=lr,
+                    steps=steps,
+                    backend="torch",
+                )
 
         return run_gd
 
@@ -215,7 +238,8 @@ def _swapped(module, attr: str, value) -> Iterator[None]:
 
 
 def _grad_transform(mode: str, fn: Callable) -> Callable:
-    """A gradient function whose result (a tensor or a tuple of tensors) is replaced by the broken direction."""
+    """A gradient function whose result (a tensor or a tuple of tensors) is replaced by the broken
+    direction."""
     import torch
 
     gen = torch.Generator(device="cpu").manual_seed(RANDOM_SEED)
@@ -229,7 +253,9 @@ def _grad_transform(mode: str, fn: Callable) -> Callable:
     return broken
 
 
-def _within(module_name: str, attr: str, mode: str, *, clear_stalled: bool = False) -> Callable[[Any], Callable]:
+def _within(
+    module_name: str, attr: str, mode: str, *, clear_stalled: bool = False
+) -> Callable[[Any], Callable]:
     """Factory: the optimiser runs with ``module.attr`` (its gradient) broken for the duration of the call."""
 
     def factory(original):
@@ -272,7 +298,11 @@ def _vp_noop(original):
         Xa = np.asarray(X, dtype=float)
         single = Xa.ndim == 3
         Xb, Yb = (Xa[None], np.asarray(Y, dtype=float)[None]) if single else (Xa, np.asarray(Y, dtype=float))
-        Kb = Xb if keys is None else (np.asarray(keys, dtype=float)[None] if single else np.asarray(keys, dtype=float))
+        Kb = (
+            Xb
+            if keys is None
+            else (np.asarray(keys, dtype=float)[None] if single else np.asarray(keys, dtype=float))
+        )
         B, d, dk = Xb.shape[0], Xb.shape[-1], Kb.shape[-1]
         rad = np.asarray(radii, dtype=float)
         vr = rad if v_radii is None else np.asarray(v_radii, dtype=float)
@@ -284,9 +314,14 @@ def _vp_noop(original):
             p = r_p * b / np.linalg.norm(b, axis=-1, keepdims=True)
             V.append(v)
             P.append(p)
-            LL.append([np.log(joint_vp_loss(Xb[k], Yb[k], v[k], p[k], keys=Kb[k], loss=loss)) for k in range(B)])
+            LL.append(
+                [np.log(joint_vp_loss(Xb[k], Yb[k], v[k], p[k], keys=Kb[k], loss=loss)) for k in range(B)]
+            )
         V, P, LL = (np.stack(x, axis=1) for x in (V, P, LL))
-        paths = [VPPath(radii=rad, v=V[k], p=P[k], log_loss=LL[k], restart_spread=np.zeros(len(rad))) for k in range(B)]
+        paths = [
+            VPPath(radii=rad, v=V[k], p=P[k], log_loss=LL[k], restart_spread=np.zeros(len(rad)))
+            for k in range(B)
+        ]
         return paths[0] if single else paths
 
     return joint_vp_path
@@ -297,10 +332,18 @@ def _gd_patches(mode: str) -> list[Patch]:
     out: list[Patch] = [
         ("numerics.gd", "run_gd", _loop_run_gd(mode)),
         ("numerics.gd", "regularization_path", _regpath(mode)),
-        ("numerics.prompt", "run_prompt_gd", _within("numerics.prompt", "prompt_grad", mode, clear_stalled=noop)),
+        (
+            "numerics.prompt",
+            "run_prompt_gd",
+            _within("numerics.prompt", "prompt_grad", mode, clear_stalled=noop),
+        ),
         ("numerics.prompt", "prompt_reg_path", _within("numerics.prompt", "prompt_grad", mode)),
         ("numerics.prompt", "prompt_head_reg_path", _within("numerics.prompt", "prompt_head_grad", mode)),
-        ("numerics.sequence", "run_seq_gd", _within("numerics.sequence", "seq_grad", mode, clear_stalled=noop)),
+        (
+            "numerics.sequence",
+            "run_seq_gd",
+            _within("numerics.sequence", "seq_grad", mode, clear_stalled=noop),
+        ),
     ]
     if noop:
         out.append(("numerics.prompt", "joint_vp_path", _vp_noop))
@@ -315,47 +358,127 @@ def _descent_loop() -> Patch:
 
 _GD_BREAKS = ("gd", "kq-gd", "regpath", "prompt-gd", "seq-gd", "prompt-path")
 
-CATALOGUE: dict[str, Sabotage] = {s.name: s for s in (
-    Sabotage("noop-gd", (*_GD_BREAKS, "vp-path"),
-             "every optimiser returns its initialisation (run_gd, regularisation path, prompt / sequence GD, "
-             "joint (v, p) path); no 'stalled' flag", lambda: _gd_patches("noop")),
-    Sabotage("ascent-gd", _GD_BREAKS, "every GD step climbs: +grad instead of -grad (run_gd, regularisation path, "
-             "prompt / sequence GD)", lambda: _gd_patches("ascent")),
-    Sabotage("random-gd", _GD_BREAKS, "every GD step goes in a random direction with the gradient's norm",
-             lambda: _gd_patches("random")),
-    Sabotage("frobenius-for-nuclear", ("svm-nuc",), "the nuclear-norm solver returns the Frobenius solution",
-             lambda: [("numerics.svm.nuclear", "_solve_nuclear_ladder", _fro_for_nuclear)]),
-    Sabotage("dropped-constraint-svm", ("svm-fro", "svm-nuc"), "every SVM solver ignores its binding constraint "
-             "of largest multiplier", lambda: [("numerics.svm.core", "_hard_margin_core", _dropped_core),
-                                               ("numerics.svm.nuclear", "_solve_nuclear_ladder", _dropped_nuclear)]),
-    Sabotage("scaled-svm", ("svm-fro", "svm-nuc"), f"every SVM solver returns {SCALE} x its solution (feasible, "
-             "not optimal)", lambda: [("numerics.svm.core", "_hard_margin_core", _scaled_core),
-                                      ("numerics.svm.nuclear", "_solve_nuclear_ladder", _scaled_nuclear)]),
-    Sabotage("lax-certificate", ("certificate",), "every certificate reports 'verified' whatever its residuals",
-             lambda: [("numerics.svm.core", "_certify", _lax), ("numerics.svm.core", "_farkas_certificate", _lax)]),
-    Sabotage("softmax-no-normaliser", ("softmax", "gd", "kq-gd", "regpath"),
-             "the softmax maps return exp(logits - max) without dividing by the row sum (GD steps use it too)",
-             lambda: [("numerics.tokens", "softmax_probs", _softmax_probs_unnormalised),
-                      ("numerics.attention", "softmax", _att_softmax_unnormalised),
-                      ("numerics.gd", "_softmax_rows", _rows_unnormalised), _descent_loop()]),
-    Sabotage("causal-mask-off", ("causal-mask",), "the causal mask allows every key (sequence GD and causal SVM)",
-             lambda: [("numerics.sequence", "causal_mask", _mask_off),
-                      ("numerics.svm.sequence", "solve_seq_svm", _seq_svm_mask_off)]),
-    Sabotage("argmin-optimal-token", ("optimal-token",), "optimal_tokens returns the argmin of the scores",
-             lambda: [("numerics.tokens", "optimal_tokens", _argmin_tokens)]),
-    Sabotage("transposed-gradient", ("gradient", "gd", "kq-gd", "regpath"),
-             "grad_from_weights returns the transpose of the gradient (GD steps use it too)",
-             lambda: [("numerics.attention", "grad_from_weights", _transposed), _descent_loop()]),
-    Sabotage("absolute-rank-threshold", ("rank",), "rank_by_gap counts singular values above rtol (absolute) "
-             "instead of rtol * sigma_1", lambda: [("numerics.svm.core", "rank_by_gap", _absolute_rank)]),
-    # the wrong SVM answers with the certificate silenced: do the theorem's own checks see them?
-    Sabotage("scaled-svm-uncertified", ("svm-fro", "svm-nuc"), "scaled-svm + lax-certificate", list,
-             default=False, parts=("scaled-svm", "lax-certificate")),
-    Sabotage("dropped-constraint-svm-uncertified", ("svm-fro", "svm-nuc"), "dropped-constraint-svm + "
-             "lax-certificate", list, default=False, parts=("dropped-constraint-svm", "lax-certificate")),
-    Sabotage("frobenius-for-nuclear-uncertified", ("svm-nuc",), "frobenius-for-nuclear + lax-certificate", list,
-             default=False, parts=("frobenius-for-nuclear", "lax-certificate")),
-)}
+CATALOGUE: dict[str, Sabotage] = {
+    s.name: s
+    for s in (
+        Sabotage(
+            "noop-gd",
+            (*_GD_BREAKS, "vp-path"),
+            "every optimiser returns its initialisation (run_gd, regularisation path, prompt / sequence GD, "
+            "joint (v, p) path); no 'stalled' flag",
+            lambda: _gd_patches("noop"),
+        ),
+        Sabotage(
+            "ascent-gd",
+            _GD_BREAKS,
+            "every GD step climbs: +grad instead of -grad (run_gd, regularisation path, "
+            "prompt / sequence GD)",
+            lambda: _gd_patches("ascent"),
+        ),
+        Sabotage(
+            "random-gd",
+            _GD_BREAKS,
+            "every GD step goes in a random direction with the gradient's norm",
+            lambda: _gd_patches("random"),
+        ),
+        Sabotage(
+            "frobenius-for-nuclear",
+            ("svm-nuc",),
+            "the nuclear-norm solver returns the Frobenius solution",
+            lambda: [("numerics.svm.nuclear", "_solve_nuclear_ladder", _fro_for_nuclear)],
+        ),
+        Sabotage(
+            "dropped-constraint-svm",
+            ("svm-fro", "svm-nuc"),
+            "every SVM solver ignores its binding constraint of largest multiplier",
+            lambda: [
+                ("numerics.svm.core", "_hard_margin_core", _dropped_core),
+                ("numerics.svm.nuclear", "_solve_nuclear_ladder", _dropped_nuclear),
+            ],
+        ),
+        Sabotage(
+            "scaled-svm",
+            ("svm-fro", "svm-nuc"),
+            f"every SVM solver returns {SCALE} x its solution (feasible, not optimal)",
+            lambda: [
+                ("numerics.svm.core", "_hard_margin_core", _scaled_core),
+                ("numerics.svm.nuclear", "_solve_nuclear_ladder", _scaled_nuclear),
+            ],
+        ),
+        Sabotage(
+            "lax-certificate",
+            ("certificate",),
+            "every certificate reports 'verified' whatever its residuals",
+            lambda: [
+                ("numerics.svm.core", "_certify", _lax),
+                ("numerics.svm.core", "_farkas_certificate", _lax),
+            ],
+        ),
+        Sabotage(
+            "softmax-no-normaliser",
+            ("softmax", "gd", "kq-gd", "regpath"),
+            "the softmax maps return exp(logits - max) without dividing by the row sum (GD steps use it too)",
+            lambda: [
+                ("numerics.tokens", "softmax_probs", _softmax_probs_unnormalised),
+                ("numerics.attention", "softmax", _att_softmax_unnormalised),
+                ("numerics.gd", "_softmax_rows", _rows_unnormalised),
+                _descent_loop(),
+            ],
+        ),
+        Sabotage(
+            "causal-mask-off",
+            ("causal-mask",),
+            "the causal mask allows every key (sequence GD and causal SVM)",
+            lambda: [
+                ("numerics.sequence", "causal_mask", _mask_off),
+                ("numerics.svm.sequence", "solve_seq_svm", _seq_svm_mask_off),
+            ],
+        ),
+        Sabotage(
+            "argmin-optimal-token",
+            ("optimal-token",),
+            "optimal_tokens returns the argmin of the scores",
+            lambda: [("numerics.tokens", "optimal_tokens", _argmin_tokens)],
+        ),
+        Sabotage(
+            "transposed-gradient",
+            ("gradient", "gd", "kq-gd", "regpath"),
+            "grad_from_weights returns the transpose of the gradient (GD steps use it too)",
+            lambda: [("numerics.attention", "grad_from_weights", _transposed), _descent_loop()],
+        ),
+        Sabotage(
+            "absolute-rank-threshold",
+            ("rank",),
+            "rank_by_gap counts singular values above rtol (absolute) instead of rtol * sigma_1",
+            lambda: [("numerics.svm.core", "rank_by_gap", _absolute_rank)],
+        ),
+        # the wrong SVM answers with the certificate silenced: do the theorem's own checks see them?
+        Sabotage(
+            "scaled-svm-uncertified",
+            ("svm-fro", "svm-nuc"),
+            "scaled-svm + lax-certificate",
+            list,
+            default=False,
+            parts=("scaled-svm", "lax-certificate"),
+        ),
+        Sabotage(
+            "dropped-constraint-svm-uncertified",
+            ("svm-fro", "svm-nuc"),
+            "dropped-constraint-svm + lax-certificate",
+            list,
+            default=False,
+            parts=("dropped-constraint-svm", "lax-certificate"),
+        ),
+        Sabotage(
+            "frobenius-for-nuclear-uncertified",
+            ("svm-nuc",),
+            "frobenius-for-nuclear + lax-certificate",
+            list,
+            default=False,
+            parts=("frobenius-for-nuclear", "lax-certificate"),
+        ),
+    )
+}
 
 for _s in CATALOGUE.values():
     assert set(_s.breaks) <= set(COMPONENTS), _s.name
@@ -444,7 +567,9 @@ def _install(names) -> Callable[[], None]:
     sabs = resolve(names)
     label = "+".join(s.name for s in sabs)
     if _ACTIVE:
-        raise RuntimeError(f"sabotage {label!r} requested while {'+'.join(_ACTIVE)!r} is active (one at a time)")
+        raise RuntimeError(
+            f"sabotage {label!r} requested while {'+'.join(_ACTIVE)!r} is active (one at a time)"
+        )
     originals: dict[tuple[str, str], Any] = {}
     current: dict[tuple[str, str], Any] = {}
     for s in sabs:

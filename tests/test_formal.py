@@ -1,5 +1,7 @@
-"""Tests of the formal layer: the all-size proofs (theory.general, theory.stationarity, theory.smoothness), the
-sums normal form they rest on, the PROOFS records, and the connection of the proved expressions to numerics."""
+"""Tests of the formal layer: the all-size proofs (theory.general, theory.stationarity, theory.smoothness),
+the
+sums normal form they rest on, the PROOFS records, and the connection of the proved expressions to
+numerics."""
 
 from __future__ import annotations
 
@@ -32,7 +34,9 @@ a, b, s = sp.IndexedBase("a"), sp.IndexedBase("b"), sp.IndexedBase("s", positive
 
 def test_normal_form_rules():
     # Fubini and renaming
-    assert sums.is_zero(sp.Sum(a[t], (t, 1, T)) * sp.Sum(b[u], (u, 1, T)) - sp.Sum(a[u] * b[t], (t, 1, T), (u, 1, T)))
+    assert sums.is_zero(
+        sp.Sum(a[t], (t, 1, T)) * sp.Sum(b[u], (u, 1, T)) - sp.Sum(a[u] * b[t], (t, 1, T), (u, 1, T))
+    )
     # constant summand: Sum(c) = T c
     assert sums.is_zero(sp.Sum(a[o], (t, 1, T)) - T * a[o])
     # sifting needs the range of the free index
@@ -44,12 +48,16 @@ def test_normal_form_rules():
     assert sums.is_zero(sp.Sum(s[t], (t, 1, T)) - 1, {sp.Sum(s[t], (t, 1, T)): 1})
 
 
-@pytest.mark.parametrize("wrong", [
-    sp.Sum(a[t] * b[t], (t, 1, T)) - sp.Sum(a[t], (t, 1, T)) * sp.Sum(b[u], (u, 1, T)),  # sum of products != product
-    sp.Sum(a[t] ** 2, (t, 1, T)) - sp.Sum(a[t], (t, 1, T)) ** 2,
-    sp.Sum(a[t], (t, 1, T)) - a[o],
-    sp.Sum(s[t] ** 2, (t, 1, T)) - 1,  # the fold sum s = 1 says nothing about sum s^2
-])
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        sp.Sum(a[t] * b[t], (t, 1, T))
+        - sp.Sum(a[t], (t, 1, T)) * sp.Sum(b[u], (u, 1, T)),  # sum of products != product
+        sp.Sum(a[t] ** 2, (t, 1, T)) - sp.Sum(a[t], (t, 1, T)) ** 2,
+        sp.Sum(a[t], (t, 1, T)) - a[o],
+        sp.Sum(s[t] ** 2, (t, 1, T)) - 1,  # the fold sum s = 1 says nothing about sum s^2
+    ],
+)
 def test_normal_form_never_proves_a_false_identity(wrong):
     assert not sums.is_zero(wrong, {sp.Sum(s[t], (t, 1, T)): 1}, ranges={o: T})
     # and each is false at a concrete size: T = 2 with explicit values
@@ -74,9 +82,17 @@ def test_proof_verifies(pid):
 
 
 def test_all_size_claims_are_the_general_ones():
-    general_ids = {"softmax-jacobian", "gradient-closed-form", "stationary-conditions", "kq-chain-rule",
-                   "covariance-identity", "b1-covariance-bound", "b2-covariance-bound", "no-stationary-points",
-                   "smoothness-bound"}
+    general_ids = {
+        "softmax-jacobian",
+        "gradient-closed-form",
+        "stationary-conditions",
+        "kq-chain-rule",
+        "covariance-identity",
+        "b1-covariance-bound",
+        "b2-covariance-bound",
+        "no-stationary-points",
+        "smoothness-bound",
+    }
     assert {r.id for r in PROOFS if r.sizes == "all"} == general_ids
     for r in PROOFS:
         assert r.statement and r.symbolic and r.numerical and r.check
@@ -122,9 +138,16 @@ def test_wrong_covariance_bounds_not_proved():
 
 def _inst(n, T_, d, m=1, seed=0):
     rng = np.random.default_rng(seed)
-    return dict(X=rng.standard_normal((n, T_, d)), Y=rng.choice([-1.0, 1.0], n), Z=rng.standard_normal((n, d)),
-                v=rng.standard_normal(d), W=rng.standard_normal((d, d)), K=rng.standard_normal((d, m)),
-                Q=rng.standard_normal((d, m)), M=rng.standard_normal((d, d)))
+    return dict(
+        X=rng.standard_normal((n, T_, d)),
+        Y=rng.choice([-1.0, 1.0], n),
+        Z=rng.standard_normal((n, d)),
+        v=rng.standard_normal(d),
+        W=rng.standard_normal((d, d)),
+        K=rng.standard_normal((d, m)),
+        Q=rng.standard_normal((d, m)),
+        M=rng.standard_normal((d, d)),
+    )
 
 
 def _t(a_):
@@ -139,7 +162,9 @@ def _rel(x, ref):
 @pytest.mark.parametrize("loss", ["logistic", "exponential"])
 def test_proved_gradient_equals_numerics(sizes, loss):
     e = _inst(*sizes, seed=sum(sizes))
-    ref = att.grad_W(_t(e["X"]), _t(e["Y"]), _t(e["Z"]), _t(e["W"]), att.LinearHead(_t(e["v"])), loss)[0].numpy()
+    ref = att.grad_W(_t(e["X"]), _t(e["Y"]), _t(e["Z"]), _t(e["W"]), att.LinearHead(_t(e["v"])), loss)[
+        0
+    ].numpy()
     assert _rel(ins.grad_W(e["X"], e["Y"], e["Z"], e["v"], e["W"], loss=loss), ref) < tol.FORMAL_RTOL
     inner = ins.cov_inner(e["X"], e["Y"], e["Z"], e["v"], e["W"], e["M"], loss=loss)
     assert _rel(inner, np.sum(ref * e["M"])) < tol.FORMAL_RTOL
@@ -149,7 +174,8 @@ def test_proved_gradient_equals_numerics(sizes, loss):
 
 
 def test_comparison_detects_sabotaged_numerics():
-    """Power of the theory-to-numerics link: with numerics' gradient transposed (numerics.sabotage), the proved
+    """Power of the theory-to-numerics link: with numerics' gradient transposed (numerics.sabotage), the
+    proved
     expression no longer matches numerics.attention."""
     from numerics.sabotage import sabotage
 
@@ -158,7 +184,9 @@ def test_comparison_detects_sabotaged_numerics():
     with sabotage("transposed-gradient"):
         from numerics import attention as att_s
 
-        ref = att_s.grad_W(_t(e["X"]), _t(e["Y"]), _t(e["Z"]), _t(e["W"]), att_s.LinearHead(_t(e["v"])))[0].numpy()
+        ref = att_s.grad_W(_t(e["X"]), _t(e["Y"]), _t(e["Z"]), _t(e["W"]), att_s.LinearHead(_t(e["v"])))[
+            0
+        ].numpy()
     assert _rel(mine, ref) > 1e3 * tol.FORMAL_RTOL
     assert _rel(mine.T, ref) < tol.FORMAL_RTOL  # it is exactly the transpose, nothing else
 
@@ -166,11 +194,14 @@ def test_comparison_detects_sabotaged_numerics():
 @pytest.mark.parametrize("sizes", [(1, 2, 1, 1), (2, 3, 2, 1), (1, 2, 2, 2)])
 def test_proved_kq_gradients_equal_numerics(sizes):
     e = _inst(*sizes, seed=7)
-    rK, rQ = att.grad_KQ(_t(e["X"]), _t(e["Y"]), _t(e["Z"]), _t(e["K"]), _t(e["Q"]), att.LinearHead(_t(e["v"])))
+    rK, rQ = att.grad_KQ(
+        _t(e["X"]), _t(e["Y"]), _t(e["Z"]), _t(e["K"]), _t(e["Q"]), att.LinearHead(_t(e["v"]))
+    )
     gK, gQ = ins.grad_KQ(e["X"], e["Y"], e["Z"], e["v"], e["K"], e["Q"])
     assert _rel(gK, rK[0].numpy()) < tol.FORMAL_RTOL
     assert _rel(gQ, rQ[0].numpy()) < tol.FORMAL_RTOL
-    # consistency with the proved grad_W, and power: the swapped-transposes variant is far from numerics (d > 1)
+    # consistency with the proved grad_W, and power: the swapped-transposes variant is far from numerics (d >
+    # 1)
     G = ins.grad_W(e["X"], e["Y"], e["Z"], e["v"], e["K"] @ e["Q"].T)
     assert _rel(G @ e["Q"], rK[0].numpy()) < tol.FORMAL_RTOL
     if sizes[2] > 1:
@@ -181,7 +212,9 @@ def test_instantiate_bad_input():
     with pytest.raises(InvalidInputError, match="X must"):
         ins.grad_W(np.zeros((2, 2)), np.ones(2), np.zeros((2, 2)), np.zeros(2), np.zeros((2, 2)))
     with pytest.raises(InvalidInputError, match="variant"):
-        ins.grad_W(np.zeros((1, 2, 1)), np.ones(1), np.zeros((1, 1)), np.zeros(1), np.zeros((1, 1)), variant="x")
+        ins.grad_W(
+            np.zeros((1, 2, 1)), np.ones(1), np.zeros((1, 1)), np.zeros(1), np.zeros((1, 1)), variant="x"
+        )
 
 
 # -- stationarity: the proved bound holds on B.1 / B.2 instances ------------------------------------------
@@ -262,7 +295,8 @@ def _grad(data, W, loss):
 
 
 def _measured_lipschitz(data, loss, rng, pairs=40):
-    """max ||grad L(W) - grad L(W')|| / ||W - W'|| over random pairs (near and far) and a power iteration on the
+    """max ||grad L(W) - grad L(W')|| / ||W - W'|| over random pairs (near and far) and a power iteration on
+    the
     Hessian (finite differences) from the best pair's direction."""
     d, best, best_dir, best_W = data.d, 0.0, None, None
     for k in range(pairs):

@@ -1,6 +1,7 @@
 """Issue 15 (landscape part): smoothness-step, cone-no-stationary, kq-divergence, nuclear-factorisation.
 
-For each: the theorem PASSes on quick/seed 0, its boundary control FAILs, and the relevant sabotages of the numerics
+For each: the theorem PASSes on quick/seed 0, its boundary control FAILs, and the relevant sabotages of the
+numerics
 it depends on (numerics.sabotage.sabotage) change its verdict. Plus the facts the checks rest on.
 """
 
@@ -75,8 +76,14 @@ def test_one_smoothness_bound_and_it_bounds_the_valley_curvature():
         # λ* is the curvature of L along F at the floor: central second difference of the loss
         W0 = valley_point(data, 0.0, rng)
         h = 1e-3
-        L = [float(run_gd([data], steps=0, lr=1.0, normalized=False, init=(W0 + s * h * F / np.sum(F * F))[None]
-                          ).loss[0]) for s in (-1, 0, 1)]
+        L = [
+            float(
+                run_gd(
+                    [data], steps=0, lr=1.0, normalized=False, init=(W0 + s * h * F / np.sum(F * F))[None]
+                ).loss[0]
+            )
+            for s in (-1, 0, 1)
+        ]
         curv = (L[0] - 2 * L[1] + L[2]) / h**2 * np.sum(F * F)
         assert curv == pytest.approx(lam, rel=1e-4)
 
@@ -169,7 +176,9 @@ def test_cone_hypotheses_on_an_infeasible_alpha_are_unmet_not_errors():
     cls = REGISTRY["cone-no-stationary"]
     thm = cls()
     _, ctxs = _contexts(cls, [0], profile="quick", seed=0, device="cpu", data=None)
-    data = random_unit_sphere(4, 6, 2, rng=np.random.default_rng(0))  # d = 2 < T - 1: this alpha is infeasible
+    data = random_unit_sphere(
+        4, 6, 2, rng=np.random.default_rng(0)
+    )  # d = 2 < T - 1: this alpha is infeasible
     inst = {"data": data, "alpha": np.array([0, 1, 2, 3]), "seed": 1}
     st = thm.prepare([inst], ctxs)[0]
     assert not st["sol"].feasible

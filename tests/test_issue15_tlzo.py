@@ -1,6 +1,8 @@
 """Issue 15, TLZO part: p-rp-path, p-gd-equivalence, p-nonlinear-head, joint-vp-path under the rate condition
-r/R → ∞ and its equal-radii variant. Each theorem PASSes on the quick profile, its control FAILs, and the relevant sabotages
-change the verdict; plus the numerics they rest on (the excess loss, the prompt path, the exact W ↔ q step)."""
+r/R → ∞ and its equal-radii variant. Each theorem PASSes on the quick profile, its control FAILs, and the
+relevant sabotages
+change the verdict; plus the numerics they rest on (the excess loss, the prompt path, the exact W ↔ q
+step)."""
 
 import functools
 
@@ -44,14 +46,23 @@ def _clean_verdict(tid: str) -> str:
     return run_theorem(REGISTRY[tid], profile="quick", seed=0).verdict
 
 
-@pytest.mark.parametrize("tid,sab", [
-    ("p-rp-path", "noop-gd"), ("p-rp-path", "ascent-gd"), ("p-rp-path", "scaled-svm"),
-    ("p-gd-equivalence", "noop-gd"), ("p-gd-equivalence", "softmax-no-normaliser"),
-    ("p-gd-equivalence", "transposed-gradient"), ("p-gd-equivalence", "scaled-svm-uncertified"),
-    ("p-rp-path", "scaled-svm-uncertified"),
-    ("p-nonlinear-head", "noop-gd"), ("p-nonlinear-head", "random-gd"), ("p-nonlinear-head", "scaled-svm-uncertified"),
-    ("joint-vp-path", "noop-gd"),
-])
+@pytest.mark.parametrize(
+    "tid,sab",
+    [
+        ("p-rp-path", "noop-gd"),
+        ("p-rp-path", "ascent-gd"),
+        ("p-rp-path", "scaled-svm"),
+        ("p-gd-equivalence", "noop-gd"),
+        ("p-gd-equivalence", "softmax-no-normaliser"),
+        ("p-gd-equivalence", "transposed-gradient"),
+        ("p-gd-equivalence", "scaled-svm-uncertified"),
+        ("p-rp-path", "scaled-svm-uncertified"),
+        ("p-nonlinear-head", "noop-gd"),
+        ("p-nonlinear-head", "random-gd"),
+        ("p-nonlinear-head", "scaled-svm-uncertified"),
+        ("joint-vp-path", "noop-gd"),
+    ],
+)
 def test_sabotage_is_detected(tid, sab):
     clean = _clean_verdict(tid)
     with sabotage(sab):
@@ -148,7 +159,9 @@ def _head_problem(seed=2):
 
 def test_head_gradient_matches_autograd():
     X, Y, V, a = _head_problem()
-    p = torch.as_tensor(np.random.default_rng(3).standard_normal((2, 4)), dtype=torch.float64).requires_grad_(True)
+    p = torch.as_tensor(np.random.default_rng(3).standard_normal((2, 4)), dtype=torch.float64).requires_grad_(
+        True
+    )
     s = torch.softmax(torch.einsum("rntk,rk->rnt", X, p), -1)
     u = torch.einsum("rnt,rntd->rnd", s, X)
     h = (torch.relu(torch.einsum("rnd,rdm->rnm", u, V)) * a[:, None, :]).sum(-1)

@@ -26,13 +26,15 @@ class Tiny(Theorem):
         return decide(0 <= x < 1, "out of range")
 '''
 
-PROBE = ("import io, contextlib, json, sys\n"
-         "from checks.cli import main\n"
-         "buf = io.StringIO()\n"
-         "with contextlib.redirect_stdout(buf):\n"
-         "    rc = main(sys.argv[1:])\n"
-         "heavy = sorted(m for m in ('numpy', 'torch', 'cvxpy', 'sympy', 'scipy', 'numba') if m in sys.modules)\n"
-         "print(json.dumps({'rc': rc, 'out': buf.getvalue(), 'heavy': heavy}))\n")
+PROBE = (
+    "import io, contextlib, json, sys\n"
+    "from checks.cli import main\n"
+    "buf = io.StringIO()\n"
+    "with contextlib.redirect_stdout(buf):\n"
+    "    rc = main(sys.argv[1:])\n"
+    "heavy = sorted(m for m in ('numpy', 'torch', 'cvxpy', 'sympy', 'scipy', 'numba') if m in sys.modules)\n"
+    "print(json.dumps({'rc': rc, 'out': buf.getvalue(), 'heavy': heavy}))\n"
+)
 
 
 def _list(cache: Path, *args: str) -> dict:
@@ -58,7 +60,9 @@ def test_list_from_cache_matches_the_loaded_catalogue(tmp_path):
     assert next(e for e in entries if e["id"] == "tiny-listing")["title"] == "TITLE"
 
     text_cold = _list(cache, "--plugin", str(plugin))
-    assert text_cold["heavy"] in ([], ["numpy"]) and "tiny-listing" in text_cold["out"]  # numpy: report's line
+    assert (
+        text_cold["heavy"] in ([], ["numpy"]) and "tiny-listing" in text_cold["out"]
+    )  # numpy: report's line
 
     plugin.write_text(PLUGIN.replace('"TITLE"', '"NEW TITLE"'))  # a changed source file: the cache is stale
     changed = _list(cache, "--json", "--plugin", str(plugin))
@@ -76,7 +80,12 @@ def test_list_without_the_plugin_uses_its_own_cache(tmp_path):
 
 
 def test_help_imports_no_numerics():
-    r = subprocess.run([sys.executable, "-c", PROBE.replace("main(sys.argv[1:])", "0"), "x"], capture_output=True,
-                       text=True, cwd=ROOT, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-c", PROBE.replace("main(sys.argv[1:])", "0"), "x"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["heavy"] == []

@@ -1,4 +1,5 @@
-"""Every built-in theorem and control states its decision rules (``criteria``), the report carries them, and the
+"""Every built-in theorem and control states its decision rules (``criteria``), the report carries them, and
+the
 GD curves are recorded against the GD iteration (or the regularisation path against the radius R)."""
 
 import json
@@ -72,8 +73,13 @@ def test_plot_metrics_name_recorded_metrics():
 def cheap_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("criteria") / "out"
     # one instance each (cheap): instance 1 of gd-global is B.1 data, plain GD with records at k = S/32..S
-    run_check(["svm-feasibility", "gd-global", "gd-global-control", "rp-w-frobenius"], profile="quick", out=out, progress=False,
-              only_instance=1)
+    run_check(
+        ["svm-feasibility", "gd-global", "gd-global-control", "rp-w-frobenius"],
+        profile="quick",
+        out=out,
+        progress=False,
+        only_instance=1,
+    )
     return Path(out)
 
 

@@ -30,7 +30,9 @@ def test_warm_compiles_into_the_cache_and_records_the_shape(tmp_path, monkeypatc
         runs = kernels.warm([key], params=("W",))
         assert [r["shape"] for r in runs] == [list(key)] and runs[0]["seconds"] > 0
         assert key in kernels.recorded_shapes(tmp_path)
-        assert list(tmp_path.glob("__pycache__/attnsvm_gd_*_n2_T3_d2_m2*.nbi")), "numba cached nothing on disk"
+        assert list(tmp_path.glob("__pycache__/attnsvm_gd_*_n2_T3_d2_m2*.nbi")), (
+            "numba cached nothing on disk"
+        )
     finally:
         kernels._MODULES.pop(key, None)
 

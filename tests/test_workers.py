@@ -16,7 +16,9 @@ SLOW = str(HERE / "data" / "slow_plugin.py")
 def _timing_free(x):
     """Drop wall-clock fields: ``seconds`` and metrics named ``*_seconds`` (they differ run to run)."""
     if isinstance(x, dict):
-        return {k: _timing_free(v) for k, v in x.items() if k != "seconds" and not str(k).endswith("_seconds")}
+        return {
+            k: _timing_free(v) for k, v in x.items() if k != "seconds" and not str(k).endswith("_seconds")
+        }
     if isinstance(x, list):
         return [_timing_free(v) for v in x]
     return x
@@ -40,8 +42,14 @@ def test_workers_do_not_change_results(tmp_path, example_plugin, monkeypatch):
         out = tmp_path / f"w{w}"
         code, _, results = run_check(ids, plugins=[SLOW, example_plugin], out=out, progress=False, workers=w)
         assert code == 0
-        assert sorted(t.id for t in results) == ["rp-w-frobenius", "rp-w-frobenius-control", "slow-sum",
-                                                 "slow-sum-control", "softmax-simplex", "softmax-simplex-control"]
+        assert sorted(t.id for t in results) == [
+            "rp-w-frobenius",
+            "rp-w-frobenius-control",
+            "slow-sum",
+            "slow-sum-control",
+            "softmax-simplex",
+            "softmax-simplex-control",
+        ]
         runs[w] = _outputs(out)
     assert runs[1][0] == runs[2][0]  # verdicts, counts, metric summaries, reasons
     assert runs[1][1] == runs[2][1]  # every instance's outcome, hypotheses, predictions, metrics
@@ -52,17 +60,25 @@ def test_workers_resume_with_another_pool_size(tmp_path, monkeypatch):
     """--workers is not part of the stored run: a run started with 2 workers resumes with 1."""
     monkeypatch.setenv("ATTNSVM_TEST_SLEEP", "0")
     out = tmp_path / "r"
-    assert main(["check", "slow-sum", "--plugin", SLOW, "--out", str(out), "--no-progress", "--workers", "2"]) == 0
+    assert (
+        main(["check", "slow-sum", "--plugin", SLOW, "--out", str(out), "--no-progress", "--workers", "2"])
+        == 0
+    )
     lines = (out / "results.jsonl").read_text().splitlines()
     (out / "results.jsonl").write_text("\n".join(lines[:5]) + "\n")  # as if interrupted after 5 instances
     assert main(["check", "--resume", "--out", str(out), "--no-progress", "--workers", "1"]) == 0
-    keys = [(x["theorem"], x["instance"]) for x in map(json.loads, (out / "results.jsonl").read_text().splitlines())]
+    keys = [
+        (x["theorem"], x["instance"])
+        for x in map(json.loads, (out / "results.jsonl").read_text().splitlines())
+    ]
     assert len(keys) == len(set(keys)) == 32
 
 
 @pytest.mark.parametrize("value", ["0", "-1"])
 def test_bad_workers(tmp_path, capsys, value):
-    rc = main(["check", "slow-sum", "--plugin", SLOW, "--out", str(tmp_path), "--no-progress", "--workers", value])
+    rc = main(
+        ["check", "slow-sum", "--plugin", SLOW, "--out", str(tmp_path), "--no-progress", "--workers", value]
+    )
     assert rc == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--workers must be a positive integer" in err[0]

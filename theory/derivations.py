@@ -179,8 +179,12 @@ def _counter_value(diffs, ellp: tuple, seed: int, tries: int = 8) -> CounterValu
             if val.is_number and abs(val) > sp.Float("1e-20", 30):
                 return CounterValue(
                     point=MappingProxyType({s.name: pt[s] for s in syms}),
-                    loss="linear (ell(u) = -u, ell' = -1)" if any(d.has(g) for g in ellp for _, d in diffs) else "n/a",
-                    entry=idx, residual=res, residual_value=float(val),
+                    loss="linear (ell(u) = -u, ell' = -1)"
+                    if any(d.has(g) for g in ellp for _, d in diffs)
+                    else "n/a",
+                    entry=idx,
+                    residual=res,
+                    residual_value=float(val),
                 )
     raise UndecidedIdentityError(
         "the relaxed identity is not zero but no rational counter-value was found; "
@@ -205,7 +209,9 @@ def _resolve_method(method: str, lhs, rhs) -> str:
     return "simplify" if nsym <= SIMPLIFY_MAX_SYMBOLS else "exact-rational-points"
 
 
-def _prove(name, variant, sizes, statement, tex, lhs, rhs, ellp, method, seed=0, notes="", extra=None, t0=None):
+def _prove(
+    name, variant, sizes, statement, tex, lhs, rhs, ellp, method, seed=0, notes="", extra=None, t0=None
+):
     t0 = time.perf_counter() if t0 is None else t0
     lhs, rhs = sp.ImmutableMatrix(lhs), sp.ImmutableMatrix(rhs)
     if lhs.shape != rhs.shape:
@@ -215,8 +221,10 @@ def _prove(name, variant, sizes, statement, tex, lhs, rhs, ellp, method, seed=0,
     holds = _decide(diffs, ellp, method, seed)
     counter = None if holds else _counter_value(diffs, ellp, seed)
     verdict = (
-        rf"\quad\text{{[holds; {method}]}}" if holds
-        else rf"\quad\text{{[FAILS at a rational point; residual }}\approx {sp.latex(sp.Float(counter.residual_value, 6))}]"
+        rf"\quad\text{{[holds; {method}]}}"
+        if holds
+        else rf"\quad\text{{[FAILS at a rational point; residual }}\approx "
+            rf"{sp.latex(sp.Float(counter.residual_value, 6))}]"
     )
     if method == "exact-rational-points" and holds:
         notes = (notes + " " if notes else "") + (
@@ -267,7 +275,8 @@ def _outer_factor(s: sp.MatrixBase, variant: str) -> sp.Matrix:
 
 
 def closed_form_gradient(mod: SymbolicModel, variant: str = "correct", W=None) -> sp.ImmutableMatrix:
-    r"""(1/n) sum_i ell'_i X_i^T (diag(s_i) - s_i s_i^T) gamma_i z_i^T (gamma_i: effective scores of the head)."""
+    r"""(1/n) sum_i ell'_i X_i^T (diag(s_i) - s_i s_i^T) gamma_i z_i^T (gamma_i: effective scores of the
+    head)."""
     G = sp.zeros(mod.d, mod.d)
     for i in range(mod.n):
         s = mod.softmax(i, W)
@@ -316,7 +325,8 @@ def gradient_closed_form(n: int = 2, T: int = 3, d: int = 2, head: str = "linear
     r"""grad L(W) = (1/n) sum_i ell'(Y_i f_i) X_i^T (diag(s_i) - s_i s_i^T) gamma_i z_i^T.
 
     ell is an undefined function, so the identity is proved for every differentiable loss. For the
-    linear head gamma_i = Y_i X_i v (THEORY.md §2); for the softplus head gamma_i = Y_i X_i V sigmoid(V^T X_i^T s_i).
+    linear head gamma_i = Y_i X_i v (THEORY.md §2); for the softplus head gamma_i = Y_i X_i V sigmoid(V^T
+    X_i^T s_i).
     Variant ``"no-outer"`` drops the -s_i s_i^T term and must fail.
 
     Examples
@@ -334,13 +344,26 @@ def gradient_closed_form(n: int = 2, T: int = 3, d: int = 2, head: str = "linear
     mod = symbolic_model(n, T, d, head=head)
     lhs = symbolic_gradient(n, T, d, head)
     rhs = closed_form_gradient(mod, variant)
-    outer = r"\operatorname{diag}(s_i)" if variant == "no-outer" else r"\left(\operatorname{diag}(s_i) - s_i s_i^\top\right)"
+    outer = (
+        r"\operatorname{diag}(s_i)"
+        if variant == "no-outer"
+        else r"\left(\operatorname{diag}(s_i) - s_i s_i^\top\right)"
+    )
     tex = (r"\nabla L(W) = \frac1n \sum_{i=1}^n \ell'(Y_i f_i)\, X_i^\top " + outer + r" \gamma_i z_i^\top"
            + rf"\ (n={n}, T={T}, d={d}, \text{{{head} head}})")
-    return _prove("gradient-closed-form", variant, {"n": n, "T": T, "d": d, "head": head},
-                  "grad L(W) = (1/n) sum_i ell'_i X_i^T (diag(s_i) - s_i s_i^T) gamma_i z_i^T", tex,
-                  lhs, rhs, mod.ellp, method, t0=t0,
-                  notes="ell is an undefined sympy function: the identity holds for every differentiable loss.")
+    return _prove(
+        "gradient-closed-form",
+        variant,
+        {"n": n, "T": T, "d": d, "head": head},
+        "grad L(W) = (1/n) sum_i ell'_i X_i^T (diag(s_i) - s_i s_i^T) gamma_i z_i^T",
+        tex,
+        lhs,
+        rhs,
+        mod.ellp,
+        method,
+        t0=t0,
+        notes="ell is an undefined sympy function: the identity holds for every differentiable loss.",
+    )
 
 
 # -- 3. (K, Q) chain rule ---------------------------------------------------------------------------
@@ -405,7 +428,9 @@ def _cov(s, a, b, variant: str):
 
 
 @cache
-def covariance_identity(n: int = 2, T: int = 3, d: int = 2, variant: str = "correct", method: str = "auto") -> Derivation:
+def covariance_identity(
+    n: int = 2, T: int = 3, d: int = 2, variant: str = "correct", method: str = "auto"
+) -> Derivation:
     r"""<grad L(W), M> = (1/n) sum_i ell'_i Cov_{s_i}(gamma_i, X_i M z_i) for every direction M.
 
     Cov_s(a, b) = sum_t s_t a_t b_t - (sum_t s_t a_t)(sum_t s_t b_t). M is a matrix of free symbols, so

@@ -5,7 +5,8 @@ and ``IndexedBase`` data X[i, t, p], z[i, q], Y[i], v[p], W[p, q] (K[p, r], Q[q,
 
 .. math::
 
-    a_{it} = \sum_{p,q} X_{itp} W_{pq} z_{iq},\quad s_{it} = \frac{e^{a_{it}}}{\sum_\sigma e^{a_{i\sigma}}},\quad
+    a_{it} = \sum_{p,q} X_{itp} W_{pq} z_{iq},\quad s_{it} = \frac{e^{a_{it}}}{\sum_\sigma
+    e^{a_{i\sigma}}},\quad
     \gamma_{it} = Y_i \sum_p v_p X_{itp},\quad L(W) = \frac1n\sum_i \ell\Big(\sum_t \gamma_{it} s_{it}\Big).
 
 Each identity lhs = rhs is proved in two machine steps:
@@ -161,7 +162,8 @@ def derived_gradient_entry():
 
 @cache
 def softmax_jacobian_general(variant: str = "correct") -> GeneralProof:
-    r"""ds_t/da_tau = s_t (delta_{t tau} - s_tau) for every T and every t, tau in [1, T] ("no-outer": s_t delta)."""
+    r"""ds_t/da_tau = s_t (delta_{t tau} - s_tau) for every T and every t, tau in [1, T] ("no-outer": s_t
+    delta)."""
     _check_variant(variant, ("correct", "no-outer"))
     t0 = time.perf_counter()
     a = sp.IndexedBase("a", real=True)
@@ -171,9 +173,20 @@ def softmax_jacobian_general(variant: str = "correct") -> GeneralProof:
     lhs = sp.diff(s(t), a[tau])
     rhs = s(t) * sp.KroneckerDelta(t, tau) - (0 if variant == "no-outer" else s(t) * s(tau))
     ok = is_zero(lhs - rhs, ranges={t: T, tau: T})
-    return _proof("softmax-jacobian", variant, "dS(a)_t/da_tau = s_t (delta_t,tau - s_tau)", "all T",
-                  [Step("sympy.diff of e^{a_t} / sum_sigma e^{a_sigma} (symbolic T) equals s_t(delta - s_tau)",
-                        ok, "normal-form")], t0)
+    return _proof(
+        "softmax-jacobian",
+        variant,
+        "dS(a)_t/da_tau = s_t (delta_t,tau - s_tau)",
+        "all T",
+        [
+            Step(
+                "sympy.diff of e^{a_t} / sum_sigma e^{a_sigma} (symbolic T) equals s_t(delta - s_tau)",
+                ok,
+                "normal-form",
+            )
+        ],
+        t0,
+    )
 
 
 # -- 2. gradient closed form --------------------------------------------------------------------------
@@ -198,16 +211,27 @@ def gradient_general(variant: str = "correct") -> GeneralProof:
 
 @cache
 def stationarity_conditions_general() -> GeneralProof:
-    r"""grad L(W) = 0 iff for all j, k: (1/n) sum_i ell'_i sum_t s_it (gamma_it - s_i^T gamma_i) X[i,t,j] z[i,k] = 0."""
+    r"""grad L(W) = 0 iff for all j, k: (1/n) sum_i ell'_i sum_t s_it (gamma_it - s_i^T gamma_i) X[i,t,j]
+    z[i,k] = 0."""
     t0 = time.perf_counter()
     i, t, j, k, x = index("i"), index("t"), index("j"), index("k"), index("x")
     gbar = sp.Sum(soft(i, x) * gamma(i, x), (x, 1, T))
-    cond = sp.Sum(ellp(margin(i)) * sp.Sum(soft(i, t) * (gamma(i, t) - gbar) * X[i, t, j] * z[i, k], (t, 1, T)),
-                  (i, 1, n)) / n
+    cond = (
+        sp.Sum(
+            ellp(margin(i)) * sp.Sum(soft(i, t) * (gamma(i, t) - gbar) * X[i, t, j] * z[i, k], (t, 1, T)),
+            (i, 1, n),
+        )
+        / n
+    )
     ok = is_zero(derived_gradient_entry() - cond, ranges={j: d, k: d})
-    return _proof("stationary-conditions", "correct",
-                  "grad L(W) = 0 <=> sum_i ell'_i sum_t s_it (gamma_it - gamma_bar_i) x_it z_i^T = 0", "all n, T, d",
-                  [Step("the (j,k) stationarity equation is exactly dL/dW_jk (sympy.diff)", ok, "normal-form")], t0)
+    return _proof(
+        "stationary-conditions",
+        "correct",
+        "grad L(W) = 0 <=> sum_i ell'_i sum_t s_it (gamma_it - gamma_bar_i) x_it z_i^T = 0",
+        "all n, T, d",
+        [Step("the (j,k) stationarity equation is exactly dL/dW_jk (sympy.diff)", ok, "normal-form")],
+        t0,
+    )
 
 
 # -- 3. (K, Q) chain rule -----------------------------------------------------------------------------
@@ -234,12 +258,25 @@ def kq_chain_rule_general(variant: str = "correct") -> GeneralProof:
         rK, rQ = sp.Sum(G(a, q) * Q[q, b], (q, 1, d)), sp.Sum(G(q, a) * K[q, b], (q, 1, d))
     else:
         rK, rQ = sp.Sum(G(q, a) * Q[q, b], (q, 1, d)), sp.Sum(G(a, q) * K[q, b], (q, 1, d))
-    return _proof("kq-chain-rule", variant, "grad_K L = grad L(W) Q, grad_Q L = grad L(W)^T K (W = K Q^T)",
-                  "all n, T, d, m", [
-                      Step("sympy.diff of L(K Q^T) in K[a,b] equals [grad L(W) Q]_ab", is_zero(gK - rK, ranges=rg),
-                           "normal-form"),
-                      Step("sympy.diff of L(K Q^T) in Q[a,b] equals [grad L(W)^T K]_ab", is_zero(gQ - rQ, ranges=rg),
-                           "normal-form")], t0)
+    return _proof(
+        "kq-chain-rule",
+        variant,
+        "grad_K L = grad L(W) Q, grad_Q L = grad L(W)^T K (W = K Q^T)",
+        "all n, T, d, m",
+        [
+            Step(
+                "sympy.diff of L(K Q^T) in K[a,b] equals [grad L(W) Q]_ab",
+                is_zero(gK - rK, ranges=rg),
+                "normal-form",
+            ),
+            Step(
+                "sympy.diff of L(K Q^T) in Q[a,b] equals [grad L(W)^T K]_ab",
+                is_zero(gQ - rQ, ranges=rg),
+                "normal-form",
+            ),
+        ],
+        t0,
+    )
 
 
 # -- 4. covariance identity ---------------------------------------------------------------------------
@@ -256,7 +293,8 @@ def cov(s, g, h, variant="correct"):
 @cache
 def covariance_general(variant: str = "correct") -> GeneralProof:
     r"""(X M z)^T (diag s - s s^T) gamma = Cov_s(gamma, X M z) for every T (generic s, gamma, b = X M z), and
-    <grad L(W), M> = (1/n) sum_i ell'_i Cov_{s_i}(gamma_i, X_i M z_i) for all n, T, d ("no-mean": drops the mean term)."""
+    <grad L(W), M> = (1/n) sum_i ell'_i Cov_{s_i}(gamma_i, X_i M z_i) for all n, T, d ("no-mean": drops the
+    mean term)."""
     _check_variant(variant, ("correct", "no-mean"))
     t0 = time.perf_counter()
     s_, g_, b_ = (sp.IndexedBase(x, real=True) for x in ("s", "g", "b"))
@@ -264,17 +302,35 @@ def covariance_general(variant: str = "correct") -> GeneralProof:
     quad = sp.Sum(b_[t] * (s_[t] * g_[t] - s_[t] * sp.Sum(s_[u] * g_[u], (u, 1, T))), (t, 1, T))
     one_line = is_zero(quad - cov(lambda x: s_[x], lambda x: g_[x], lambda x: b_[x], variant))
     i, j, k = index("i"), index("k0"), index("k1")
-    lhs = sp.Sum(M[j, k] * derived_gradient_entry().xreplace({index("j"): j, index("k"): k}), (j, 1, d), (k, 1, d))
+    lhs = sp.Sum(
+        M[j, k] * derived_gradient_entry().xreplace({index("j"): j, index("k"): k}), (j, 1, d), (k, 1, d)
+    )
     p, q = index("p"), index("q")
     bvec = lambda x: sp.Sum(X[i, x, p] * M[p, q] * z[i, q], (p, 1, d), (q, 1, d))  # noqa: E731
-    rhs = sp.Sum(ellp(margin(i)) * cov(lambda x: soft(i, x), lambda x: gamma(i, x), bvec, variant), (i, 1, n)) / n
+    rhs = (
+        sp.Sum(ellp(margin(i)) * cov(lambda x: soft(i, x), lambda x: gamma(i, x), bvec, variant), (i, 1, n))
+        / n
+    )
     full = is_zero(lhs - rhs, ranges={})
-    return _proof("covariance-identity", variant,
-                  "<grad L(W), M> = (1/n) sum_i ell'_i Cov_{s_i}(gamma_i, X_i M z_i)", "all n, T, d", [
-                      Step("(X M z)^T (diag s - s s^T) gamma = Cov_s(gamma, X M z) for generic s, gamma, b in R^T",
-                           one_line, "normal-form"),
-                      Step("sum_{j,k} M_jk dL/dW_jk (sympy.diff) = (1/n) sum_i ell'_i Cov_{s_i}(gamma_i, X_i M z_i)",
-                           full, "normal-form")], t0)
+    return _proof(
+        "covariance-identity",
+        variant,
+        "<grad L(W), M> = (1/n) sum_i ell'_i Cov_{s_i}(gamma_i, X_i M z_i)",
+        "all n, T, d",
+        [
+            Step(
+                "(X M z)^T (diag s - s s^T) gamma = Cov_s(gamma, X M z) for generic s, gamma, b in R^T",
+                one_line,
+                "normal-form",
+            ),
+            Step(
+                "sum_{j,k} M_jk dL/dW_jk (sympy.diff) = (1/n) sum_i ell'_i Cov_{s_i}(gamma_i, X_i M z_i)",
+                full,
+                "normal-form",
+            ),
+        ],
+        t0,
+    )
 
 
 def all_general(include_variants: bool = True) -> list[GeneralProof]:

@@ -1,4 +1,5 @@
-r"""The expressions proved for all sizes (:mod:`theory.general`), instantiated at concrete sizes and lambdified.
+r"""The expressions proved for all sizes (:mod:`theory.general`), instantiated at concrete sizes and
+lambdified.
 
 The proofs of :mod:`theory.general` are about index expressions with symbolic bounds n, T, d, m. Here the
 *same* expression objects are given concrete sizes (``xreplace`` of the bound symbols, ``doit`` to unroll
@@ -14,7 +15,8 @@ Examples
 --------
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
->>> X, Y, Z, v = rng.standard_normal((2, 3, 2)), np.array([1.0, -1.0]), rng.standard_normal((2, 2)), rng.standard_normal(2)
+>>> X, Y, Z, v = rng.standard_normal((2, 3, 2)), np.array([1.0, -1.0]), rng.standard_normal((2, 2)),
+rng.standard_normal(2)
 >>> grad_W(X, Y, Z, v, np.zeros((2, 2))).shape
 (2, 2)
 """
@@ -48,7 +50,7 @@ def _entries(kind: str, d: int, m: int, variant: str = "correct") -> list:
         return [sp.Sum(G(q, a) * g.K[q, b], (q, 1, g.d)) for a in range(1, d + 1) for b in range(1, m + 1)]
     if kind == "cov_inner":
         i, p, qq = g.index("i"), g.index("p"), g.index("qq")
-        bvec = lambda x: sp.Sum(g.X[i, x, p] * g.M[p, qq] * g.z[i, qq], (p, 1, g.d), (qq, 1, g.d))  # noqa: E731
+        bvec = lambda x: sp.Sum(g.X[i, x, p] * g.M[p, qq] * g.z[i, qq], (p, 1, g.d), (qq, 1, g.d))  # noqa: E731, E501
         return [sp.Sum(g.ellp(g.margin(i)) * g.cov(lambda x: g.soft(i, x), lambda x: g.gamma(i, x), bvec),
                        (i, 1, g.n)) / g.n]
     raise InvalidInputError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -93,7 +95,9 @@ def compiled(kind: str, n: int, T: int, d: int, m: int = 1, loss: str = "logisti
     fns = {g.ellp: sp.Lambda(U, sp.diff(loss_expr(loss), U))}
     leaves, args = {}, []
     tables = [(g.X, (n, T, d), "X"), (g.Y, (n,), "Y"), (g.z, (n, d), "z"), (g.v, (d,), "v")]
-    tables += [(g.K, (d, m), "K"), (g.Q, (d, m), "Q")] if kind in ("grad_K", "grad_Q") else [(g.W, (d, d), "W")]
+    tables += (
+        [(g.K, (d, m), "K"), (g.Q, (d, m), "Q")] if kind in ("grad_K", "grad_Q") else [(g.W, (d, d), "W")]
+    )
     if kind == "cov_inner":
         tables.append((g.M, (d, d), "M"))
     for base, shape, name in tables:

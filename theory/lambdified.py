@@ -2,9 +2,11 @@ r"""The closed forms of :mod:`theory.derivations`, lambdified to numpy and torch
 
 .. math::
 
-    \nabla L(W) = \frac1n \sum_i \ell'(u_i)\, X_i^\top(\operatorname{diag}(s_i) - s_i s_i^\top)\gamma_i z_i^\top,
+    \nabla L(W) = \frac1n \sum_i \ell'(u_i)\, X_i^\top(\operatorname{diag}(s_i) - s_i s_i^\top)\gamma_i
+    z_i^\top,
     \quad \nabla_K L = \nabla L(W) Q,\quad \nabla_Q L = \nabla L(W)^\top K,
-    \quad \langle\nabla L(W), M\rangle = \frac1n\sum_i \ell'(u_i) \operatorname{Cov}_{s_i}(\gamma_i, X_i M z_i).
+    \quad \langle\nabla L(W), M\rangle = \frac1n\sum_i \ell'(u_i) \operatorname{Cov}_{s_i}(\gamma_i, X_i M
+    z_i).
 
 These are *reference* implementations generated from the very sympy expressions that the derivations
 prove (with ``ell'_i`` replaced by the chosen catalogue loss's derivative at the margin u_i), so
@@ -120,8 +122,16 @@ def _compile(kind: str, n: int, T: int, d: int, m: int, head: str, k: int, loss:
         extra = list(mod.K) + list(mod.Q)
     elif kind == "cov_inner":
         ev = _ellp_values(mod, loss)
-        c = sp.Add(*[ev[mod.ellp[i]] * _cov(mod.softmax(i), mod.gamma(i), mod.X[i] * mod.M * mod.z[i], "correct")
-                     for i in range(n)]) / n
+        c = (
+            sp.Add(
+                *[
+                    ev[mod.ellp[i]]
+                    * _cov(mod.softmax(i), mod.gamma(i), mod.X[i] * mod.M * mod.z[i], "correct")
+                    for i in range(n)
+                ]
+            )
+            / n
+        )
         entries = [c]
         extra = list(mod.M)
     else:  # pragma: no cover - internal
@@ -155,7 +165,9 @@ def _check(name: str, a: Any, tail: tuple, batch: tuple) -> None:
     try:
         np.broadcast_shapes(b, batch)
     except ValueError:
-        raise InvalidInputError(f"{name} batch shape {b} does not broadcast with X's batch shape {batch}") from None
+        raise InvalidInputError(
+            f"{name} batch shape {b} does not broadcast with X's batch shape {batch}"
+        ) from None
 
 
 def _flat(a: Any, tail_ndim: int) -> list:
@@ -169,7 +181,10 @@ def _stack(entries: list, batch: tuple, tail: tuple, backend: str, like: Any):
     if backend == "torch":
         import torch
 
-        ts = [e if torch.is_tensor(e) else torch.as_tensor(e, dtype=like.dtype, device=like.device) for e in entries]
+        ts = [
+            e if torch.is_tensor(e) else torch.as_tensor(e, dtype=like.dtype, device=like.device)
+            for e in entries
+        ]
         ts = [t.to(like.dtype).expand(batch) if t.shape != batch else t for t in ts]
         return torch.stack(ts, dim=-1).reshape(*batch, *tail)
     arrs = [np.broadcast_to(np.asarray(e, dtype=np.float64), batch) for e in entries]
@@ -192,7 +207,9 @@ def _common(X, Y, Z, v, head: str):
         k = 2
     else:
         if len(vt) < 2 or vt[-2] != d:
-            raise InvalidInputError(f"V (softplus head) must have shape (..., d, k) = (..., {d}, k), got {vt}")
+            raise InvalidInputError(
+                f"V (softplus head) must have shape (..., d, k) = (..., {d}, k), got {vt}"
+            )
         k = vt[-1]
     args = _flat(X, 3) + _flat(Y, 1) + _flat(Z, 2) + _flat(v, 1 if head == "linear" else 2)
     return n, T, d, k, batch, args
@@ -212,7 +229,9 @@ def _call(kind, X, Y, Z, v, mats, *, loss, head, backend, m=None, out_tail=None)
     args += _flat(_numerators(X, Z, W, be), 2)
     fn = _compile(kind, n, T, d, d if m is None else m, head, k, lexpr, be)
     out = fn(*args)
-    batch = tuple(np.broadcast_shapes(batch, *(_shape_of(a)[: -len(t)] for _, a, t in mats))) if mats else batch
+    batch = (
+        tuple(np.broadcast_shapes(batch, *(_shape_of(a)[: -len(t)] for _, a, t in mats))) if mats else batch
+    )
     return _stack(out, batch, out_tail(n, T, d), be, X)
 
 

@@ -75,15 +75,21 @@ def loss_expr(loss) -> sp.Expr:
     if isinstance(loss, str):
         table = {**LOSSES, **CONTROL_LOSSES}
         if loss not in table:
-            raise InvalidInputError(f"unknown loss {loss!r}; known losses are {sorted(table)} (or pass a sympy expression)")
+            raise InvalidInputError(
+                f"unknown loss {loss!r}; known losses are {sorted(table)} (or pass a sympy expression)"
+            )
         return table[loss]
     try:
         expr = sp.sympify(loss)
     except (sp.SympifyError, TypeError) as exc:
-        raise InvalidInputError(f"loss must be a name or a sympy expression in one variable, got {loss!r}") from exc
+        raise InvalidInputError(
+            f"loss must be a name or a sympy expression in one variable, got {loss!r}"
+        ) from exc
     free = expr.free_symbols
     if len(free) > 1:
-        raise InvalidInputError(f"loss must depend on one variable, got {expr} with variables {sorted(map(str, free))}")
+        raise InvalidInputError(
+            f"loss must depend on one variable, got {expr} with variables {sorted(map(str, free))}"
+        )
     if free:
         expr = expr.xreplace({free.pop(): U})
     return expr
@@ -196,7 +202,9 @@ def _assumption_a(name: str, expr: sp.Expr, B: sp.Expr) -> AssumptionAResult:
         decreasing, counter = True, None
         method = "sign-assumptions+solveset" if sign else "solveset"
     elif isinstance(bad, sp.ConditionSet):
-        raise InvalidInputError(f"cannot decide the sign of ell'(u) = {d1} symbolically (solveset gave {bad})")
+        raise InvalidInputError(
+            f"cannot decide the sign of ell'(u) = {d1} symbolically (solveset gave {bad})"
+        )
     else:
         u0 = _pick_point(bad)
         decreasing, counter, method = False, (u0, sp.nsimplify(d1.subs(U, u0))), "solveset"

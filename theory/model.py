@@ -210,7 +210,9 @@ U = sp.Symbol("u", real=True)
 
 
 @cache
-def symbolic_model(n: int, T: int, d: int, m: int | None = None, head: str = "linear", k: int = 2) -> SymbolicModel:
+def symbolic_model(
+    n: int, T: int, d: int, m: int | None = None, head: str = "linear", k: int = 2
+) -> SymbolicModel:
     """Build (and cache) the symbols of one size. ``m`` defaults to d; ``k`` is the softplus head's width.
 
     Examples

@@ -17,7 +17,8 @@ Derivation (each step machine-checked in :func:`lipschitz_derivation`; sums over
    The Hessian is symmetric, so ||grad^2 L||_op = sup_{||M||_F = 1} |d^2/d eps^2 L| and by the mean value
    theorem
 
-   .. math:: L_W \le \frac1n\sum_i \frac{D_i^2\|z_i\|^2}{4}\Big(\frac{B_{2,i}\Delta_i^2}{4} + B_{1,i}\Delta_i\Big)
+   .. math:: L_W \le \frac1n\sum_i \frac{D_i^2\|z_i\|^2}{4}\Big(\frac{B_{2,i}\Delta_i^2}{4} +
+   B_{1,i}\Delta_i\Big)
              \le \frac1n\sum_i R_i^2\|z_i\|^2\Big(\frac{B_{2,i}\Delta_i^2}{4} + B_{1,i}\Delta_i\Big),
              \quad \Delta_i \le 2\|v\| R_i,
 
@@ -102,19 +103,32 @@ def lipschitz_derivation() -> GeneralProof:
     gbar, bbar = sp.Sum(sm(x) * g[x], (x, 1, T)), sp.Sum(sm(y) * b[y], (y, 1, T))
     third = sp.Sum(sm(t) * (g[t] - gbar) * (b[t] - bbar) ** 2, (t, 1, T))
     hess = ellpp(u(0)) * cov(sm, lambda c: g[c], lambda c: b[c]) ** 2 + ellp(u(0)) * third
-    steps.append(Step("phi''(0) = ell''(u) Cov_s(gamma, b)^2 + ell'(u) E_s[(gamma - gbar)(b - bbar)^2] (sympy.diff)",
-                      is_zero(d2 - hess, {S(0): S(0)}), "normal-form"))
+    steps.append(
+        Step(
+            "phi''(0) = ell''(u) Cov_s(gamma, b)^2 + ell'(u) E_s[(gamma - gbar)(b - bbar)^2] (sympy.diff)",
+            is_zero(d2 - hess, {S(0): S(0)}),
+            "normal-form",
+        )
+    )
     # 2. weighted Lagrange identity (Cauchy-Schwarz)
     A, B = sp.IndexedBase("A", real=True), sp.IndexedBase("B", real=True)
     lag = (sp.Sum(s[t] * A[t] ** 2, (t, 1, T)) * sp.Sum(s[tau] * B[tau] ** 2, (tau, 1, T))
            - sp.Sum(s[t] * A[t] * B[t], (t, 1, T)) ** 2
            - sp.Sum(s[t] * s[tau] * (A[t] * B[tau] - A[tau] * B[t]) ** 2, (t, 1, T), (tau, 1, T)) / 2)
     sq = sp.Symbol("s_t", positive=True) * sp.Symbol("s_tau", positive=True) * sp.Symbol("w", real=True) ** 2
-    steps.append(Step("(sum s A^2)(sum s B^2) - (sum s A B)^2 = 1/2 sum_{t,tau} s_t s_tau (A_t B_tau - A_tau B_t)^2 "
-                      ">= 0 (applied to the centred gamma, b)", is_zero(lag) and bool(sq.is_nonnegative), "normal-form"))
+    steps.append(
+        Step(
+            "(sum s A^2)(sum s B^2) - (sum s A B)^2 = 1/2 sum_{t,tau} s_t s_tau (A_t B_tau - A_tau B_t)^2 "
+            ">= 0 (applied to the centred gamma, b)",
+            is_zero(lag) and bool(sq.is_nonnegative),
+            "normal-form",
+        )
+    )
     folds = {sp.Sum(s[t], (t, 1, T)): 1}
     sb = lambda c: s[c]  # noqa: E731
-    cen = sp.Sum(s[t] * (A[t] - sp.Sum(s[x] * A[x], (x, 1, T))) * (B[t] - sp.Sum(s[y] * B[y], (y, 1, T))), (t, 1, T))
+    cen = sp.Sum(
+        s[t] * (A[t] - sp.Sum(s[x] * A[x], (x, 1, T))) * (B[t] - sp.Sum(s[y] * B[y], (y, 1, T))), (t, 1, T)
+    )
     steps.append(Step("Cov_s(A, B) = sum_t s_t (A_t - Abar)(B_t - Bbar) (sum_t s_t = 1)",
                       is_zero(cen - cov(sb, lambda c: A[c], lambda c: B[c]), folds), "normal-form"))
     # 3. Bhatia-Davis and Popoviciu
@@ -122,9 +136,18 @@ def lipschitz_derivation() -> GeneralProof:
     Bbar = sp.Sum(s[x] * B[x], (x, 1, T))
     var = cov(sb, lambda c: B[c], lambda c: B[c])
     bd = (hi - Bbar) * (Bbar - lo) - var - sp.Sum(s[t] * (hi - B[t]) * (B[t] - lo), (t, 1, T))
-    pq = sp.Symbol("s_t", positive=True) * sp.Symbol("hi-B_t", nonnegative=True) * sp.Symbol("B_t-lo", nonnegative=True)
-    steps.append(Step("(hi - Bbar)(Bbar - lo) - Var_s(B) = sum_t s_t (hi - B_t)(B_t - lo) >= 0 for lo <= B_t <= hi",
-                      is_zero(bd, folds) and bool(pq.is_nonnegative), "normal-form"))
+    pq = (
+        sp.Symbol("s_t", positive=True)
+        * sp.Symbol("hi-B_t", nonnegative=True)
+        * sp.Symbol("B_t-lo", nonnegative=True)
+    )
+    steps.append(
+        Step(
+            "(hi - Bbar)(Bbar - lo) - Var_s(B) = sum_t s_t (hi - B_t)(B_t - lo) >= 0 for lo <= B_t <= hi",
+            is_zero(bd, folds) and bool(pq.is_nonnegative),
+            "normal-form",
+        )
+    )
     pop = sp.expand((hi - lo) ** 2 / 4 - (hi - bb) * (bb - lo) - ((hi + lo) / 2 - bb) ** 2) == 0
     steps.append(Step("(hi - lo)^2/4 - (hi - bbar)(bbar - lo) = ((hi + lo)/2 - bbar)^2 >= 0", pop, "sympy"))
     # 4. the mean lies in [lo, hi]
@@ -139,8 +162,13 @@ def lipschitz_derivation() -> GeneralProof:
     mono = all(bool(sp.diff(e, v).xreplace(pos).is_positive) for v in (Delta, rho))
     steps.append(Step(f"|phi''(0)| <= {e} (steps 2-4), increasing in Delta and rho", mono, "sign"))
     c1, c2 = logistic_constants()
-    steps.append(Step("logistic loss: sup|ell'| = 1 (ell'' > 0, limits -1 and 0), sup ell'' = 1/4 (sympy maximum)",
-                      (c1, c2) == (1, sp.Rational(1, 4)), "sympy"))
+    steps.append(
+        Step(
+            "logistic loss: sup|ell'| = 1 (ell'' > 0, limits -1 and 0), sup ell'' = 1/4 (sympy maximum)",
+            (c1, c2) == (1, sp.Rational(1, 4)),
+            "sympy",
+        )
+    )
     return _proof("smoothness-bound", "correct",
                   "||grad L(W) - grad L(W')||_F <= L_W ||W - W'||_F with L_W = (1/n) sum_i R_i^2 ||z_i||^2 "
                   "(B2 Delta_i^2/4 + B1 Delta_i)", "all n, T, d", steps, t0)
@@ -171,13 +199,16 @@ def _sup_helpers(loss: str):
         elif isinstance(crit, sp.FiniteSet):
             pts = [float(c) for c in crit]
         else:
-            raise InvalidInputError(f"cannot locate the critical points of the {k}. derivative of {loss}: {crit}")
+            raise InvalidInputError(
+                f"cannot locate the critical points of the {k}. derivative of {loss}: {crit}"
+            )
         out.append((sp.lambdify(U, sp.Abs(f), "numpy"), pts))
     return tuple(out)
 
 
 def loss_sup(loss: str, lo, hi) -> tuple[np.ndarray, np.ndarray]:
-    """(sup |ell'|, sup |ell''|) over [lo, hi] (arrays): max over the endpoints and interior critical points."""
+    """(sup |ell'|, sup |ell''|) over [lo, hi] (arrays): max over the endpoints and interior critical
+    points."""
     lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
     res = []
     for f, pts in _sup_helpers(loss):

@@ -3,7 +3,8 @@ r"""Stationary points: the stationarity conditions, and proofs that under B.1 or
 Fixed sizes (kept from :mod:`theory.derivations`, where they are re-exported):
 
 * :func:`stationary_conditions` -- grad L(W) = 0 written per example, at explicit (n, T, d);
-* :func:`no_stationary_point_lemma` -- n = 1, T = 2: grad L(W) = ell' s_1 s_2 (gamma_1 - gamma_2)(x_1 - x_2) z^T.
+* :func:`no_stationary_point_lemma` -- n = 1, T = 2: grad L(W) = ell' s_1 s_2 (gamma_1 - gamma_2)(x_1 - x_2)
+z^T.
 
 All sizes (:func:`b2_covariance_bound`, :func:`b1_covariance_bound`, :func:`no_stationary_point_general`),
 with sums over a symbolic T decided by :mod:`theory.sums` (softmax s on the simplex: s_t > 0, the fold
@@ -11,7 +12,8 @@ sum_t s_t = 1). For one example with optimal token o, scores gamma and the margi
 Att-SVM solution (h_o - h_t >= 1 for t != o):
 
 * B.2 (all non-optimal scores equal, gamma_t = g0 + Delta delta_to, Delta > 0):
-  Cov_s(gamma, h) = Delta s_o (1 - s_o) + Delta s_o sum_t s_t (1 - delta_to) xi_t with xi_t = h_o - h_t - 1 >= 0;
+  Cov_s(gamma, h) = Delta s_o (1 - s_o) + Delta s_o sum_t s_t (1 - delta_to) xi_t with xi_t = h_o - h_t - 1 >=
+  0;
 * B.1 (every non-optimal token a support token, h_o - h_t = 1; gaps gamma_o - gamma_t = Delta + zeta_t,
   Delta = the smallest gap > 0, zeta_t >= 0):
   Cov_s(gamma, h) = Delta s_o (1 - s_o) + s_o sum_t s_t (1 - delta_to) zeta_t.
@@ -86,19 +88,22 @@ def stationary_conditions(n: int = 2, T: int = 2, d: int = 2, variant: str = "co
 
 LEMMA_ARGUMENT = (
     "grad L(W) = ell'(u) s_1 s_2 (gamma_1 - gamma_2) (x_1 - x_2) z^T (proved below as an identity).",
-    "ell'(u) < 0 for every u under Assumption A (theory.losses.assumption_a proves it for each catalogue loss).",
+    "ell'(u) < 0 for every u under Assumption A (theory.losses.assumption_a proves it for each catalogue "
+    "loss).",
     "s_1 s_2 = e^{a_1} e^{a_2} / (e^{a_1} + e^{a_2})^2 > 0 for every finite W (sympy: is_positive).",
     "gamma_1 - gamma_2 = Y v^T (x_1 - x_2); so gamma_1 != gamma_2 forces x_1 != x_2, and the scalar "
     "ell' s_1 s_2 (gamma_1 - gamma_2) is non-zero.",
     "A rank-one matrix a b^T is zero iff a = 0 or b = 0; hence grad L(W) = 0 iff z = 0. For any query z != 0 "
-    "the gradient never vanishes: ||grad L(W)||_F^2 = ell'^2 s_1^2 s_2^2 (gamma_1-gamma_2)^2 ||x_1-x_2||^2 ||z||^2 > 0, "
+    "the gradient never vanishes: ||grad L(W)||_F^2 = ell'^2 s_1^2 s_2^2 (gamma_1-gamma_2)^2 ||x_1-x_2||^2 "
+    "||z||^2 > 0, "
     "so L has no finite stationary point.",
 )
 
 
 @cache
 def no_stationary_point_lemma(d: int = 2, variant: str = "correct", method: str = "auto") -> Derivation:
-    r"""n = 1, T = 2: grad L(W) = ell'(u) s_1 s_2 (gamma_1 - gamma_2) (x_1 - x_2) z^T, never 0 if gamma_1 != gamma_2, z != 0.
+    r"""n = 1, T = 2: grad L(W) = ell'(u) s_1 s_2 (gamma_1 - gamma_2) (x_1 - x_2) z^T, never 0 if gamma_1 !=
+    gamma_2, z != 0.
 
     ``extra`` holds the ``factorisation`` (scalar factor and rank-one matrix), ``norm_squared`` of the
     gradient, ``softmax_product_positive`` (sympy's verdict that s_1 s_2 > 0), ``loss_derivative_negative``
@@ -137,8 +142,13 @@ def no_stationary_point_lemma(d: int = 2, variant: str = "correct", method: str 
         "argument": LEMMA_ARGUMENT,
     }
     fac = "" if variant == "no-softmax-factor" else r"s_1 s_2\,"
-    tex = (r"\nabla L(W) = \ell'(u)\, " + fac + r"(\gamma_1 - \gamma_2)\,(x_1 - x_2)\, z^\top"
-           + rf"\ (n=1, T=2, d={d});\ \ell' < 0,\ s_1 s_2 > 0,\ \gamma_1 \ne \gamma_2 \Rightarrow \nabla L(W) \ne 0 \text{{ for }} z \ne 0")
+    tex = (
+        r"\nabla L(W) = \ell'(u)\, "
+        + fac
+        + r"(\gamma_1 - \gamma_2)\,(x_1 - x_2)\, z^\top"
+        + rf"\ (n=1, T=2, d={d});\ \ell' < 0,\ s_1 s_2 > 0,\ \gamma_1 \ne \gamma_2 \Rightarrow \nabla L(W) "
+            rf"\ne 0 \text{{ for }} z \ne 0"
+    )
     return _prove("no-stationary-point-n1-T2", variant, {"n": 1, "T": 2, "d": d},
                   "n=1, T=2: grad L(W) = ell' s_1 s_2 (gamma_1 - gamma_2)(x_1 - x_2) z^T != 0", tex,
                   symbolic_gradient(1, 2, d), rhs, mod.ellp, method, t0=t0, extra=extra,
@@ -167,9 +177,16 @@ def _one_minus_so_steps(s, folds, o):
     rest = sp.Sum(s[t] * (1 - sp.KroneckerDelta(t, o)), (t, 1, T))
     st = sp.Symbol("s_t", positive=True)
     return [
-        Step("1 - s_o = sum_t s_t (1 - delta_to)", is_zero(rest - (1 - s[o]), folds, ranges={o: T}), "normal-form"),
-        Step("for t != o the summand s_t (1 - delta_to) = s_t > 0, and T >= 2 gives such a t: 1 - s_o > 0",
-             bool((st * (1 - 0)).is_positive), "sign"),
+        Step(
+            "1 - s_o = sum_t s_t (1 - delta_to)",
+            is_zero(rest - (1 - s[o]), folds, ranges={o: T}),
+            "normal-form",
+        ),
+        Step(
+            "for t != o the summand s_t (1 - delta_to) = s_t > 0, and T >= 2 gives such a t: 1 - s_o > 0",
+            bool((st * (1 - 0)).is_positive),
+            "sign",
+        ),
     ]
 
 
@@ -190,13 +207,23 @@ def b2_covariance_bound() -> GeneralProof:
     ident = is_zero(C - Delta * s[o] * (1 - s[o]) - Delta * s[o] * rem, folds, ranges={o: T})
     syms = {s[t]: sp.Symbol("s_t", positive=True), xi[t]: sp.Symbol("xi_t", nonnegative=True)}
     sign = _nonneg_for_both_deltas(lambda dl: s[t] * (1 - dl) * xi[t], syms)
-    return _proof("b2-covariance-bound", "correct", "B.2: Cov_s(gamma, X W^mm z) >= Delta s_opt (1 - s_opt) > 0",
-                  "all T", [
-                      Step("Cov_s(gamma, h) = Delta s_o(1 - s_o) + Delta s_o sum_t s_t (1 - delta_to) xi_t "
-                           "(gamma_t = g0 + Delta delta_to, h_t = h_o - (1 - delta_to)(1 + xi_t), sum_t s_t = 1)",
-                           ident, "normal-form"),
-                      Step("each remainder summand s_t (1 - delta_to) xi_t >= 0 (s_t > 0, xi_t >= 0)", sign, "sign"),
-                      *_one_minus_so_steps(s, folds, o)], t0)
+    return _proof(
+        "b2-covariance-bound",
+        "correct",
+        "B.2: Cov_s(gamma, X W^mm z) >= Delta s_opt (1 - s_opt) > 0",
+        "all T",
+        [
+            Step(
+                "Cov_s(gamma, h) = Delta s_o(1 - s_o) + Delta s_o sum_t s_t (1 - delta_to) xi_t "
+                "(gamma_t = g0 + Delta delta_to, h_t = h_o - (1 - delta_to)(1 + xi_t), sum_t s_t = 1)",
+                ident,
+                "normal-form",
+            ),
+            Step("each remainder summand s_t (1 - delta_to) xi_t >= 0 (s_t > 0, xi_t >= 0)", sign, "sign"),
+            *_one_minus_so_steps(s, folds, o),
+        ],
+        t0,
+    )
 
 
 @cache
@@ -216,13 +243,23 @@ def b1_covariance_bound() -> GeneralProof:
     ident = is_zero(C - Delta * s[o] * (1 - s[o]) - s[o] * rem, folds, ranges={o: T})
     syms = {s[t]: sp.Symbol("s_t", positive=True), zeta[t]: sp.Symbol("zeta_t", nonnegative=True)}
     sign = _nonneg_for_both_deltas(lambda dl: s[t] * (1 - dl) * zeta[t], syms)
-    return _proof("b1-covariance-bound", "correct", "B.1: Cov_s(gamma, X W^mm z) >= Delta_min s_opt (1 - s_opt) > 0",
-                  "all T", [
-                      Step("Cov_s(gamma, h) = Delta s_o(1 - s_o) + s_o sum_t s_t (1 - delta_to) zeta_t "
-                           "(h_t = h_o - (1 - delta_to), gamma_t = gamma_o - (1 - delta_to)(Delta + zeta_t))",
-                           ident, "normal-form"),
-                      Step("each remainder summand s_t (1 - delta_to) zeta_t >= 0", sign, "sign"),
-                      *_one_minus_so_steps(s, folds, o)], t0)
+    return _proof(
+        "b1-covariance-bound",
+        "correct",
+        "B.1: Cov_s(gamma, X W^mm z) >= Delta_min s_opt (1 - s_opt) > 0",
+        "all T",
+        [
+            Step(
+                "Cov_s(gamma, h) = Delta s_o(1 - s_o) + s_o sum_t s_t (1 - delta_to) zeta_t "
+                "(h_t = h_o - (1 - delta_to), gamma_t = gamma_o - (1 - delta_to)(Delta + zeta_t))",
+                ident,
+                "normal-form",
+            ),
+            Step("each remainder summand s_t (1 - delta_to) zeta_t >= 0", sign, "sign"),
+            *_one_minus_so_steps(s, folds, o),
+        ],
+        t0,
+    )
 
 
 @cache
@@ -238,17 +275,42 @@ def no_stationary_point_general() -> GeneralProof:
     rho = sp.Symbol("rho_i", nonnegative=True)  # Cov_i - Delta_i s_io (1 - s_io) >= 0 (the remainders above)
     summand_negative = bool((ellp * (Delta * so * so_bar + rho)).is_negative)
     loss_neg = all(assumption_a(k).decreasing for k in LOSSES)
-    pieces = [stationarity_conditions_general(), covariance_general(), b1_covariance_bound(), b2_covariance_bound()]
-    steps = [Step(f"uses {p.id} ({p.sizes}): " + ("proved" if p.holds else "NOT proved"), p.holds, "normal-form")
-             for p in pieces]
-    steps += [
-        Step("Assumption A: ell' < 0 on R for every catalogue loss (theory.losses.assumption_a)", loss_neg, "sympy"),
-        Step("each summand ell'_i Cov_i = ell'_i (Delta_i s_io (1 - s_io) + rho_i) < 0 (ell' < 0, Delta, s_io, "
-             "1 - s_io > 0, rho_i >= 0); a non-empty sum of negatives is negative", summand_negative, "sign"),
-        Step("grad L(W) = 0 would give <grad L(W), W^mm> = sum_jk W^mm_jk [grad L(W)]_jk = 0 < 0: contradiction, "
-             "so the stationarity equations have no solution", summand_negative and all(p.holds for p in pieces),
-             "logic"),
+    pieces = [
+        stationarity_conditions_general(),
+        covariance_general(),
+        b1_covariance_bound(),
+        b2_covariance_bound(),
     ]
-    return _proof("no-stationary-points", "correct",
-                  "A, Att-SVM(opt) feasible, B.1 or B.2 => <grad L(W), W^mm> < 0 for every W (no stationary point)",
-                  "all n, T, d", steps, t0)
+    steps = [
+        Step(f"uses {p.id} ({p.sizes}): " + ("proved" if p.holds else "NOT proved"), p.holds, "normal-form")
+        for p in pieces
+    ]
+    steps += [
+        Step(
+            "Assumption A: ell' < 0 on R for every catalogue loss (theory.losses.assumption_a)",
+            loss_neg,
+            "sympy",
+        ),
+        Step(
+            "each summand ell'_i Cov_i = ell'_i (Delta_i s_io (1 - s_io) + rho_i) < 0 (ell' < 0, Delta, "
+            "s_io, "
+            "1 - s_io > 0, rho_i >= 0); a non-empty sum of negatives is negative",
+            summand_negative,
+            "sign",
+        ),
+        Step(
+            "grad L(W) = 0 would give <grad L(W), W^mm> = sum_jk W^mm_jk [grad L(W)]_jk = 0 < 0: "
+            "contradiction, "
+            "so the stationarity equations have no solution",
+            summand_negative and all(p.holds for p in pieces),
+            "logic",
+        ),
+    ]
+    return _proof(
+        "no-stationary-points",
+        "correct",
+        "A, Att-SVM(opt) feasible, B.1 or B.2 => <grad L(W), W^mm> < 0 for every W (no stationary point)",
+        "all n, T, d",
+        steps,
+        t0,
+    )

@@ -75,7 +75,9 @@ def _atom(e, depth: int):
     if isinstance(e, sp.Pow):
         return sp.Pow(canonical(e.base, depth + 1), e.exp)
     if isinstance(e, sp.Piecewise):
-        raise InvalidInputError("normal_form: Piecewise expressions are not supported (no doit() before normalising)")
+        raise InvalidInputError(
+            "normal_form: Piecewise expressions are not supported (no doit() before normalising)"
+        )
     return e.func(*[canonical(a, depth + 1) if isinstance(a, sp.Basic) and not isinstance(a, sp.Tuple) else a
                     for a in e.args])
 
@@ -116,7 +118,9 @@ def _sift(dums: tuple, fac: sp.Expr, ranges: dict) -> tuple[tuple, sp.Expr]:
         changed = False
         for kd in [f for f in sp.Mul.make_args(fac) if isinstance(f, sp.KroneckerDelta)]:
             for x, y in (kd.args, kd.args[::-1]):
-                if x in bounds and (bounds.get(y) == bounds[x] or (y not in bounds and ranges.get(y) == bounds[x])):
+                if x in bounds and (
+                    bounds.get(y) == bounds[x] or (y not in bounds and ranges.get(y) == bounds[x])
+                ):
                     fac = (fac / kd).xreplace({x: y})
                     del bounds[x]
                     dums = tuple(p for p in dums if p[0] != x)

@@ -47,7 +47,8 @@ def seed_arg(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="attnsvm",
-        description="Check the theorems of 'Transformers as Support Vector Machines' numerically and symbolically.",
+        description="Check the theorems of 'Transformers as Support Vector Machines' numerically and "
+            "symbolically.",
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -57,26 +58,43 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also load theorems from FILE.py (repeat the option for several files)")
 
     s = sub.add_parser("check", help="run theorem checks and write reports")
-    s.add_argument("ids", nargs="*", metavar="ID", help="theorem ids (default: all); a theorem's control runs with it")
-    s.add_argument("--profile", choices=["quick", "full", "paper"], default=None, help="instance budget (default quick)")
-    s.add_argument("--seed", type=seed_arg, default=None, help="root seed, a non-negative integer (default 0)")
+    s.add_argument(
+        "ids", nargs="*", metavar="ID", help="theorem ids (default: all); a theorem's control runs with it"
+    )
+    s.add_argument(
+        "--profile", choices=["quick", "full", "paper"], default=None, help="instance budget (default quick)"
+    )
+    s.add_argument(
+        "--seed", type=seed_arg, default=None, help="root seed, a non-negative integer (default 0)"
+    )
     s.add_argument("--device", default=None, help="torch device: cpu or cuda (default cpu)")
     s.add_argument("--data", metavar="FILE.npz|digits", help="run theorems that apply to given data on it")
     s.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
                    help="load extra theorems from FILE.py (repeat the option for several files)")
     s.add_argument("--out", default="reports", metavar="DIR", help="report directory (default reports/)")
-    s.add_argument("--baseline", metavar="FILE", help="compare verdicts with a baseline report; exit 1 on change")
+    s.add_argument(
+        "--baseline", metavar="FILE", help="compare verdicts with a baseline report; exit 1 on change"
+    )
     s.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--instance", type=int, metavar="K", help="replay only instance K (from a counterexample)")
-    s.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="processes running instance blocks (default: the cores available; results do not depend on it)")
+    s.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="processes running instance blocks (default: the cores available; results do not depend on it)",
+    )
 
     s = sub.add_parser("svm", help="solve one attention SVM from an .npz file")
     s.add_argument("file", metavar="FILE.npz")
     s.add_argument("--norm", choices=["fro", "nuc"], default="fro")
-    s.add_argument("--alpha", default="optimal", help="'optimal' or comma-separated token indices, one per example")
-    s.add_argument("--exact", action="store_true", help="prove optimality in exact rational arithmetic (small problems)")
+    s.add_argument(
+        "--alpha", default="optimal", help="'optimal' or comma-separated token indices, one per example"
+    )
+    s.add_argument(
+        "--exact", action="store_true", help="prove optimality in exact rational arithmetic (small problems)"
+    )
     s.add_argument("--json", action="store_true", help="machine-readable output")
 
     s = sub.add_parser("assumptions", help="how often each hypothesis holds over a grid of (n,T,d)")
@@ -89,7 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-progress", action="store_true")
 
     s = sub.add_parser("reproduce", help="regenerate one of the paper's experiments")
-    s.add_argument("name", metavar="NAME", help="gd-paths | local-convergence | svm-rank | global-vs-d | multi-token")
+    s.add_argument(
+        "name", metavar="NAME", help="gd-paths | local-convergence | svm-rank | global-vs-d | multi-token"
+    )
     s.add_argument("--trials", type=int, default=None)
     s.add_argument("--seed", type=seed_arg, default=0)
     s.add_argument("--out", default="reports/reproduce", metavar="DIR")
@@ -103,18 +123,30 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="reports/bench", metavar="DIR")
     s.add_argument("--only", action="append", default=[], help="run only these benchmark groups")
 
-    s = sub.add_parser("warmup", help="compile the GD kernels for the catalogue's shapes and cache the catalogue")
-    s.add_argument("--plugin", action="append", default=[], metavar="FILE.py", help="also cache these plugins' metadata")
+    s = sub.add_parser(
+        "warmup", help="compile the GD kernels for the catalogue's shapes and cache the catalogue"
+    )
+    s.add_argument(
+        "--plugin", action="append", default=[], metavar="FILE.py", help="also cache these plugins' metadata"
+    )
 
-    s = sub.add_parser("power", help="power matrix: run theorems under sabotaged numerics, report which survive")
-    s.add_argument("ids", nargs="*", metavar="ID", help="theorem ids (default: every theorem; controls only if named)")
+    s = sub.add_parser(
+        "power", help="power matrix: run theorems under sabotaged numerics, report which survive"
+    )
+    s.add_argument(
+        "ids", nargs="*", metavar="ID", help="theorem ids (default: every theorem; controls only if named)"
+    )
     s.add_argument("--profile", choices=["quick", "full", "paper"], default="quick")
     s.add_argument("--sabotage", action="extend", nargs="+", default=[], metavar="NAME",
                    help="sabotages to run (default: every single-bug sabotage; 'a+b' combines)")
     s.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
-    s.add_argument("--plugin", action="append", default=[], metavar="FILE.py", help="load extra theorems from FILE.py")
+    s.add_argument(
+        "--plugin", action="append", default=[], metavar="FILE.py", help="load extra theorems from FILE.py"
+    )
     s.add_argument("--out", default="reports/power", metavar="DIR", help="where power.json and power.md go")
-    s.add_argument("--list-sabotages", action="store_true", help="list the sabotages and components, then exit")
+    s.add_argument(
+        "--list-sabotages", action="store_true", help="list the sabotages and components, then exit"
+    )
     s.add_argument("--no-progress", action="store_true", help="no per-cell progress lines on stderr")
     return p
 

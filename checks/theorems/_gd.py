@@ -27,7 +27,8 @@ FIDELITY_TOL = 1e-9
 
 
 def independent_grad_W(data: AttentionData, W: np.ndarray, V: np.ndarray | None = None) -> np.ndarray:
-    """∇L(W) = (1/n) Σ_i ℓ′(Y_i f_i) X_iᵀ (diag s_i − s_i s_iᵀ) Y_i X_i g_i z_iᵀ for the logistic loss, in plain
+    """∇L(W) = (1/n) Σ_i ℓ′(Y_i f_i) X_iᵀ (diag s_i − s_i s_iᵀ) Y_i X_i g_i z_iᵀ for the logistic loss, in
+    plain
     numpy (docs/theory.md §2), independent of numerics.attention.
 
     Linear head (``V`` None): f_i = vᵀX_iᵀs_i, g_i = v, so Y_i X_i g_i = γ_i and Y_i f_i = γ_iᵀ s_i. ReLU head
@@ -73,8 +74,15 @@ def step_fidelity(data: AttentionData, W: np.ndarray, lr: float, *, normalized: 
     return _corr((np.asarray(W) - nxt).ravel(), independent_grad_W(data, np.asarray(W), V).ravel())
 
 
-def step_fidelity_kq(data: AttentionData, K: np.ndarray, Q: np.ndarray, lr: float, *, weight_decay: float = 0.0,
-                     device: str = "cpu") -> float:
+def step_fidelity_kq(
+    data: AttentionData,
+    K: np.ndarray,
+    Q: np.ndarray,
+    lr: float,
+    *,
+    weight_decay: float = 0.0,
+    device: str = "cpu",
+) -> float:
     """corr of one normalised (K, Q) step of run_gd from (K, Q) with the independent one:
     ∇_K = ∇L(KQᵀ) Q + 2 wd K and ∇_Q = ∇L(KQᵀ)ᵀ K + 2 wd Q, each factor normalised by its own norm.
 

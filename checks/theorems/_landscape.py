@@ -308,13 +308,25 @@ LOSS_RTOL = 1e-12
 
 #: The decision rules of :func:`judge_divergence`, for the theorems' ``criteria`` (report).
 DIVERGENCE_CRITERIA = (
-    Criterion("growth of ‖W(k)‖_F over the last half of normalised GD, as a share of the most it can move "
-              "(lr·steps/2)", ">=", DIVERGE_SHARE, plot_metric="norm_growth_share"),
-    Criterion("growth of ‖W(k)‖_F over the last quarter / over the third quarter (not levelling off)", ">=",
-              DECEL_SHARE),
+    Criterion(
+        "growth of ‖W(k)‖_F over the last half of normalised GD, as a share of the most it can move "
+        "(lr·steps/2)",
+        ">=",
+        DIVERGE_SHARE,
+        plot_metric="norm_growth_share",
+    ),
+    Criterion(
+        "growth of ‖W(k)‖_F over the last quarter / over the third quarter (not levelling off)",
+        ">=",
+        DECEL_SHARE,
+    ),
     Criterion("refuted: ‖W(k)‖_F grew over the last half by", "<=", 0.0),
-    Criterion("refuted: L(W(S)) ≥ L(W(0)), or L rose over the last half by more than (relative)", ">", LOSS_RTOL),
-    Criterion("inconclusive (budget): growing, loss falling, but a share above is missed", "→", "inconclusive"),
+    Criterion(
+        "refuted: L(W(S)) ≥ L(W(0)), or L rose over the last half by more than (relative)", ">", LOSS_RTOL
+    ),
+    Criterion(
+        "inconclusive (budget): growing, loss falling, but a share above is missed", "→", "inconclusive"
+    ),
 )
 
 

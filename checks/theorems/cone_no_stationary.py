@@ -1,7 +1,9 @@
-r"""cone-no-stationary — no stationary point in the cone of a locally optimal W^mm_α: ⟨∇L(W), W^mm_α⟩ < 0 there.
+r"""cone-no-stationary — no stationary point in the cone of a locally optimal W^mm_α: ⟨∇L(W), W^mm_α⟩ < 0
+there.
 
 Statement (TLTO §3, local convergence theorem, its landscape part; THEORY.md §3): if α is locally optimal
-(every support token t ∈ T_i(α) of W^mm_α scores strictly below α_i) and Att-SVM(α) is feasible, then for a small
+(every support token t ∈ T_i(α) of W^mm_α scores strictly below α_i) and Att-SVM(α) is feasible, then for a
+small
 enough cone width μ > 0 and R large enough,
 
 .. math:: \langle \nabla L(W), W^{mm}_\alpha \rangle < 0\quad \text{for every } W \in C_{\mu,R}(W^{mm}_\alpha)
@@ -11,47 +13,65 @@ so L has no stationary point in the cone. The paper's μ and R depend on the dat
 *reconstructed* (a sufficient rule derived here, stated exactly).
 
 Hypotheses implemented (each an ``assume_*``): logistic loss (Assumption A, sympy proof); α ≠ opt; Att-SVM(α)
-feasible (certified) with an exact rational KKT proof of its margins (``_landscape.exact_margin_profile``); α locally
+feasible (certified) with an exact rational KKT proof of its margins (``_landscape.exact_margin_profile``); α
+locally
 optimal (numerics.svm.is_locally_optimal); the width and radius rule (``cone_rule``):
 
 * μ. Writing W = c Ŵ + W_⊥ (Ŵ = W^mm_α/‖W^mm_α‖), the logit gap of α_i over t is
   (R/‖W^mm_α‖)[(1 − μ') m_it + p_it], m_it the margin of W^mm_α, with |p_it| ≤ ε := √(2μ − μ²)·‖F_it‖·‖W^mm_α‖
-  (F_it = (x_iα_i − x_it) z_i^T). We take μ ≤ MU_MAX as large as keeps ε ≤ κ = min(δ⁺, 1)/4, δ⁺ the smallest slack
-  m_it − 1 of the non-support tokens that score at least γ_iα_i (1 when there are none): then every support token
+  (F_it = (x_iα_i − x_it) z_i^T). We take μ ≤ MU_MAX as large as keeps ε ≤ κ = min(δ⁺, 1)/4, δ⁺ the smallest
+  slack
+  m_it − 1 of the non-support tokens that score at least γ_iα_i (1 when there are none): then every support
+  token
   stays ≥ (1 − μ)δ⁺ − 2ε ≥ δ⁺/2 logits-per-unit-R closer than any such non-support token, and α_i stays ahead.
 * R = M‖W^mm_α‖ with M = max(M_MIN, (SHARE_EXP + log ρ)/g), g = min(δ⁺, 1)/2 the guaranteed separation and
-  ρ = nT²·(largest |negative pair product|)/(smallest positive (α_i, support) product)·e^{Δγ} (Δγ the score range:
+  ρ = nT²·(largest |negative pair product|)/(smallest positive (α_i, support) product)·e^{Δγ} (Δγ the score
+  range:
   |ℓ'| ratios between examples): the negative covariance terms are then ≤ e^{−SHARE_EXP} of the positive ones.
   Instances needing M > M_MAX are vacuous.
 
-Instance family: checks.strategies.local_alpha_data (unit-sphere data n=3, T=4, d=6, α = opt except one example on
+Instance family: checks.strategies.local_alpha_data (unit-sphere data n=3, T=4, d=6, α = opt except one
+example on
 its second-best token, locally optimal).
 
 Prediction ``descent_in_cone``: ⟨∇L(W), W^mm_α⟩ < 0, judged by the exact log-space sign of the covariance form
-(``_landscape.signed_inner``: positive and negative parts as log-sums, so saturated softmax is no obstacle), at
-W in the cone: (a) ON THE BOUNDARY, corr = 1 − μ exactly and ‖W‖ ∈ {R, 3R, 10R}, along random directions and the
+(``_landscape.signed_inner``: positive and negative parts as log-sums, so saturated softmax is no obstacle),
+at
+W in the cone: (a) ON THE BOUNDARY, corr = 1 − μ exactly and ‖W‖ ∈ {R, 3R, 10R}, along random directions and
+the
 adversarial directions ±(F_it)_⊥ that move one margin most; (b) inside, corr uniform in [1 − μ, 1]; (c)
-adversarially: projected Adam ascent of log(negative part) − log(positive part) over the boundary sphere at ‖W‖ = R
-from the best starts. Any W with a positive sign refutes; a cancellation below LOG_PREC is undecided. Prediction
-``closed_form_agrees``: on the ray corr = 1 − μ at norms from ‖W^mm_α‖ to R the production closed form (numerics.attention.grad_W)
-gives the same inner product as the exact form to GRAD_RTOL (where it is above float64's floor) — the sign claim
+adversarially: projected Adam ascent of log(negative part) − log(positive part) over the boundary sphere at
+‖W‖ = R
+from the best starts. Any W with a positive sign refutes; a cancellation below LOG_PREC is undecided.
+Prediction
+``closed_form_agrees``: on the ray corr = 1 − μ at norms from ‖W^mm_α‖ to R the production closed form
+(numerics.attention.grad_W)
+gives the same inner product as the exact form to GRAD_RTOL (where it is above float64's floor) — the sign
+claim
 is about the gradient GD uses.
 
 Negative control (``cone-no-stationary-control``), at the boundary of local optimality: one example's optimal
 token is moved along v to score CONTROL_OFFSET = 1e-3 ABOVE α_i and stays a support token of W^mm_α
-(checks.strategies.tied_alpha_data with offset): not locally optimal, 1e-3 from the tie. Its (α_i, t) pair product
+(checks.strategies.tied_alpha_data with offset): not locally optimal, 1e-3 from the tie. Its (α_i, t) pair
+product
 (γ_α − γ_t)·1 is negative, and the W in the cone that shortens t's margin (direction −(F_it)_⊥, among the
 adversarial candidates) makes that term dominate: ⟨∇L(W), W^mm_α⟩ > 0, found and signed exactly.
 
-Why not the exact tie the issue proposed (measured, quick seed 0): at a tie in float64 (tied_alpha_data, offset 0)
-the pair product (γ_α − γ_t)·1 is not 0 but a rounding residue of ±1e-16; where it is −1e-16 the search does find
-W with ⟨∇L(W), W^mm_α⟩ > 0 at ‖W‖ = 10R (log gaps 6–13), where it is +1e-16 or exactly 0 it does not — the verdict
-would be decided by rounding. At a true tie the product is exactly 0 and the leading terms keep their sign; the tie
-breaks the GD part of the local theorem (gd-local-control: the α_i-vs-t gap stops growing), not this sign. So the
+Why not the exact tie the issue proposed (measured, quick seed 0): at a tie in float64 (tied_alpha_data,
+offset 0)
+the pair product (γ_α − γ_t)·1 is not 0 but a rounding residue of ±1e-16; where it is −1e-16 the search does
+find
+W with ⟨∇L(W), W^mm_α⟩ > 0 at ‖W‖ = 10R (log gaps 6–13), where it is +1e-16 or exactly 0 it does not — the
+verdict
+would be decided by rounding. At a true tie the product is exactly 0 and the leading terms keep their sign;
+the tie
+breaks the GD part of the local theorem (gd-local-control: the α_i-vs-t gap stops growing), not this sign. So
+the
 control sits a decided 1e-3 past the tie.
 
 Why μ depends on the data (measured): with gd-local's fixed width μ = 0.01 and the same R, some W on the cone
-boundary has ⟨∇L(W), W^mm_α⟩ > 0 on 14 of 30 draws (local_alpha_data n=3, T=4, d=6, seed 1); with the rule above,
+boundary has ⟨∇L(W), W^mm_α⟩ > 0 on 14 of 30 draws (local_alpha_data n=3, T=4, d=6, seed 1); with the rule
+above,
 on none. The paper's μ depends on the data too; a fixed cone is not enough for this part of the theorem.
 
 Numerics: numerics.svm (certified Att-SVM(α)), numerics.attention.grad_W; the sign is computed independently.
@@ -75,14 +95,16 @@ from ._landscape import LOG_PREC, classify, exact_margin_profile, pair_products,
 
 #: Largest cone width (gd-local's μ); the rule may choose a narrower one.
 MU_MAX = 0.01
-#: R rule: negative covariance terms at most e^{-SHARE_EXP} of the positive ones; M at least M_MIN (gd-local's);
+#: R rule: negative covariance terms at most e^{-SHARE_EXP} of the positive ones; M at least M_MIN
+#: (gd-local's);
 #: beyond M_MAX the instance is vacuous (its μ is so narrow, or its products so unequal, that R is huge).
 SHARE_EXP, M_MIN, M_MAX = 10.0, 20.0, 1e4
 #: Slack below which a margin counts as active (numerics.tolerances.ACTIVE_TOL).
 ACTIVE = tol.ACTIVE_TOL
 #: Norm multiples of R at which boundary points are drawn.
 RADII = (1.0, 3.0, 10.0)
-#: Production vs exact inner product: float64 closed forms, relative (numerics.tolerances.GRAD_RTOL), judged only
+#: Production vs exact inner product: float64 closed forms, relative (numerics.tolerances.GRAD_RTOL), judged
+#: only
 #: where |⟨∇L, W^mm_α⟩| exceeds FLOAT_FLOOR × ‖W^mm_α‖ (below it the float gradient has underflowed).
 GRAD_RTOL = tol.GRAD_RTOL
 FLOAT_FLOOR = 1e-250
@@ -186,9 +208,11 @@ class ConeNoStationary(Theorem):
     reference = "TLTO §3 (local convergence theorem, landscape part; μ, R rule reconstructed)"
     statement = (r"\alpha\ \text{locally optimal},\ W\in C_{\mu,R}(W^{mm}_\alpha)\Rightarrow "
                  r"\langle\nabla L(W), W^{mm}_\alpha\rangle<0")
-    hypotheses_text = ("logistic loss; α ≠ opt; Att-SVM(α) feasible with exact KKT margins; α locally optimal; μ ≤ "
-                       f"{MU_MAX} and R = M‖W^mm_α‖ from the reconstructed cone rule, M ≤ {M_MAX:g}; local_alpha_data "
-                       "n=3, T=4, d=6")
+    hypotheses_text = (
+        "logistic loss; α ≠ opt; Att-SVM(α) feasible with exact KKT margins; α locally optimal; μ ≤ "
+        f"{MU_MAX} and R = M‖W^mm_α‖ from the reconstructed cone rule, M ≤ {M_MAX:g}; local_alpha_data "
+        "n=3, T=4, d=6"
+    )
     profiles = PROFILES
     plot_metric = "max_log_gap"
     criteria = (
@@ -276,14 +300,18 @@ class ConeNoStationary(Theorem):
             return failed("a sampled point lies outside the cone (a bug of the sampler)", **m)
         if (c > 0).any():
             j = int(np.argmax(c > 0))
-            return failed(f"⟨∇L(W), W^mm_α⟩ > 0 at a W in the cone (corr {cw[j]:.6f}, ‖W‖ = {nrm[j] / R:.3g} R; exact "
-                          "log-space sign)", **m)
+            return failed(
+                f"⟨∇L(W), W^mm_α⟩ > 0 at a W in the cone (corr {cw[j]:.6f}, ‖W‖ = {nrm[j] / R:.3g} R; exact "
+                "log-space sign)",
+                **m,
+            )
         if (c == 0).any():
             return undecided("some inner products cancel below the log-space precision", **m)
         return held(**m)
 
     def check_closed_form_agrees(self, inst, st, ctx):
-        """On the ray corr = 1 − μ at norms from ‖W^mm_α‖ up to R (geometric): the closed form GD uses and the exact
+        """On the ray corr = 1 − μ at norms from ‖W^mm_α‖ up to R (geometric): the closed form GD uses and the
+        exact
         form agree wherever the value is representable (deep in the cone it may underflow float64)."""
         data, W = inst["data"], st["sol"].W
         r, rng = st["rule"], np.random.default_rng(inst["seed"] + 1)
@@ -295,13 +323,21 @@ class ConeNoStationary(Theorem):
         b = att.batch_from_data([data] * len(Ws))
         G = att.grad_W(b.X, b.Y, b.Z, torch.as_tensor(Ws), b.linear_head()).numpy()
         prod = np.einsum("rde,de->r", G, W)
-        scale = np.linalg.norm(G, axis=(1, 2)) * np.linalg.norm(W)  # Cauchy–Schwarz bound of the inner product
+        scale = np.linalg.norm(G, axis=(1, 2)) * np.linalg.norm(
+            W
+        )  # Cauchy–Schwarz bound of the inner product
         ok = (np.abs(exact) > FLOAT_FLOOR * np.linalg.norm(W)) & (np.abs(exact) >= JUDGE_RATIO * scale)
         if not ok.any():
-            return undecided("the inner product is below the float64 resolution of the closed form at every point")
+            return undecided(
+                "the inner product is below the float64 resolution of the closed form at every point"
+            )
         err = float(np.max(np.abs(prod[ok] - exact[ok]) / np.abs(exact[ok])))
-        return decide(err <= GRAD_RTOL, f"the production gradient's ⟨∇L, W^mm_α⟩ differs from the exact value by "
-                      f"{err:.3g} (relative)", closed_form_rel_err=err, closed_form_points=int(ok.sum()))
+        return decide(
+            err <= GRAD_RTOL,
+            f"the production gradient's ⟨∇L, W^mm_α⟩ differs from the exact value by {err:.3g} (relative)",
+            closed_form_rel_err=err,
+            closed_form_points=int(ok.sum()),
+        )
 
 
 @register
@@ -309,10 +345,14 @@ class ConeNoStationaryControl(ConeNoStationary):
     id = "cone-no-stationary-control"
     depends_on = ("svm-fro", "optimal-token", "gradient")
     title = "Control: no stationary point in the cone when a support token scores 1e-3 above α_i (false)"
-    statement = (r"\gamma_{it}=\gamma_{i\alpha_i}+10^{-3},\ t\in\mathcal T_i(\alpha),\ W\in C_{\mu,R}(W^{mm}_\alpha)"
-                 r"\Rightarrow\langle\nabla L(W), W^{mm}_\alpha\rangle<0")
-    hypotheses_text = ("logistic loss; α ≠ opt; Att-SVM(α) feasible, exact margins; α NOT locally optimal, at the boundary: "
-                       f"a support token scores {CONTROL_OFFSET} above α_i; the same cone rule and search")
+    statement = (
+        r"\gamma_{it}=\gamma_{i\alpha_i}+10^{-3},\ t\in\mathcal T_i(\alpha),\ W\in C_{\mu,R}(W^{mm}_\alpha)"
+        r"\Rightarrow\langle\nabla L(W), W^{mm}_\alpha\rangle<0"
+    )
+    hypotheses_text = (
+        "logistic loss; α ≠ opt; Att-SVM(α) feasible, exact margins; α NOT locally optimal, at the boundary: "
+        f"a support token scores {CONTROL_OFFSET} above α_i; the same cone rule and search"
+    )
     expected = "FAIL"
     control_of = "cone-no-stationary"
     offset = CONTROL_OFFSET

@@ -13,17 +13,20 @@ Hypotheses implemented (exactly): linear head; the loss is a smooth catalogue lo
 
 Predictions:
 
-* ``symbolic``: :func:`theory.derivations.covariance_identity` -- <grad L, M> by ``sympy.diff`` for an undefined loss,
+* ``symbolic``: :func:`theory.derivations.covariance_identity` -- <grad L, M> by ``sympy.diff`` for an
+undefined loss,
   M a matrix of free symbols, at small sizes (``SYMBOLIC_SIZES``).
 * ``cov_vs_autograd``: the covariance sum against <grad, M> with grad from torch autograd of an independent
   reference forward pass; ``cov_vs_fd``: against the directional derivative d/de L(W + e M) by 4-point central
   differences (with a Richardson error estimate; too inaccurate -> inconclusive); ``cov_vs_closed_form``:
   against <numerics.attention.grad_W, M>. Error relative to the *term scale*
-  (1/n) sum_i |l'_i| (sum_t s_t |a_t b_t| + |sum_t s_t a_t| |sum_t s_t b_t|), which bounds both sides' summands
+  (1/n) sum_i |l'_i| (sum_t s_t |a_t b_t| + |sum_t s_t a_t| |sum_t s_t b_t|), which bounds both sides'
+  summands
   (so that an inner product that cancels to ~0 is still judged fairly), below ``GRAD_RTOL``.
 * ``descent_sign`` (the corollary): if every Cov_{s_i}(gamma_i, X_i M z_i) > 0 then <grad L(W), M> < 0.
 
-Instance family: unit-sphere data (cross- and self-attention), n in 1..5, T in 2..6, d in 1..6, the three losses
+Instance family: unit-sphere data (cross- and self-attention), n in 1..5, T in 2..6, d in 1..6, the three
+losses
 in turn, W and M Gaussian with log-uniform scales in [0.1, 5]; every third M is rank one (u z^T-like), and on
 every fourth instance M = -W (the radial direction). With ``--data`` the given data and head are used.
 
@@ -137,12 +140,22 @@ class CovarianceIdentity(Theorem):
     accepts_data = True
     plot_metric = "rel_err_cov_vs_autograd"
     criteria = (
-        Criterion(f"|covariance sum − ⟨autograd ∇L, M⟩| / term scale (plus {ROUNDOFF_ULPS:g} ulps)", "<=", GRAD_RTOL,
-                  plot_metric="rel_err_cov_vs_autograd"),
+        Criterion(
+            f"|covariance sum − ⟨autograd ∇L, M⟩| / term scale (plus {ROUNDOFF_ULPS:g} ulps)",
+            "<=",
+            GRAD_RTOL,
+            plot_metric="rel_err_cov_vs_autograd",
+        ),
         Criterion("|covariance sum − ⟨numerics.attention.grad_W, M⟩| / term scale", "<=", GRAD_RTOL),
-        Criterion(f"|covariance sum − directional central difference (step {FD_STEP:g})| / term scale; refuted "
-                  "beyond it plus the quotient's error bound", "<=", GRAD_RTOL),
-        Criterion("inconclusive: the quotient's error bound above this share of the tolerance", ">", FD_ERR_SHARE),
+        Criterion(
+            f"|covariance sum − directional central difference (step {FD_STEP:g})| / term scale; refuted "
+            "beyond it plus the quotient's error bound",
+            "<=",
+            GRAD_RTOL,
+        ),
+        Criterion(
+            "inconclusive: the quotient's error bound above this share of the tolerance", ">", FD_ERR_SHARE
+        ),
         Criterion("where every covariance is > 0: ⟨∇L(W), M⟩", "<", 0.0),
         Criterion("sympy: the identity at the cycled small symbolic sizes", "proved (residual 0)", "exact"),
     )
@@ -158,7 +171,9 @@ class CovarianceIdentity(Theorem):
         if k % 4 == 3:
             M, direction = -W, "radial (-W)"
         elif k % 3 == 2:
-            M = 10 ** rng.uniform(-1, np.log10(5)) * np.outer(rng.standard_normal(data.d), rng.standard_normal(data.d))
+            M = 10 ** rng.uniform(-1, np.log10(5)) * np.outer(
+                rng.standard_normal(data.d), rng.standard_normal(data.d)
+            )
             direction = "rank one"
         else:
             M, direction = draw_matrix(rng, data.d, data.d), "Gaussian"
@@ -171,8 +186,17 @@ class CovarianceIdentity(Theorem):
             G_ad = autograd_grad(lambda t, case=case: reference_loss(case, t), inst.W)
             rhs, scale, cov = covariance_terms(inst.data, inst.W, inst.M, inst.loss, self.variant)
             fd, fd_err = _directional_fd(case, inst.M)
-            states.append({"ad": float(np.sum(G_ad * inst.M)), "cf": float(np.sum(lib_grad_W(case, inst.W) * inst.M)),
-                           "fd": fd, "fd_err": fd_err, "rhs": rhs, "scale": scale, "cov": cov})
+            states.append(
+                {
+                    "ad": float(np.sum(G_ad * inst.M)),
+                    "cf": float(np.sum(lib_grad_W(case, inst.W) * inst.M)),
+                    "fd": fd,
+                    "fd_err": fd_err,
+                    "rhs": rhs,
+                    "scale": scale,
+                    "cov": cov,
+                }
+            )
         return states
 
     # -- hypotheses --------------------------------------------------------------------------------
@@ -208,8 +232,11 @@ class CovarianceIdentity(Theorem):
         m = {"rel_err_cov_vs_fd": self._rel(state, state["fd"]),
              "fd_err_estimate": fd_err / state["scale"] if state["scale"] > 0 else 0.0}
         if err > tol + fd_err:
-            return failed(f"covariance sum {state['rhs']:.6e} vs directional difference quotient {state['fd']:.6e} "
-                          f"(error bound {fd_err:.1e})", **m)
+            return failed(
+                f"covariance sum {state['rhs']:.6e} vs directional difference quotient {state['fd']:.6e} "
+                f"(error bound {fd_err:.1e})",
+                **m,
+            )
         if err > tol or fd_err > FD_ERR_SHARE * tol:
             return undecided(f"difference quotient error {fd_err:.1e} too large to decide at {tol:.1e}", **m)
         return held(**m)
@@ -226,7 +253,9 @@ class CovarianceIdentity(Theorem):
         n, T, d = sizes[ctx.instance % len(sizes)]
         r = derivations.covariance_identity(n, T, d, variant=self.variant)
         m = {"symbolic_size": n * T * d, "symbolic_seconds": r.seconds}
-        gen = general.covariance_general(self.variant)  # the same identity for every size (theory.general, cached)
+        gen = general.covariance_general(
+            self.variant
+        )  # the same identity for every size (theory.general, cached)
         m["proved_all_sizes"] = gen.holds
         if r.holds and not gen.holds:
             return failed("the all-size proof (theory.general) did not go through: "

@@ -8,7 +8,8 @@ paper's initialisation has ‖W(k)‖_F → ∞ and W(k)/‖W(k)‖_F → W^mm/�
 
 Hypotheses implemented (each an ``assume_*``, each computed on the instance): logistic loss satisfies
 Assumption A (sympy proof, theory.losses); unique optimal tokens; Att-SVM(opt) feasible (certified);
-B.1 or B.2 (``checks.hypotheses.b1_holds`` on the certified support sets, ``b2_holds`` on the scores); the step: η·L̄_W ≤ 1
+B.1 or B.2 (``checks.hypotheses.b1_holds`` on the certified support sets, ``b2_holds`` on the scores); the
+step: η·L̄_W ≤ 1
 with L̄_W = :func:`smoothness_bound`, a computed upper bound on L_W; the start: ⟨∇L(W(0)), W^mm⟩ < 0
 (under B.1/B.2 this holds at every W — no-stationary-points — so it is checked, not assumed).
 
@@ -36,7 +37,8 @@ falling, or falls less than 0.8× over five doublings, is refuted (an optimiser 
 refuted, never inconclusive).
 
 :func:`smoothness_bound` (checks/theorems/_smoothness.py, the one definition, shared with smoothness-step):
-L̄_W = (1/n) Σ_i ‖X_i‖₂² ‖z_i‖² (Δ_i²/16 + Δ_i) ≥ L_W, derived there. (tests/test_gd_checks.py checks L̄_W against
+L̄_W = (1/n) Σ_i ‖X_i‖₂² ‖z_i‖² (Δ_i²/16 + Δ_i) ≥ L_W, derived there. (tests/test_gd_checks.py checks L̄_W
+against
 measured gradient differences.)
 
 Control (``gd-global-control``), at the boundary of the B hypotheses: the same plain GD, step rule and
@@ -91,13 +93,16 @@ ETA = 0.4
 STEPS = 20000
 RECORD = STEPS // 32
 DOUBLINGS = 5
-#: Norm trend: each of the last two doublings of k must add ≥ NORM_RATE_MIN·‖W^mm‖ ln 2 (theory: → 1×; measured
+#: Norm trend: each of the last two doublings of k must add ≥ NORM_RATE_MIN·‖W^mm‖ ln 2 (theory: → 1×;
+#: measured
 #: 0.93–0.98×; a bounded or stalled iterate: → 0).
 NORM_RATE_MIN = 0.5
-#: Direction: 1 − corr at S at most FALL_MAX × its value at S/32 (measured 0.27–0.53; theory ≈ (log(S/32)/log S)²
+#: Direction: 1 − corr at S at most FALL_MAX × its value at S/32 (measured 0.27–0.53; theory ≈ (log(S/32)/log
+#: S)²
 #: ≈ 0.6 at S = 20000 for the leading term) and strictly decreasing at every recorded doubling.
 FALL_MAX = 0.8
-#: Final directional threshold for plain GD: the rate is 1/log²k (module docstring); measured ≤ 0.024 at k = 20000.
+#: Final directional threshold for plain GD: the rate is 1/log²k (module docstring); measured ≤ 0.024 at k =
+#: 20000.
 CORR_ERR_MAX = 0.05
 #: The paper's small random start: i.i.d. N(0, INIT_SCALE²) entries.
 INIT_SCALE = 0.01
@@ -137,20 +142,37 @@ class GDGlobal(Theorem):
     reference = "TLTO §3 (global convergence of GD; hypotheses reconstructed, THEORY.md §4)"
     statement = (r"\eta\le 1/L_W:\ \|W(k)\|_F\to\infty,\quad "
                  r"\frac{W(k)}{\|W(k)\|_F}\to\frac{W^{mm}}{\|W^{mm}\|_F}")
-    hypotheses_text = ("logistic loss (Assumption A); unique optimal tokens; Att-SVM(opt) feasible; B.1 or B.2 "
-                       f"(B.2 data n=4,T=6,d=8 and B.1 data n=3,T=4,d=12, alternating); plain GD η = {ETA} ≤ 1/L̄_W "
-                       f"(computed bound), {STEPS} steps; W(0) ~ N(0, {INIT_SCALE}²) with ⟨∇L(W(0)), W^mm⟩ < 0")
+    hypotheses_text = (
+        "logistic loss (Assumption A); unique optimal tokens; Att-SVM(opt) feasible; B.1 or B.2 "
+        f"(B.2 data n=4,T=6,d=8 and B.1 data n=3,T=4,d=12, alternating); plain GD η = {ETA} ≤ 1/L̄_W "
+        f"(computed bound), {STEPS} steps; W(0) ~ N(0, {INIT_SCALE}²) with ⟨∇L(W(0)), W^mm⟩ < 0"
+    )
     profiles = PROFILES
     plot_metric = "corr_err"
     criteria = (
-        Criterion("increase of ‖W(k)‖_F over each of the last two doublings of k, in units of ‖W^mm‖_F ln 2",
-                  ">=", NORM_RATE_MIN, plot_metric="norm_rate"),
-        Criterion(f"1 − corr(W(k), W^mm) at k = S/2^{DOUBLINGS}, …, S/2, S (S = {STEPS})", "strictly decreasing",
-                  "at every recorded doubling"),
-        Criterion(f"(1 − corr at k = S) / (1 − corr at k = S/{2 ** DOUBLINGS})", "<=", FALL_MAX, plot_metric="corr_err_fall"),
+        Criterion(
+            "increase of ‖W(k)‖_F over each of the last two doublings of k, in units of ‖W^mm‖_F ln 2",
+            ">=",
+            NORM_RATE_MIN,
+            plot_metric="norm_rate",
+        ),
+        Criterion(
+            f"1 − corr(W(k), W^mm) at k = S/2^{DOUBLINGS}, …, S/2, S (S = {STEPS})",
+            "strictly decreasing",
+            "at every recorded doubling",
+        ),
+        Criterion(
+            f"(1 − corr at k = S) / (1 − corr at k = S/{2**DOUBLINGS})",
+            "<=",
+            FALL_MAX,
+            plot_metric="corr_err_fall",
+        ),
         Criterion("1 − corr(W(S), W^mm) (PASS of the instance)", "<", CORR_ERR_MAX, plot_metric="corr_err"),
-        Criterion("inconclusive (logarithmic rate, budget): falling as required but 1 − corr(W(S), W^mm)", ">=",
-                  CORR_ERR_MAX),
+        Criterion(
+            "inconclusive (logarithmic rate, budget): falling as required but 1 − corr(W(S), W^mm)",
+            ">=",
+            CORR_ERR_MAX,
+        ),
     )
     accepts_data = True
     normalized = False
@@ -190,7 +212,12 @@ class GDGlobal(Theorem):
     def _hypotheses_hold(self, inst, st, ctx) -> bool:
         for _, fn in type(self)._methods("assume_"):
             out = fn(self, inst, st, ctx)
-            if not (out is True or isinstance(out, np.bool_) and bool(out) or getattr(out, "status", None) == "held"):
+            if not (
+                out is True
+                or isinstance(out, np.bool_)
+                and bool(out)
+                or getattr(out, "status", None) == "held"
+            ):
                 return False
         return True
 
@@ -241,23 +268,33 @@ class GDGlobal(Theorem):
                  corr_err_curve=err.tolist(), corr_err_iterations=st["its"][idx].tolist())
         progress = bool(np.all(np.diff(err) < 0) and err[-1] <= FALL_MAX * err[0])
         if not progress:
-            return decide(False, f"1 − corr(W(k), W^mm) is not falling: {err[0]:.3g} at k = {self.steps >> DOUBLINGS} "
-                          f"→ {err[-1]:.3g} at k = {self.steps} (needs strictly falling and ≤ {FALL_MAX}×)", **m)
+            return decide(
+                False,
+                f"1 − corr(W(k), W^mm) is not falling: {err[0]:.3g} at k = {self.steps >> DOUBLINGS} "
+                f"→ {err[-1]:.3g} at k = {self.steps} (needs strictly falling and ≤ {FALL_MAX}×)",
+                **m,
+            )
         if err[-1] < CORR_ERR_MAX:
             return held(**m)
-        return undecided(f"1 − corr falling ({err[0]:.3g} → {err[-1]:.3g}) at the logarithmic rate of plain GD but "
-                         f"{err[-1]:.3g} ≥ {CORR_ERR_MAX} after {self.steps} steps", **m)
+        return undecided(
+            f"1 − corr falling ({err[0]:.3g} → {err[-1]:.3g}) at the logarithmic rate of plain GD but "
+            f"{err[-1]:.3g} ≥ {CORR_ERR_MAX} after {self.steps} steps",
+            **m,
+        )
 
 
 @register
 class GDGlobalControl(GDGlobal):
     id = "gd-global-control"
     depends_on = ("gd", "svm-fro", "optimal-token", "softmax")
-    title = "Control: the global claim on data where neither B.1 nor B.2 holds, started in a locally optimal cone (false)"
+    title = ("Control: the global claim on data where neither B.1 nor B.2 holds, started in a locally "
+             "optimal cone (false)")
     statement = (r"\neg(B.1\vee B.2),\ \langle\nabla L(W(0)),W^{mm}\rangle<0\Rightarrow "
                  r"W(k)/\|W(k)\|\to W^{mm}/\|W^{mm}\|")
-    hypotheses_text = ("logistic loss; unique opt; Att-SVM(opt) feasible; NEITHER B.1 NOR B.2 (tested); a locally optimal "
-                       f"α ≠ opt; W(0) = 4 W^mm_α with ⟨∇L(W(0)), W^mm⟩ < 0 (tested); plain GD η = {ETA} ≤ 1/L̄_W")
+    hypotheses_text = (
+        "logistic loss; unique opt; Att-SVM(opt) feasible; NEITHER B.1 NOR B.2 (tested); a locally optimal "
+        f"α ≠ opt; W(0) = 4 W^mm_α with ⟨∇L(W(0)), W^mm⟩ < 0 (tested); plain GD η = {ETA} ≤ 1/L̄_W"
+    )
     expected = "FAIL"
     control_of = "gd-global"
     #: W(0) = START_M · W^mm_α: α's support tokens START_M logits behind, close enough for plain GD to move
@@ -267,8 +304,10 @@ class GDGlobalControl(GDGlobal):
         if data.v is None:
             return need_head(data)
         if not switched_candidates(data, locally_optimal=True):
-            return ("the given data have no locally optimal selection alpha != opt (one example switched to its "
-                    "second-best token) for the control to start GD in")
+            return (
+                "the given data have no locally optimal selection alpha != opt (one example switched to its "
+                "second-best token) for the control to start GD in"
+            )
         return None
 
     def instance(self, rng, ctx):
@@ -287,7 +326,9 @@ class GDGlobalControl(GDGlobal):
     def assume_neither_B1_nor_B2(self, inst, st, ctx):
         data = inst["data"]
         b1, b2 = hyp.b1_or_b2(st["sol"], scores(data), optimal_tokens(data).index)
-        return decide(not (b1 or b2), "B.1 or B.2 holds: the control is about data without them", B1=b1, B2=b2)
+        return decide(
+            not (b1 or b2), "B.1 or B.2 holds: the control is about data without them", B1=b1, B2=b2
+        )
 
     def assume_alpha_locally_optimal(self, inst, st, ctx):
         data, a = inst["data"], inst["alpha"]

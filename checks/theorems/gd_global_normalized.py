@@ -44,7 +44,8 @@ STEP, STEPS, RECORD = AUTHORS.lr, AUTHORS.steps, 100
 CORR_ERR_MAX = 1e-2
 #: Progress: final 1 − corr at most this fraction of its value at the first record after W(0) (k = 100).
 FALL_MAX = 0.1
-#: Zig-zag slack of the second-half trend: normalised GD with a fixed step wiggles around the ray (≲ 1e-3 relative).
+#: Zig-zag slack of the second-half trend: normalised GD with a fixed step wiggles around the ray (≲ 1e-3
+#: relative).
 TREND_SLACK = 0.05
 #: Norm growth per step over the second half, in units of η (aligned steps add ≈ η).
 NORM_RATE_MIN = 0.5
@@ -56,10 +57,18 @@ class _Normalized:
     normalized = True
     steps, lr, record = STEPS, STEP, RECORD
     criteria = (
-        Criterion("growth of ‖W(k)‖_F per step over the second half of the run, in units of η", ">=", NORM_RATE_MIN,
-                  plot_metric="norm_rate"),
-        Criterion("1 − corr(W(k), W^mm) over the second half of the record: each step non-increasing up to a "
-                  "relative slack, and the last value below the mid-run one", "slack <=", TREND_SLACK),
+        Criterion(
+            "growth of ‖W(k)‖_F per step over the second half of the run, in units of η",
+            ">=",
+            NORM_RATE_MIN,
+            plot_metric="norm_rate",
+        ),
+        Criterion(
+            "1 − corr(W(k), W^mm) over the second half of the record: each step non-increasing up to a "
+            "relative slack, and the last value below the mid-run one",
+            "slack <=",
+            TREND_SLACK,
+        ),
         Criterion(f"(1 − corr at k = S) / (1 − corr at k = {RECORD}), S = {STEPS}", "<=", FALL_MAX),
         Criterion("1 − corr(W(S), W^mm) (PASS of the instance)", "<", CORR_ERR_MAX, plot_metric="corr_err"),
         Criterion("inconclusive (budget): falling as required but 1 − corr(W(S), W^mm)", ">=", CORR_ERR_MAX),
@@ -70,8 +79,12 @@ class _Normalized:
         n = np.linalg.norm(st["traj"], axis=(1, 2))
         h = len(n) // 2
         rate = float((n[-1] - n[h]) / (st["its"][-1] - st["its"][h]) / self.lr)
-        return decide(rate >= NORM_RATE_MIN, f"‖W‖ grows by {rate:.3g}·η per step over the second half (< {NORM_RATE_MIN})",
-                      final_norm=float(n[-1]), norm_rate=rate)
+        return decide(
+            rate >= NORM_RATE_MIN,
+            f"‖W‖ grows by {rate:.3g}·η per step over the second half (< {NORM_RATE_MIN})",
+            final_norm=float(n[-1]),
+            norm_rate=rate,
+        )
 
     def check_direction(self, inst, st, ctx):
         err = 1 - corr_curve(st["traj"], self.target(inst, st))
@@ -82,7 +95,9 @@ class _Normalized:
                           f"{err[-1]:.3g} at k = {st['its'][-1]}", **m)
         if err[-1] < CORR_ERR_MAX:
             return held(**m)
-        return undecided(f"1 − corr still falling but {err[-1]:.3g} ≥ {CORR_ERR_MAX} after {self.steps} steps", **m)
+        return undecided(
+            f"1 − corr still falling but {err[-1]:.3g} ≥ {CORR_ERR_MAX} after {self.steps} steps", **m
+        )
 
     def check_selects_opt(self, inst, st, ctx):
         data = inst["data"]
@@ -97,9 +112,11 @@ class GDGlobalNormalized(_Normalized, GDGlobal):
     reference = "TLTO §3 global convergence, normalised-GD reading of its experiments (THEORY.md §5); variant"
     statement = (r"W(k+1)=W(k)-\eta\frac{\nabla L}{\|\nabla L\|_F}:\ \|W(k)\|_F\to\infty,\ "
                  r"\frac{W(k)}{\|W(k)\|_F}\to\frac{W^{mm}}{\|W^{mm}\|_F}")
-    hypotheses_text = ("logistic loss (Assumption A); unique opt; Att-SVM(opt) feasible; B.1 or B.2 (B.2 data n=4,T=6,"
-                       "d=8 and B.1 data n=3,T=4,d=12, alternating); normalised GD η = 0.1, 2000 steps; "
-                       "W(0) ~ N(0, 0.01²) with ⟨∇L(W(0)), W^mm⟩ < 0")
+    hypotheses_text = (
+        "logistic loss (Assumption A); unique opt; Att-SVM(opt) feasible; B.1 or B.2 (B.2 data n=4,T=6,"
+        "d=8 and B.1 data n=3,T=4,d=12, alternating); normalised GD η = 0.1, 2000 steps; "
+        "W(0) ~ N(0, 0.01²) with ⟨∇L(W(0)), W^mm⟩ < 0"
+    )
 
 
 @register

@@ -60,14 +60,17 @@ from ._gd import FIDELITY_TOL, step_fidelity
 from ._given import draw_candidate, given_metrics, need_head, switched_candidates
 
 #: Cone half-width μ: W(0) starts ON the boundary corr(W(0), W^mm_α) = 1 − μ. 0.01 is the largest μ at which
-#: "a ten-fold fall" and "below 1e-3" coincide, and wide enough (angle 8°) that the start is genuinely off-ray.
+#: "a ten-fold fall" and "below 1e-3" coincide, and wide enough (angle 8°) that the start is genuinely
+#: off-ray.
 MU = 0.01
 #: The start's 1 − corr must fall at least this many times (a no-op optimiser keeps it at μ).
 FALL_FACTOR = 10.0
 #: Final directional threshold (issue 14): 1 − corr(W(end), W^mm_α) < 1e-3 (measured ≤ 5.5e-4 at this budget).
 CORR_ERR_MAX = 1e-3
-#: A run that has not reached the ten-fold fall is inconclusive (too slow for the budget) only while it visibly
-#: converges: 1 − corr non-increasing at every recorded step, fallen ≥ PROGRESS_MIN× overall and ≥ TAIL_FALL× over
+#: A run that has not reached the ten-fold fall is inconclusive (too slow for the budget) only while it
+#: visibly
+#: converges: 1 − corr non-increasing at every recorded step, fallen ≥ PROGRESS_MIN× overall and ≥ TAIL_FALL×
+#: over
 #: the second half. Anything else (a no-op optimiser: 1×; a plateau; a rise) refutes. No constructed instance
 #: needs this (all fall ≥ 18×); on the digits (n = 60) the finite part of the GD iterate is large and the
 #: 2000-step run falls only ≈ 1.8× (1.25× over the second half), still falling.
@@ -82,8 +85,10 @@ SHARE_EXP = 10.0
 #: dominated the gradient (M ≈ 11). M_MAX: the run multiplies the logits by up to ~GROWTH, and support-token
 #: logit gaps must stay below ~700 (e^{-700} ≈ 1e-304, the float64 floor), so M·GROWTH ≤ 700.
 M_MIN, M_MAX = 20.0, 100.0
-#: Normalised GD: STEPS steps of lr = GROWTH_BUDGET·‖W(0)‖/STEPS, so ‖W‖ can grow to (1 + GROWTH_BUDGET)‖W(0)‖ ≈ 7×
-#: (measured 6.95×): dilution alone then divides the start's 1 − corr by ~49 when the steps point along W^mm_α.
+#: Normalised GD: STEPS steps of lr = GROWTH_BUDGET·‖W(0)‖/STEPS, so ‖W‖ can grow to (1 + GROWTH_BUDGET)‖W(0)‖
+#: ≈ 7×
+#: (measured 6.95×): dilution alone then divides the start's 1 − corr by ~49 when the steps point along
+#: W^mm_α.
 GROWTH_BUDGET, STEPS, RECORD = 6.0, 2000, 100
 GROWTH = 1.0 + GROWTH_BUDGET
 
@@ -111,26 +116,50 @@ class GDLocal(Theorem):
     depends_on = ("gd", "svm-fro", "optimal-token")
     title = "GD from the cone of a locally optimal W^mm_α converges to W^mm_α"
     reference = "TLTO §3 (local convergence of GD, locally optimal directions)"
-    statement = (r"\alpha\ \text{locally optimal},\ W(0)\in C_{\mu,R}(W^{mm}_\alpha)\Rightarrow "
-                 r"W(k)\in C_{\mu,R}(W^{mm}_\alpha),\ \frac{W(k)}{\|W(k)\|}\to\frac{W^{mm}_\alpha}{\|W^{mm}_\alpha\|}")
-    hypotheses_text = ("logistic loss; α ≠ opt; Att-SVM(α) feasible; α locally optimal; W(0) on the cone boundary "
-                       f"corr = 1 − {MU} with ‖W(0)‖ = M‖W^mm_α‖, M = max({M_MIN:g}, 10/δ⁺) ≤ {M_MAX:g}; normalised GD, "
-                       f"{STEPS} steps of {GROWTH_BUDGET:g}‖W(0)‖/{STEPS}; α = opt with one example on its second-best token")
+    statement = (
+        r"\alpha\ \text{locally optimal},\ W(0)\in C_{\mu,R}(W^{mm}_\alpha)\Rightarrow "
+        r"W(k)\in C_{\mu,R}(W^{mm}_\alpha),\ \frac{W(k)}{\|W(k)\|}\to\frac{W^{mm}_\alpha}{\|W^{mm}_\alpha\|}"
+    )
+    hypotheses_text = (
+        "logistic loss; α ≠ opt; Att-SVM(α) feasible; α locally optimal; W(0) on the cone boundary "
+        f"corr = 1 − {MU} with ‖W(0)‖ = M‖W^mm_α‖, M = max({M_MIN:g}, 10/δ⁺) ≤ {M_MAX:g}; normalised GD, "
+        f"{STEPS} steps of {GROWTH_BUDGET:g}‖W(0)‖/{STEPS}; α = opt with one example on its second-best token"
+    )
     profiles = PROFILES
     plot_metric = "corr_err"
     criteria = (
-        Criterion("1 − corr(one step of the optimiser, −∇L computed independently) at W(0) and W(0)/‖W(0)‖_F", "<",
-                  FIDELITY_TOL),
-        Criterion(f"min_k corr(W(k), W^mm_α) over the run (stays in the cone; rounding slack {CONE_RTOL:g})", ">=", 1 - MU,
-                  plot_metric="corr_alpha_curve"),
-        Criterion("fall of 1 − corr(W(k), W^mm_α) from W(0) to W(S)", ">=", FALL_FACTOR, plot_metric="corr_err_fall"),
-        Criterion("1 − corr(W(S), W^mm_α), once fallen ten-fold (PASS of the instance)", "<", CORR_ERR_MAX,
-                  plot_metric="corr_err"),
-        Criterion("inconclusive (budget) short of the ten-fold fall only when 1 − corr is non-increasing at every "
-                  "record and its overall fall is", ">=", PROGRESS_MIN),
+        Criterion(
+            "1 − corr(one step of the optimiser, −∇L computed independently) at W(0) and W(0)/‖W(0)‖_F",
+            "<",
+            FIDELITY_TOL,
+        ),
+        Criterion(
+            f"min_k corr(W(k), W^mm_α) over the run (stays in the cone; rounding slack {CONE_RTOL:g})",
+            ">=",
+            1 - MU,
+            plot_metric="corr_alpha_curve",
+        ),
+        Criterion(
+            "fall of 1 − corr(W(k), W^mm_α) from W(0) to W(S)", ">=", FALL_FACTOR, plot_metric="corr_err_fall"
+        ),
+        Criterion(
+            "1 − corr(W(S), W^mm_α), once fallen ten-fold (PASS of the instance)",
+            "<",
+            CORR_ERR_MAX,
+            plot_metric="corr_err",
+        ),
+        Criterion(
+            "inconclusive (budget) short of the ten-fold fall only when 1 − corr is non-increasing at every "
+            "record and its overall fall is",
+            ">=",
+            PROGRESS_MIN,
+        ),
         Criterion("… and its fall over the second half is (otherwise refuted)", ">=", TAIL_FALL),
-        Criterion(f"corr(W(S), W^mm_α) − corr(W(S), W^mm), judged where corr(W^mm_α, W^mm) < {DIFFER_MAX}", ">=",
-                  SEP_MIN),
+        Criterion(
+            f"corr(W(S), W^mm_α) − corr(W(S), W^mm), judged where corr(W^mm_α, W^mm) < {DIFFER_MAX}",
+            ">=",
+            SEP_MIN,
+        ),
     )
     locally_optimal = True
     n, T, d = 4, 5, 8
@@ -176,9 +205,14 @@ class GDLocal(Theorem):
                     # one run per instance: the step is relative to the instance's own start
                     res = run_gd([data], steps=STEPS, lr=GROWTH_BUDGET * R / STEPS, init=W0[None],
                                  record_every=RECORD, device=ctx.device)
-                    st.update(traj=res.W_traj[:, 0], R=R,
-                              fidelity=min(step_fidelity(data, W, GROWTH_BUDGET * R / STEPS, device=ctx.device)
-                                           for W in (W0, W0 / np.linalg.norm(W0))))
+                    st.update(
+                        traj=res.W_traj[:, 0],
+                        R=R,
+                        fidelity=min(
+                            step_fidelity(data, W, GROWTH_BUDGET * R / STEPS, device=ctx.device)
+                            for W in (W0, W0 / np.linalg.norm(W0))
+                        ),
+                    )
             states.append(st)
         return states
 
@@ -192,18 +226,28 @@ class GDLocal(Theorem):
         return is_locally_optimal(inst["data"], inst["alpha"], st["sol"])
 
     def assume_R_large(self, inst, st, ctx):
-        return decide(st["M"] <= M_MAX, f"needs M = {st['M']:.3g} > {M_MAX:g}", init_M=float(min(st["M"], 1e9)))
+        return decide(
+            st["M"] <= M_MAX, f"needs M = {st['M']:.3g} > {M_MAX:g}", init_M=float(min(st["M"], 1e9))
+        )
 
     def check_is_gradient_descent(self, inst, st, ctx):
         f = st["fidelity"]
-        return decide(f > 1 - FIDELITY_TOL, f"the optimiser's step is not along −∇L (corr {f:.12f}): not the GD the "
-                      "theorem is about", step_fidelity=f)
+        return decide(
+            f > 1 - FIDELITY_TOL,
+            f"the optimiser's step is not along −∇L (corr {f:.12f}): not the GD the theorem is about",
+            step_fidelity=f,
+        )
 
     def check_stays_in_cone(self, inst, st, ctx):
         c = corr_curve(st["traj"], st["sol"].W)
-        return decide(c.min() >= 1 - MU - CONE_RTOL, f"left the cone: min corr {c.min():.6f} < 1 − μ = {1 - MU}",
-                      min_corr=float(c.min()), start_corr_err=float(1 - c[0]), corr_alpha_curve=c.tolist(),
-                      corr_alpha_iterations=np.minimum(RECORD * np.arange(len(c)), STEPS).tolist())
+        return decide(
+            c.min() >= 1 - MU - CONE_RTOL,
+            f"left the cone: min corr {c.min():.6f} < 1 − μ = {1 - MU}",
+            min_corr=float(c.min()),
+            start_corr_err=float(1 - c[0]),
+            corr_alpha_curve=c.tolist(),
+            corr_alpha_iterations=np.minimum(RECORD * np.arange(len(c)), STEPS).tolist(),
+        )
 
     def check_direction(self, inst, st, ctx):
         err = 1 - corr_curve(st["traj"], st["sol"].W)
@@ -212,10 +256,15 @@ class GDLocal(Theorem):
         m = dict(given_metrics(ctx), corr_err=e1, corr_err_fall=e0 / max(e1, 1e-300), norm_growth=growth)
         if e1 <= e0 / FALL_FACTOR:
             return decide(e1 < CORR_ERR_MAX, f"1 − corr(W, W^mm_α) = {e1:.3g} ≥ {CORR_ERR_MAX}", **m)
-        converging = bool(np.all(np.diff(err) <= CONE_RTOL) and e1 * PROGRESS_MIN <= e0 and e1 * TAIL_FALL <= emid)
+        converging = bool(
+            np.all(np.diff(err) <= CONE_RTOL) and e1 * PROGRESS_MIN <= e0 and e1 * TAIL_FALL <= emid
+        )
         if converging:
-            return undecided(f"converging but slower than the budget: 1 − corr {e0:.3g} → {emid:.3g} → {e1:.3g}, "
-                             f"not yet a {FALL_FACTOR:g}-fold fall", **m)
+            return undecided(
+                f"converging but slower than the budget: 1 − corr {e0:.3g} → {emid:.3g} → {e1:.3g}, "
+                f"not yet a {FALL_FACTOR:g}-fold fall",
+                **m,
+            )
         return decide(False, f"no convergence: 1 − corr(W, W^mm_α) {e0:.3g} → {emid:.3g} → {e1:.3g}, not a "
                       f"{FALL_FACTOR:g}-fold fall and not steadily falling (‖W‖ grew {growth:.3g}×)", **m)
 
@@ -233,12 +282,19 @@ class GDLocal(Theorem):
 class GDLocalControl(GDLocal):
     id = "gd-local-control"
     depends_on = ("gd", "svm-fro", "optimal-token")
-    title = "Control: the local claim for an α with a support token tied with α_i (not locally optimal; false)"
-    statement = (r"\gamma_{i\alpha_i}=\gamma_{it},\ t\in\mathcal T_i(\alpha),\ W(0)\in\partial C_{\mu,R}(W^{mm}_\alpha)"
-                 r"\Rightarrow W(k)\in C_{\mu,R}(W^{mm}_\alpha),\ W(k)/\|W(k)\|\to W^{mm}_\alpha/\|W^{mm}_\alpha\|")
-    hypotheses_text = ("logistic loss; α ≠ opt; Att-SVM(α) feasible; α NOT locally optimal, at the boundary: a support "
-                       "token scores exactly as α_i (tied_alpha_data; on given data: strictly higher); same start on "
-                       "the cone boundary and same GD as gd-local")
+    title = (
+        "Control: the local claim for an α with a support token tied with α_i (not locally optimal; false)"
+    )
+    statement = (
+        r"\gamma_{i\alpha_i}=\gamma_{it},\ t\in\mathcal T_i(\alpha),\ W(0)\in\partial "
+        r"C_{\mu,R}(W^{mm}_\alpha)"
+        r"\Rightarrow W(k)\in C_{\mu,R}(W^{mm}_\alpha),\ W(k)/\|W(k)\|\to W^{mm}_\alpha/\|W^{mm}_\alpha\|"
+    )
+    hypotheses_text = (
+        "logistic loss; α ≠ opt; Att-SVM(α) feasible; α NOT locally optimal, at the boundary: a support "
+        "token scores exactly as α_i (tied_alpha_data; on given data: strictly higher); same start on "
+        "the cone boundary and same GD as gd-local"
+    )
     expected = "FAIL"
     control_of = "gd-local"
     locally_optimal = False

@@ -15,14 +15,19 @@ shrinks as the masked probabilities shrink.
 Hypotheses implemented (exactly): logistic loss; ReLU head h(u) = 1^T ReLU(V^T u) with fixed random
 V (d × d, N(0, 1/d) entries; numerics.attention.ReLUHead); normalised GD (step 0.1, STEPS steps, the
 authors' budget) from a small random W(0); ``unambiguous`` — no probability of the final iterate in
-(τ_L, τ_H] (ambiguous instances are vacuous: counted in the report, never dropped); ``directional_feasible`` (certified W^dir) and ``one_token_feasible`` (certified Att-SVM for α_i = argmax_t s_it).
+(τ_L, τ_H] (ambiguous instances are vacuous: counted in the report, never dropped); ``directional_feasible``
+(certified W^dir) and ``one_token_feasible`` (certified Att-SVM for α_i = argmax_t s_it).
 
-What the instances test (reported per instance as metrics, not hypotheses): ``non_degenerate`` — some |O_i| ≥ 2
-and some Ō_i ≠ ∅; otherwise W^fin = 0 (all three predictors coincide) or W^dir = 0 (nothing to predict) and the
+What the instances test (reported per instance as metrics, not hypotheses): ``non_degenerate`` — some |O_i| ≥
+2
+and some Ō_i ≠ ∅; otherwise W^fin = 0 (all three predictors coincide) or W^dir = 0 (nothing to predict) and
+the
 instance cannot tell the predictors apart; ``dead_examples`` — examples where the ReLU head has no active unit
-(∇h(u_i) = 0), the mechanism of the finding below. OPEN (issue 14): with both as hypotheses (non-degenerate, head
+(∇h(u_i) = 0), the mechanism of the finding below. OPEN (issue 14): with both as hypotheses (non-degenerate,
+head
 alive) only ~1.4 % of this family's draws are decidable (seed 0, 1600 paper draws with a 4-unit head: 22
-confirmed, 21 undecided, 2 refuted — instances 404 and 689 by ``shrinks``; 1555 vacuous), so the verdict would be
+confirmed, 21 undecided, 2 refuted — instances 404 and 689 by ``shrinks``; 1555 vacuous), so the verdict would
+be
 INCONCLUSIVE or VACUOUS on the quick and full profiles; every undecided or refuted instance but six had a dead
 example. An instance family non-degenerate by construction is still to be built; until then this PASS rests
 mostly on degenerate instances, and the report's ``non_degenerate`` metric (its mean is the share) says so.
@@ -32,16 +37,19 @@ GD: numerics.gd.run_gd with ``head=ReLUHead(V)``, batched per d.
 Instance family: the paper's multi-token experiment — n = 3, T = 4, d ∈ {4, 6, 8, 10} (cycling by
 instance), unit-sphere tokens and queries (cross-attention), random ±1 labels.
 
-Predictions. The three predictors are built from an *earlier* iterate W(k₁) (k₁ = FIT_FRAC·STEPS) — its token sets,
+Predictions. The three predictors are built from an *earlier* iterate W(k₁) (k₁ = FIT_FRAC·STEPS) — its token
+sets,
 its softmax log-ratios (W^fin), its one-token selection, and R₁ fitted to W(k₁) — and judged on the *final*
-iterate W(k₂) they never saw (out of sample; before, W^svmeq's scalar was fitted to the very iterate it was judged
+iterate W(k₂) they never saw (out of sample; before, W^svmeq's scalar was fitted to the very iterate it was
+judged
 against and W^fin came from that iterate's own softmax). The only final-run quantity used is the norm: the
 claim W(k) = W^fin + R(k) W^dir + o(1) with W^fin fixed gives R(k₂) = R₁ + (‖W(k₂)‖ − ‖W(k₁)‖)/‖W^dir‖ + o(1).
 e = 1 − corr(W(k₂), ·):
 * ``is_gradient_descent``: one run_gd step (ReLU head) from W(0) and from W(0)/‖W(0)‖ equals the step along an
   independently computed gradient (checks/theorems/_gd.py): an ascending optimiser passed the ranking before
   (power matrix: ascent-gd survived);
-* ``finite_part_solved``: W^fin solves its log-ratio equations (residual ≤ FIN_RES_TOL): they are consistent by
+* ``finite_part_solved``: W^fin solves its log-ratio equations (residual ≤ FIN_RES_TOL): they are consistent
+by
   construction (W(k₁) itself solves them), so a residual is a solver defect;
 * ``svmeq_best``: e(W^svmeq) ≤ e(W^1tok) + TIE, and e(W^svmeq) ≤ e(W^dir) + TIE unless the two predictions are
   nearer each other than either is to the iterate (1 − corr(W^svmeq, W^dir) ≤ min of their errors: they share
@@ -55,7 +63,8 @@ e = 1 − corr(W(k₂), ·):
   W^dir = 0 predicts no direction: e(W^dir) := 1, and ``shrinks`` has nothing to test.
 
 Control (``gen-svm-control``): "the one-token SVM predicts best" (e(W^1tok) ≤ e(W^svmeq) + TIE) on the same
-non-degenerate instances, judged by the same out-of-sample rule — refuted where W^svmeq is the better predictor.
+non-degenerate instances, judged by the same out-of-sample rule — refuted where W^svmeq is the better
+predictor.
 """
 
 from __future__ import annotations
@@ -123,13 +132,25 @@ class _GenBase(Theorem):
     plot_metric = "err_svmeq"
     #: the rules shared by gen-svm and its control (err_X = 1 − corr(W_GD(S), X), predictors from W_GD(3S/4))
     criteria = (
-        Criterion("1 − corr(one step of the optimiser, −∇L computed independently) at W(0) and W(0)/‖W(0)‖_F", "<",
-                  FIDELITY_TOL),
-        Criterion("max |residual| of W^fin's log-ratio equations", "<=", FIN_RES_TOL, plot_metric="fin_residual"),
-        Criterion("inconclusive (budget): min(err_svmeq, err_dir, err_one)", ">", CONVERGED_TOL,
-                  plot_metric="err_svmeq"),
-        Criterion("inconclusive (budget): token sets (τ_H, τ_L) at 3/4 of the run vs the final ones", "differ",
-                  "any example"),
+        Criterion(
+            "1 − corr(one step of the optimiser, −∇L computed independently) at W(0) and W(0)/‖W(0)‖_F",
+            "<",
+            FIDELITY_TOL,
+        ),
+        Criterion(
+            "max |residual| of W^fin's log-ratio equations", "<=", FIN_RES_TOL, plot_metric="fin_residual"
+        ),
+        Criterion(
+            "inconclusive (budget): min(err_svmeq, err_dir, err_one)",
+            ">",
+            CONVERGED_TOL,
+            plot_metric="err_svmeq",
+        ),
+        Criterion(
+            "inconclusive (budget): token sets (τ_H, τ_L) at 3/4 of the run vs the final ones",
+            "differ",
+            "any example",
+        ),
     )
 
     def not_applicable(self, data):
@@ -157,10 +178,15 @@ class _GenBase(Theorem):
                 data, V, W0 = instances[j]["data"], instances[j]["V"], instances[j]["W0"]
                 traj = W_traj[:, col]
                 W, W_mid = traj[-1], traj[_fit_index(len(traj))]
-                gs = gen_svm(data, W, kind="W")  # the final sets: hypotheses, and the mid sets must equal them
+                gs = gen_svm(
+                    data, W, kind="W"
+                )  # the final sets: hypotheses, and the mid sets must equal them
                 gs_mid = gen_svm(data, W_mid, kind="W")  # the predictors' source (out of sample for W)
                 one = solve_att_svm(data, np.argmax(softmax_probs(data, W_mid), axis=1))
-                fid = min(step_fidelity(data, w, LR, V=V, device=ctxs[j].device) for w in (W0, W0 / np.linalg.norm(W0)))
+                fid = min(
+                    step_fidelity(data, w, LR, V=V, device=ctxs[j].device)
+                    for w in (W0, W0 / np.linalg.norm(W0))
+                )
                 u = np.einsum("itd,it->id", data.X, softmax_probs(data, W))  # (n, d) attention outputs
                 dead = int(np.sum(~np.any(u @ V > 0, axis=1)))  # examples where ∇h(u_i) = 0 (no active unit)
                 states[j] = {"traj": traj, "W": W, "W_mid": W_mid, "gs": gs, "gs_mid": gs_mid, "one": one,
@@ -170,8 +196,11 @@ class _GenBase(Theorem):
     # -- hypotheses ------------------------------------------------------------------------------
     def assume_unambiguous(self, inst, state, ctx):
         gs = state["gs"]
-        return decide(not gs.ambiguous, f"probabilities in (τ_L, τ_H] at examples {list(gs.ambiguous_examples)}",
-                      n_ambiguous=len(gs.ambiguous_examples))
+        return decide(
+            not gs.ambiguous,
+            f"probabilities in (τ_L, τ_H] at examples {list(gs.ambiguous_examples)}",
+            n_ambiguous=len(gs.ambiguous_examples),
+        )
 
     def assume_directional_feasible(self, inst, state, ctx):
         return decide(state["gs"].directional.feasible, "Gen-SVM directional part infeasible")
@@ -181,26 +210,41 @@ class _GenBase(Theorem):
 
     # -- predictions -----------------------------------------------------------------------------
     def _final_errors(self, state) -> dict:
-        """Errors at the final iterate of predictors built from the earlier iterate W(k₁) (see the docstring)."""
+        """Errors at the final iterate of predictors built from the earlier iterate W(k₁) (see the
+        docstring)."""
         g1, W, W1 = state["gs_mid"], state["W"], state["W_mid"]
         R1, _ = fit_svmeq(g1.W_fin, g1.W_dir, W1)
         nd = float(np.linalg.norm(g1.W_dir))
         R2 = R1 + (np.linalg.norm(W) - np.linalg.norm(W1)) / nd if nd > 0 else R1
         Weq = g1.W_fin + R2 * g1.W_dir
-        return {"err_svmeq": float(1 - corr(W, Weq)), "err_dir": _err(W, g1.W_dir), "W_svmeq": Weq,
-                "err_one": float(1 - corr(W, state["one"].W)), "R_mid": R1, "R_pred": float(R2),
-                "max_selected": int(max(len(o) for o in state["gs"].selected)),
-                "non_degenerate": float(_non_degenerate(state["gs"])), "dead_examples": state["dead_examples"]}
+        return {
+            "err_svmeq": float(1 - corr(W, Weq)),
+            "err_dir": _err(W, g1.W_dir),
+            "W_svmeq": Weq,
+            "err_one": float(1 - corr(W, state["one"].W)),
+            "R_mid": R1,
+            "R_pred": float(R2),
+            "max_selected": int(max(len(o) for o in state["gs"].selected)),
+            "non_degenerate": float(_non_degenerate(state["gs"])),
+            "dead_examples": state["dead_examples"],
+        }
 
     def check_is_gradient_descent(self, inst, state, ctx):
         f = state["fidelity"]
-        return decide(f > 1 - FIDELITY_TOL, f"the optimiser's step is not along −∇L (corr {f:.12f}): not the GD the "
-                      "claim is about", step_fidelity=f)
+        return decide(
+            f > 1 - FIDELITY_TOL,
+            f"the optimiser's step is not along −∇L (corr {f:.12f}): not the GD the claim is about",
+            step_fidelity=f,
+        )
 
     def check_finite_part_solved(self, inst, state, ctx):
         r = float(state["gs_mid"].fin_residual)
-        return decide(r <= FIN_RES_TOL, f"W^fin leaves residual {r:.3g} > {FIN_RES_TOL:g} in its log-ratio equations "
-                      "(consistent by construction)", fin_residual=r)
+        return decide(
+            r <= FIN_RES_TOL,
+            f"W^fin leaves residual {r:.3g} > {FIN_RES_TOL:g} in its log-ratio equations "
+            "(consistent by construction)",
+            fin_residual=r,
+        )
 
     def _sets_changing(self, inst, state) -> bool:
         """Token sets at the start of the recorded second half differ from the final ones: GD is still
@@ -233,8 +277,12 @@ class _GenBase(Theorem):
         e["gap_svmeq_dir"] = gap = float(1 - corr(Weq, state["gs_mid"].W_dir))
         vs_dir = e["err_svmeq"] <= e["err_dir"] + TIE or gap <= min(e["err_svmeq"], e["err_dir"])
         ok = vs_dir and e["err_svmeq"] <= e["err_one"] + TIE
-        return decide(ok, f"W^svmeq is not the best predictor: errors svmeq {e['err_svmeq']:.3g}, dir {e['err_dir']:.3g}, "
-                          f"one-token {e['err_one']:.3g}", **e)
+        return decide(
+            ok,
+            f"W^svmeq is not the best predictor: errors svmeq {e['err_svmeq']:.3g}, dir {e['err_dir']:.3g}, "
+            f"one-token {e['err_one']:.3g}",
+            **e,
+        )
 
     def check_shrinks(self, inst, state, ctx):
         gs, data, traj = state["gs"], inst["data"], state["traj"]
@@ -247,16 +295,29 @@ class _GenBase(Theorem):
             errs.append(float(1 - corr(Wk, Weq)))
             p = softmax_probs(data, Wk)
             masked.append(max(float(p[i, m].max()) for i, m in enumerate(gs.masked) if len(m)))
-        metrics = dict(err_svmeq_curve=errs, max_masked_prob=masked[-1], dead_examples=state["dead_examples"],
-                       err_svmeq_iterations=np.minimum(RECORD_EVERY * np.arange(len(traj)), STEPS)[len(traj) // 2:].tolist())
+        metrics = dict(
+            err_svmeq_curve=errs,
+            max_masked_prob=masked[-1],
+            dead_examples=state["dead_examples"],
+            err_svmeq_iterations=np.minimum(RECORD_EVERY * np.arange(len(traj)), STEPS)[
+                len(traj) // 2 :
+            ].tolist(),
+        )
         fell = masked[-1] < masked[0]
         ok = (not fell) or errs[-1] <= errs[0] + TIE
         if not ok and self._sets_changing(inst, state):
             return undecided("token sets still changing over the second half of the run (budget)", **metrics)
-        if not ok and min(self._final_errors(state)[k] for k in ("err_svmeq", "err_dir", "err_one")) > CONVERGED_TOL:
+        if (
+            not ok
+            and min(self._final_errors(state)[k] for k in ("err_svmeq", "err_dir", "err_one")) > CONVERGED_TOL
+        ):
             return undecided("GD not converged in direction (no candidate within CONVERGED_TOL)", **metrics)
-        return decide(ok, f"masked probability fell ({masked[0]:.2g} → {masked[-1]:.2g}) but the svmeq error grew "
-                          f"({errs[0]:.3g} → {errs[-1]:.3g})", **metrics)
+        return decide(
+            ok,
+            f"masked probability fell ({masked[0]:.2g} → {masked[-1]:.2g}) but the svmeq error grew "
+            f"({errs[0]:.3g} → {errs[-1]:.3g})",
+            **metrics,
+        )
 
 
 @register
@@ -266,32 +327,53 @@ class GenSVM(_GenBase):
     title = "Nonlinear head: W^svmeq = W^fin + R W^dir predicts GD's iterate best (Gen-SVM equivalence)"
     statement = (r"1-\mathrm{corr}(W_{GD},W^{svmeq})\le\min\{1-\mathrm{corr}(W_{GD},W^{dir}),\,"
                  r"1-\mathrm{corr}(W_{GD},W^{mm}_{\alpha})\},\ W^{svmeq}=W^{fin}+R\,W^{dir}")
-    hypotheses_text = ("logistic loss; ReLU head with fixed random V; normalised GD (0.1, 2000 steps); unambiguous "
-                       f"token sets (τ_H = {tol.TAU_H}, τ_L = {tol.TAU_L}); W^dir and one-token SVM feasible")
+    hypotheses_text = (
+        "logistic loss; ReLU head with fixed random V; normalised GD (0.1, 2000 steps); unambiguous "
+        f"token sets (τ_H = {tol.TAU_H}, τ_L = {tol.TAU_L}); W^dir and one-token SVM feasible"
+    )
     finding = (
-        "'shrinks' is false when the ReLU head is dead (or sits on a kink) at a multi-token example's attention "
-        "output u_i: grad h(u_i) = 0 there, so that example's token weights c_i are exactly 0, nothing pushes its "
-        "masked tokens, and its selected set is frozen rather than a finite optimum. GD then converges in direction "
-        "to the max-margin solution of the other examples' constraints, not to W^dir, which also imposes margin >= 1 "
-        "on the dead example's (selected, masked) pairs (GD's normalised margin there is 0.47 vs 0.68 for W^dir on "
-        "paper instance 404). The svmeq error grows to a positive limit while the masked probabilities vanish: "
-        "paper-profile seed-0 instances 404 (example 2: one ReLU unit at pre-activation 7e-4, a kink), 832 and 1337 "
+        "'shrinks' is false when the ReLU head is dead (or sits on a kink) at a multi-token example's "
+        "attention "
+        "output u_i: grad h(u_i) = 0 there, so that example's token weights c_i are exactly 0, nothing "
+        "pushes its "
+        "masked tokens, and its selected set is frozen rather than a finite optimum. GD then converges in "
+        "direction "
+        "to the max-margin solution of the other examples' constraints, not to W^dir, which also imposes "
+        "margin >= 1 "
+        "on the dead example's (selected, masked) pairs (GD's normalised margin there is 0.47 vs 0.68 for "
+        "W^dir on "
+        "paper instance 404). The svmeq error grows to a positive limit while the masked probabilities "
+        "vanish: "
+        "paper-profile seed-0 instances 404 (example 2: one ReLU unit at pre-activation 7e-4, a kink), 832 "
+        "and 1337 "
         "(example 1: no active unit, c_1 = 0): 1 - corr(W_GD, W^svmeq) = 0.0082/0.0402/0.0223 at step 1000, "
-        "0.0085/0.0414/0.0227 at 2000, and 0.0090/0.0437/0.0234 at 10000 steps (W^fin, W^dir from each run's final "
+        "0.0085/0.0414/0.0227 at 2000, and 0.0090/0.0437/0.0234 at 10000 steps (W^fin, W^dir from each "
+        "run's final "
         "iterate), the largest masked probability "
-        "falling from ~1e-18 to ~1e-88..1e-177 (GD stays in the span of the token differences to 1e-13: not a "
-        "numerical leak; err_dir ≈ err_svmeq: it is W^dir's direction that is wrong, not the R fit). With the predictors "
-        "built from the iterate at 3/4 of the run and judged on the final one, instances 208 (full and paper) and 884 "
-        "(paper), both with one dead example, fail the same way (208 also ranks the one-token SVM first: 0.034 vs "
+        "falling from ~1e-18 to ~1e-88..1e-177 (GD stays in the span of the token differences to 1e-13: not "
+        "a "
+        "numerical leak; err_dir ≈ err_svmeq: it is W^dir's direction that is wrong, not the R fit). With "
+        "the predictors "
+        "built from the iterate at 3/4 of the run and judged on the final one, instances 208 (full and "
+        "paper) and 884 "
+        "(paper), both with one dead example, fail the same way (208 also ranks the one-token SVM first: "
+        "0.034 vs "
         "0.102, its dead example's frozen sets are single-token)."
     )
     finding_seen = {("full", 0): (208,), ("paper", 0): (208, 404, 832, 884, 1337)}
     criteria = _GenBase.criteria + (
         Criterion("err_svmeq − err_one", "<=", TIE),
-        Criterion("err_svmeq − err_dir, unless 1 − corr(W^svmeq, W^dir) ≤ min(err_svmeq, err_dir) (a tie)", "<=",
-                  TIE),
-        Criterion("shrinks: where the largest masked probability fell over the second half, the svmeq error's "
-                  "change over it", "<=", TIE),
+        Criterion(
+            "err_svmeq − err_dir, unless 1 − corr(W^svmeq, W^dir) ≤ min(err_svmeq, err_dir) (a tie)",
+            "<=",
+            TIE,
+        ),
+        Criterion(
+            "shrinks: where the largest masked probability fell over the second half, the svmeq error's "
+            "change over it",
+            "<=",
+            TIE,
+        ),
     )
 
 
@@ -300,7 +382,9 @@ class GenSVMControl(_GenBase):
     id = "gen-svm-control"
     depends_on = ("gd", "svm-fro", "softmax")
     title = "Control: the one-token Att-SVM predicts GD's iterate best (false where some O_i has ≥ 2 tokens)"
-    statement = r"1-\mathrm{corr}(W_{GD},W^{mm}_{\alpha})\le 1-\mathrm{corr}(W_{GD},W^{svmeq})\ \text{(false)}"
+    statement = (
+        r"1-\mathrm{corr}(W_{GD},W^{mm}_{\alpha})\le 1-\mathrm{corr}(W_{GD},W^{svmeq})\ \text{(false)}"
+    )
     expected = "FAIL"
     control_of = "gen-svm"
     hypotheses_text = "as gen-svm (non-degenerate: some example selects ≥ 2 tokens and some token is masked)"

@@ -19,7 +19,8 @@ Hypotheses implemented (exactly):
 Predictions (each instance):
 
 * ``symbolic``: the identity derived with ``sympy.diff`` for an *undefined* loss l at a small symbolic
-  size (cycled through ``SYMBOLIC_SIZES``; linear and smooth softplus heads) -- :func:`theory.derivations.gradient_closed_form`.
+  size (cycled through ``SYMBOLIC_SIZES``; linear and smooth softplus heads) --
+  :func:`theory.derivations.gradient_closed_form`.
 * ``closed_vs_autograd`` and ``closed_vs_fd``: the production closed form :func:`numerics.attention.grad_W`
   against torch autograd of an *independent* reference forward pass written here, and against 4-point
   central differences with a Richardson error estimate; relative error < ``GRAD_RTOL`` (float64).
@@ -27,14 +28,16 @@ Predictions (each instance):
   at ``GRAD_RTOL`` the instance is inconclusive, never confirmed.
 * Every fourth instance instead runs a Hypothesis search (``checks.strategies.attention_datasets``,
   seeded from the instance RNG, so deterministic) for data, W and loss on which the closed form and autograd
-  disagree: no counterexample in ``search_examples`` draws confirms; a counterexample is shrunk to a minimal one.
+  disagree: no counterexample in ``search_examples`` draws confirms; a counterexample is shrunk to a minimal
+  one.
 
 Instance family: unit-sphere data (cross- and self-attention), n in 1..5, T in 2..6, d in 1..6, the three
 losses in turn, W = c G / sqrt(d) with G standard normal and c log-uniform in [0.1, 5]; linear head, or a
 ReLU head with fixed Gaussian V (d x k, k in 1..4); plus Hypothesis-drawn data (entries in [-2, 2],
 W entries in [-3, 3]). With ``--data`` the given data and its linear head are used and W, loss are drawn.
 
-Negative control ``gradient-closed-form-control``: the gradient *without* the -s_i s_i^T term, claimed equal to
+Negative control ``gradient-closed-form-control``: the gradient *without* the -s_i s_i^T term, claimed equal
+to
 the true gradient. Refuted symbolically (theory's rational counter-value) and numerically (relative error
 O(1)); the Hypothesis search shrinks a counterexample to a minimal size, recorded in metrics.
 
@@ -112,22 +115,39 @@ class GradientClosedForm(Theorem):
     reference = "TLTO (arXiv 2308.16898) §2, gradient of the empirical risk; THEORY.md §2"
     statement = (r"\nabla L(W) = \frac1n \sum_{i=1}^n \ell'(Y_i f_i)\, X_i^\top\left(\operatorname{diag}(s_i)"
                  r" - s_i s_i^\top\right)\gamma_i z_i^\top")
-    hypotheses_text = ("smooth catalogue loss (sympy: l'' continuous on R); ReLU head: activation pattern constant "
-                       "on the finite-difference stencil (away from the kink)")
+    hypotheses_text = (
+        "smooth catalogue loss (sympy: l'' continuous on R); ReLU head: activation pattern constant "
+        "on the finite-difference stencil (away from the kink)"
+    )
     profiles = PROFILES
     accepts_data = True
     plot_metric = "rel_err_closed_vs_autograd"
     #: the rules of every gradient identity check (kq-chain-rule inherits them: its closed form is [∇_K; ∇_Q])
     criteria = (
         Criterion("sympy: the identity at the cycled small symbolic sizes", "proved (residual 0)", "exact"),
-        Criterion(f"‖closed form − autograd‖_F / max of their norms (plus {ROUNDOFF_ULPS:g} ulps of the term "
-                  "scale)", "<=", GRAD_RTOL, plot_metric="rel_err_closed_vs_autograd"),
-        Criterion(f"closed form and autograd vs 4-point central differences (step {FD_STEP:g}), relative; refuted "
-                  "beyond it plus the difference quotient's error bound", "<=", GRAD_RTOL),
-        Criterion("inconclusive: the difference quotient's error bound above this share of the tolerance", ">",
-                  FD_ERR_SHARE),
-        Criterion("Hypothesis search (every 4th generated instance): cases whose closed form misses the tolerance",
-                  "==", 0),
+        Criterion(
+            f"‖closed form − autograd‖_F / max of their norms (plus {ROUNDOFF_ULPS:g} ulps of the term "
+            "scale)",
+            "<=",
+            GRAD_RTOL,
+            plot_metric="rel_err_closed_vs_autograd",
+        ),
+        Criterion(
+            f"closed form and autograd vs 4-point central differences (step {FD_STEP:g}), relative; refuted "
+            "beyond it plus the difference quotient's error bound",
+            "<=",
+            GRAD_RTOL,
+        ),
+        Criterion(
+            "inconclusive: the difference quotient's error bound above this share of the tolerance",
+            ">",
+            FD_ERR_SHARE,
+        ),
+        Criterion(
+            "Hypothesis search (every 4th generated instance): cases whose closed form misses the tolerance",
+            "==",
+            0,
+        ),
     )
     variant = "correct"
 
@@ -144,7 +164,9 @@ class GradientClosedForm(Theorem):
         relu = family == 2 and ctx.data is None
         W = draw_matrix(rng, data.d, data.d)
         head, V = draw_head(rng, data, relu, W)
-        fam = {0: "cross/self unit-sphere", 1: "self-attention unit-sphere", 2: "ReLU head"}.get(family, "given data")
+        fam = {0: "cross/self unit-sphere", 1: "self-attention unit-sphere", 2: "ReLU head"}.get(
+            family, "given data"
+        )
         if ctx.data is not None:
             fam = "given data"
         return GradInstance(Case(data, W, loss, head, V, family=fam), None)
@@ -183,7 +205,9 @@ class GradientClosedForm(Theorem):
         n, T, d, head = symbolic_size(ctx)
         r = derivations.gradient_closed_form(n, T, d, head=head, variant=self.variant)
         m = {"symbolic_size": n * T * d, "symbolic_seconds": r.seconds}
-        gen = general.gradient_general(self.variant)  # the same identity for every size (theory.general, cached)
+        gen = general.gradient_general(
+            self.variant
+        )  # the same identity for every size (theory.general, cached)
         m["proved_all_sizes"] = gen.holds
         if r.holds and not gen.holds:
             return failed("the all-size proof (theory.general) did not go through: "
@@ -191,8 +215,12 @@ class GradientClosedForm(Theorem):
         if r.holds:
             return held(**m)
         cv = r.counter_value
-        return failed(f"sympy: identity fails at (n,T,d)=({n},{T},{d}), {head} head; counter-value residual "
-                      f"{cv.residual_value:.3e} at entry {cv.entry}", symbolic_residual=cv.residual_value, **m)
+        return failed(
+            f"sympy: identity fails at (n,T,d)=({n},{T},{d}), {head} head; counter-value residual "
+            f"{cv.residual_value:.3e} at entry {cv.entry}",
+            symbolic_residual=cv.residual_value,
+            **m,
+        )
 
     def check_closed_vs_autograd(self, inst, state, ctx):
         if inst.case is None:
@@ -224,12 +252,16 @@ class GradientClosedForm(Theorem):
         nrm = float(np.linalg.norm(G_fd))
         m = {metric: rel_err(G, G_fd), "fd_err_estimate": fd_err / nrm if nrm > 0 else 0.0}
         if err > tol + fd_err:
-            return failed(f"{name}: relative error {m[metric]:.3e} > {GRAD_RTOL:.0e} (finite-difference error "
-                          f"bound {fd_err:.1e})", **m)
+            return failed(
+                f"{name}: relative error {m[metric]:.3e} > {GRAD_RTOL:.0e} (finite-difference error "
+                f"bound {fd_err:.1e})",
+                **m,
+            )
         if err <= tol and fd_err <= FD_ERR_SHARE * tol:
             return held(**m)
-        return undecided(f"{name}: finite-difference error {fd_err:.1e} too large to decide at tolerance {tol:.1e}",
-                         **m)
+        return undecided(
+            f"{name}: finite-difference error {fd_err:.1e} too large to decide at tolerance {tol:.1e}", **m
+        )
 
     def _search(self, inst, ctx):
         found, m = hypothesis_search(gradient_cases(), gradient_discrepancy(self.variant), inst.search_seed,

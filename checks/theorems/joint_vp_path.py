@@ -10,14 +10,18 @@ joint regularisation path
 converges in direction, as R → ∞ and r/R → ∞ (the head's radius outgrows the prompt's; *reconstructed*
 rate condition, see below), to
 
-    v_r / r → v^mm/‖v^mm‖,  v^mm = argmin ‖v‖ s.t. Y_i v^T x_{iα_i} ≥ 1  (hard-margin SVM on the optimal tokens);
+    v_r / r → v^mm/‖v^mm‖,  v^mm = argmin ‖v‖ s.t. Y_i v^T x_{iα_i} ≥ 1  (hard-margin SVM on the optimal
+    tokens);
     p_R / R → p^rlx/‖p^rlx‖, p^rlx = argmin ‖p‖ s.t. p^T (x_{iα_i} − x_it) ≥ 1 for support examples of v^mm,
                                                                ≥ 0 for the others (the relaxed p-SVM).
 
 The rate condition (reconstructed). With ‖p‖ = R the softmax leaks mass e^{−R q_it} to non-selected tokens
-(q_it = p̂ᵀ(x_{iα_i} − x_it)), and with ‖v‖ = r example i's loss carries the weight e^{−r γ̂_i} (γ̂_i = its margin
-under the unit head). The p-dependent part of the loss is therefore ≈ Σ_i r e^{−r γ̂_i − R q_i}: when r/R → ∞ the
-non-support examples (γ̂_i > γ̂_min) drop out faster than any e^{−R c}, so p maximises the least margin over the
+(q_it = p̂ᵀ(x_{iα_i} − x_it)), and with ‖v‖ = r example i's loss carries the weight e^{−r γ̂_i} (γ̂_i = its
+margin
+under the unit head). The p-dependent part of the loss is therefore ≈ Σ_i r e^{−r γ̂_i − R q_i}: when r/R → ∞
+the
+non-support examples (γ̂_i > γ̂_min) drop out faster than any e^{−R c}, so p maximises the least margin over
+the
 support examples only, keeping q_i ≥ 0 elsewhere (else example i selects another token and its loss jumps) —
 the relaxed p-SVM. With r = R the limit is argmax_{‖q‖=1} min_i (γ̂_i + q_i) instead (the finding of the
 variant), and with r/R → 0 it would be the full p-SVM. What is implemented for the theorem: r = R²
@@ -42,20 +46,26 @@ changes that keep the structure, which the hypotheses re-verify with the certifi
 
 Prediction: 1 − corr(v_R, v^mm) and 1 − corr(p_R, p^rlx) at the largest radius are below V_TOL / P_TOL
 and not above their values at the middle radius (R = 4), unless already below the floor (FLOOR at r = R,
-RATE_FLOOR at r = R²: the optimiser's accuracy on the spheres). Inconclusive: p error in [P_TOL, SLOW_TOL) and still
+RATE_FLOOR at r = R²: the optimiser's accuracy on the spheres). Inconclusive: p error in [P_TOL, SLOW_TOL) and
+still
 falling by ≥ 20 % over the last doubling of R (precision caps R at 16).
 
 Measured at r = R² (seed 0, quick family): non-tight instances reach p^rlx exactly at R = 8 (1 − corr = 0:
-the non-support example's constraint is slack on the whole path), tight ones stay within 4.5e-4 (the optimiser's
+the non-support example's constraint is slack on the whole path), tight ones stay within 4.5e-4 (the
+optimiser's
 accuracy on the spheres at r = 256: log L ≈ −180 while its p-dependence is ≈ 1e-3), v within 1e-6.
 
-Finding of the variant (paper profile, r = R): the limit of p_R/R is argmax_{‖q‖=1} min_i (γ_i + q^T(x_i2 − x_i1)), which is the
+Finding of the variant (paper profile, r = R): the limit of p_R/R is argmax_{‖q‖=1} min_i (γ_i + q^T(x_i2 −
+x_i1)), which is the
 relaxed p-SVM only when every non-support example's v-margin excess outweighs its p-margin shortfall at p^rlx;
-instances 177 and 199 violate this and converge to a direction 0.015 / 0.010 away (``JointVPPathEqualRadii.finding``).
-Under the rate condition the same instances reach p^rlx (the theorem's paper profile, seed 0: 200 of 200 confirmed).
+instances 177 and 199 violate this and converge to a direction 0.015 / 0.010 away
+(``JointVPPathEqualRadii.finding``).
+Under the rate condition the same instances reach p^rlx (the theorem's paper profile, seed 0: 200 of 200
+confirmed).
 
 Controls (``joint-vp-path-control`` at r = R², ``joint-vp-path-equal-radii-control`` at r = R): on non-tight
-instances, "p → the full p-SVM" — refuted because the path settles on the relaxed direction, whose 1 − corr with
+instances, "p → the full p-SVM" — refuted because the path settles on the relaxed direction, whose 1 − corr
+with
 the full p-SVM stays ≈ 0.014–0.02 (at the boundary: on tight instances the two coincide, so a family of tight
 instances would pass it).
 """
@@ -68,7 +78,8 @@ from checks import Criterion, Profile, Theorem, decide, register, undecided
 from numerics.prompt import joint_vp_path
 from numerics.svm import solve_joint_vp_svm, solve_p_svm
 
-#: Radii R of the prompt (the head's radius is r = R² or r = R, see RATE). float64 resolves the p-dependence of log L only while r e^{−R·margin} ≫
+#: Radii R of the prompt (the head's radius is r = R² or r = R, see RATE). float64 resolves the p-dependence
+#: of log L only while r e^{−R·margin} ≫
 #: 1e-15 |log L|, i.e. up to R ≈ 20 here; 16 is the largest power of two safely inside.
 RADII = (1.0, 2.0, 4.0, 8.0, 16.0)
 #: Final directional errors allowed at R = 16. Measured on the fixtures: v ≈ 1e-4, p ≈ 2e-4 (tight),
@@ -81,8 +92,10 @@ P_TOL = 5e-3
 FLOOR = 1e-4
 #: At r = R² the v-sphere's curvature (∝ r = 256 at R = 16) dwarfs the p-dependence of log L (≈ 1e-3), so the
 #: optimiser resolves the p direction less finely: measured 1 − corr(p_R, p^rlx) ≤ 4.5e-4 on tight instances
-#: (non-monotone 7e-5 → 1.9e-4 between R = 4 and 16), where the limit is reached. Errors below RATE_FLOOR count as
-#: converged regardless of trend; 1e-3 stays 5x below P_TOL and 10x below the control's separation (≥ 2·P_TOL).
+#: (non-monotone 7e-5 → 1.9e-4 between R = 4 and 16), where the limit is reached. Errors below RATE_FLOOR
+#: count as
+#: converged regardless of trend; 1e-3 stays 5x below P_TOL and 10x below the control's separation (≥
+#: 2·P_TOL).
 RATE_FLOOR = 1e-3
 #: Budget rule: float64 caps the radius at 16 (see RADII). A p error above P_TOL that is below SLOW_TOL
 #: and still fell by ≥ 20 % over the last doubling of R (ratio ≤ SLOW_RATIO) is inconclusive, not refuted
@@ -92,7 +105,8 @@ SLOW_TOL = 1e-2
 SLOW_RATIO = 0.8
 #: Non-support examples must clear the margin by this much to be resolvable at radii ≤ 16.
 SUPPORT_GAP = 0.2
-#: Perturbation half-width of the fixture coordinates (keeps a_1 > 0 > a_2 and the third input's margin ≥ 1.35).
+#: Perturbation half-width of the fixture coordinates (keeps a_1 > 0 > a_2 and the third input's margin ≥
+#: 1.35).
 PERTURB = 0.15
 
 Y_FIX = np.array([1.0, -1.0, 1.0])
@@ -122,7 +136,8 @@ def _dataset(rng, tight: bool, exact: bool) -> np.ndarray:
 
 class _JointBase(Theorem):
     reference = "TLZO (arXiv 2306.13596) §5: joint (v, p) regularisation path"
-    #: the head radius as a function of the prompt radius: "R^2" (TLZO's r/R → ∞, the theorem) or "R" (variant)
+    #: the head radius as a function of the prompt radius: "R^2" (TLZO's r/R → ∞, the theorem) or "R"
+    #: (variant)
     RATE: str = "R^2"
     profiles = {
         "quick": Profile(instances=8, min_confirmed=6, batch=8),
@@ -159,8 +174,13 @@ class _JointBase(Theorem):
         return RATE_FLOOR if self.RATE == "R^2" else FLOOR
 
     def prepare(self, instances, ctxs):
-        paths = joint_vp_path(np.stack([i["X"] for i in instances]), np.stack([i["Y"] for i in instances]), RADII,
-                              v_radii=self._v_radii(), rng=ctxs[0].rng)
+        paths = joint_vp_path(
+            np.stack([i["X"] for i in instances]),
+            np.stack([i["Y"] for i in instances]),
+            RADII,
+            v_radii=self._v_radii(),
+            rng=ctxs[0].rng,
+        )
         states = []
         for inst, path in zip(instances, paths, strict=True):
             v_sol, p_sol = solve_joint_vp_svm(inst["X"], inst["Y"], inst["alpha"])
@@ -209,24 +229,38 @@ class _JointBase(Theorem):
         mid = len(gap) // 2
         ok = gap[-1] < P_TOL and (gap[-1] <= gap[mid] or gap[-1] < self._floor())
         if not ok and gap[-1] < SLOW_TOL and gap[-1] <= SLOW_RATIO * gap[-2]:
-            return undecided(f"still converging at the largest resolvable radius: 1−corr {gap[-2]:.3g} → {gap[-1]:.3g}",
-                             p_final_gap=float(gap[-1]), p_gap_curve=[float(x) for x in gap])
-        return decide(ok,
-                      f"1−corr(p_R, target) = {gap[-1]:.3g} at R = {RADII[-1]} (R = {RADII[0]}: {gap[0]:.3g})",
-                      p_final_gap=float(gap[-1]), p_gap_curve=[float(x) for x in gap],
-                      relaxed_full_gap=float(1 - _corr(state["p"].w, state["full"].w)))
+            return undecided(
+                f"still converging at the largest resolvable radius: 1−corr {gap[-2]:.3g} → {gap[-1]:.3g}",
+                p_final_gap=float(gap[-1]),
+                p_gap_curve=[float(x) for x in gap],
+            )
+        return decide(
+            ok,
+            f"1−corr(p_R, target) = {gap[-1]:.3g} at R = {RADII[-1]} (R = {RADII[0]}: {gap[0]:.3g})",
+            p_final_gap=float(gap[-1]),
+            p_gap_curve=[float(x) for x in gap],
+            relaxed_full_gap=float(1 - _corr(state["p"].w, state["full"].w)),
+        )
 
 
 @register
 class JointVPPath(_JointBase):
     id = "joint-vp-path"
     depends_on = ("vp-path", "svm-fro")
-    title = "Joint (v, p) regularisation path, r/R → ∞: v → hard-margin SVM on optimal tokens, p → relaxed p-SVM"
-    statement = (r"r/R\to\infty:\ \frac{v_r}{r}\to\frac{v^{mm}}{\|v^{mm}\|},\ \frac{p_R}{R}\to\frac{p^{rlx}}{\|p^{rlx}\|},\ "
-                 r"p^{rlx}=\arg\min\|p\|\ \text{s.t.}\ p^\top(x_{i\alpha_i}-x_{it})\ge\mathbb 1[i\in\mathcal S(v^{mm})]")
-    hypotheses_text = ("logistic loss, W = I; head SVM on optimal tokens feasible; relaxed p-SVM feasible; non-support "
-                       f"examples clear the v-margin by ≥ {SUPPORT_GAP}; rate condition r/R → ∞ implemented as r = R² "
-                       f"on R ∈ {RADII} (reconstructed)")
+    title = (
+        "Joint (v, p) regularisation path, r/R → ∞: v → hard-margin SVM on optimal tokens, p → relaxed p-SVM"
+    )
+    statement = (
+        r"r/R\to\infty:\ \frac{v_r}{r}\to\frac{v^{mm}}{\|v^{mm}\|},\ "
+        r"\frac{p_R}{R}\to\frac{p^{rlx}}{\|p^{rlx}\|},\ "
+        r"p^{rlx}=\arg\min\|p\|\ \text{s.t.}\ p^\top(x_{i\alpha_i}-x_{it})\ge\mathbb 1[i\in\mathcal "
+        r"S(v^{mm})]"
+    )
+    hypotheses_text = (
+        "logistic loss, W = I; head SVM on optimal tokens feasible; relaxed p-SVM feasible; non-support "
+        f"examples clear the v-margin by ≥ {SUPPORT_GAP}; rate condition r/R → ∞ implemented as r = R² "
+        f"on R ∈ {RADII} (reconstructed)"
+    )
 
 
 @register
@@ -234,7 +268,8 @@ class JointVPPathControl(_JointBase):
     id = "joint-vp-path-control"
     depends_on = ("vp-path", "svm-fro")
     title = "Control: p path → the full p-SVM in the non-tight case, r = R² (false)"
-    statement = r"p_R/R \to p^{mm}/\|p^{mm}\|\ \text{(full p-SVM; false when some example is not a support vector of } v^{mm})"
+    statement = (r"p_R/R \to p^{mm}/\|p^{mm}\|\ \text{(full p-SVM; false when some example is not a support "
+                 r"vector of } v^{mm})")
     expected = "FAIL"
     control_of = "joint-vp-path"
     hypotheses_text = "non-tight instances only (some example is not a support vector of v^mm), r = R²"
@@ -256,21 +291,32 @@ class JointVPPathEqualRadii(_JointBase):
     id = "joint-vp-path-equal-radii"
     depends_on = ("vp-path", "svm-fro")
     RATE = "R"
-    title = "Variant at r = R (outside TLZO's rate condition): p → relaxed p-SVM (a finding on the paper profile)"
-    statement = (r"r = R:\ \frac{v_r}{r}\to\frac{v^{mm}}{\|v^{mm}\|},\ \frac{p_R}{R}\to\frac{p^{rlx}}{\|p^{rlx}\|}"
-                 r"\ \text{(false in general: finding)}")
+    title = (
+        "Variant at r = R (outside TLZO's rate condition): p → relaxed p-SVM (a finding on the paper profile)"
+    )
+    statement = (
+        r"r = R:\ \frac{v_r}{r}\to\frac{v^{mm}}{\|v^{mm}\|},\ \frac{p_R}{R}\to\frac{p^{rlx}}{\|p^{rlx}\|}"
+        r"\ \text{(false in general: finding)}"
+    )
     hypotheses_text = ("as joint-vp-path, but with equal radii r = R ∈ "
                        f"{RADII}: outside TLZO's rate condition, kept to document the r = R limit")
-    finding = ("Genuine counterexamples to the r = R path (paper profile, seed 0: non-tight instances 177 "
-               "and 199 of 200; none in quick or full). With r = R the p-dependent part of the loss is "
-               "Σ_i rγ_i e^{−R(γ_i + q_i)} (γ_i = Y_i v̂ᵀx_i2 the unit-head margins, q_i = p̂ᵀ(x_i2 − x_i1)), so p_R/R "
-               "tends to argmax_{‖q‖=1} min_i (γ_i + q_i), not to the relaxed p-SVM: a non-support example whose margin "
-               "excess γ_ns − γ_s is smaller than q_s − q_ns at p^rlx keeps an active constraint. Here the excess is "
-               "0.357 / 0.358 against q_s − q_ns = 0.765 / 0.689 at p^rlx; that limit has "
-               "1 − corr 0.0151 / 0.0099 with p^rlx, above P_TOL = 5e-3. The path does converge to it: 1 − corr(p_R, "
-               "limit) = 0.0121, 0.0027, 4.3e-4, 6e-5 at R = 2, 4, 8, 16 (instance 177; 199 alike) while 1 − corr(p_R, "
-               "p^rlx) flattens at 0.0171 / 0.0116 — no larger R can rescue it. TLZO's rate condition r/R → ∞ (the "
-               "theorem joint-vp-path, r = R²) removes it: there the relaxed p-SVM is the limit.")
+    finding = (
+        "Genuine counterexamples to the r = R path (paper profile, seed 0: non-tight instances 177 "
+        "and 199 of 200; none in quick or full). With r = R the p-dependent part of the loss is "
+        "Σ_i rγ_i e^{−R(γ_i + q_i)} (γ_i = Y_i v̂ᵀx_i2 the unit-head margins, q_i = p̂ᵀ(x_i2 − x_i1)), so "
+        "p_R/R "
+        "tends to argmax_{‖q‖=1} min_i (γ_i + q_i), not to the relaxed p-SVM: a non-support example whose "
+        "margin "
+        "excess γ_ns − γ_s is smaller than q_s − q_ns at p^rlx keeps an active constraint. Here the excess "
+        "is "
+        "0.357 / 0.358 against q_s − q_ns = 0.765 / 0.689 at p^rlx; that limit has "
+        "1 − corr 0.0151 / 0.0099 with p^rlx, above P_TOL = 5e-3. The path does converge to it: 1 − "
+        "corr(p_R, "
+        "limit) = 0.0121, 0.0027, 4.3e-4, 6e-5 at R = 2, 4, 8, 16 (instance 177; 199 alike) while 1 − "
+        "corr(p_R, "
+        "p^rlx) flattens at 0.0171 / 0.0116 — no larger R can rescue it. TLZO's rate condition r/R → ∞ (the "
+        "theorem joint-vp-path, r = R²) removes it: there the relaxed p-SVM is the limit."
+    )
     finding_seen = {("paper", 0): (177, 199)}
 
 

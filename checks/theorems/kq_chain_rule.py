@@ -6,7 +6,8 @@ Statement (TLTO, arXiv 2308.16898, §3, the (K, Q) parameterisation; THEORY.md �
 
 with K, Q in R^{d x m} and grad L(W) the closed form of THEORY.md §2.
 
-Hypotheses implemented (exactly): the loss is a smooth catalogue loss (sympy, :func:`theory.losses.assumption_a`);
+Hypotheses implemented (exactly): the loss is a smooth catalogue loss (sympy,
+:func:`theory.losses.assumption_a`);
 for the ReLU head, the activation pattern is constant on the finite-difference stencil (see
 :mod:`checks.theorems.gradient_closed_form`). There is no other hypothesis: the identity is the chain rule.
 
@@ -14,14 +15,16 @@ Predictions:
 
 * ``symbolic``: :func:`theory.derivations.kq_chain_rule` -- both sides by ``sympy.diff`` for an undefined loss
   at small symbolic sizes (``SYMBOLIC_SIZES``; d >= 2 so that a transpose matters).
-* ``closed_vs_autograd``, ``closed_vs_fd``, ``autograd_vs_fd``: :func:`numerics.attention.grad_KQ` against torch
+* ``closed_vs_autograd``, ``closed_vs_fd``, ``autograd_vs_fd``: :func:`numerics.attention.grad_KQ` against
+torch
   autograd of an independent reference forward pass of L(K Q^T) in (K, Q), and 4-point central differences
   in every entry of K and Q; relative error of the stacked [grad_K; grad_Q] < ``GRAD_RTOL`` (float64); an
   inaccurate difference quotient makes the instance inconclusive.
 * Every fourth instance: a Hypothesis search (seeded, deterministic) over small data, K, Q and losses for a
   disagreement between the closed form and autograd.
 
-Instance family: unit-sphere data (cross/self-attention), n in 1..5, T in 2..6, d in 2..6, m in 1..d+1, K and Q
+Instance family: unit-sphere data (cross/self-attention), n in 1..5, T in 2..6, d in 2..6, m in 1..d+1, K and
+Q
 Gaussian with log-uniform scale in [0.1, 5] (per factor), the three losses in turn, linear or ReLU head;
 Hypothesis-drawn data with d >= 2. With ``--data`` the given data and linear head are used.
 
@@ -96,8 +99,9 @@ def lib_grad_KQ(case: Case) -> np.ndarray:
     """numerics.attention.grad_KQ stacked as one vector [grad_K; grad_Q]."""
     X, Y, Z = case.tensors()
     t = lambda a: torch.as_tensor(a, dtype=torch.float64).unsqueeze(0)  # noqa: E731
-    gK, gQ = att.grad_KQ(X.unsqueeze(0), Y.unsqueeze(0), Z.unsqueeze(0), t(case.K), t(case.Q), case.lib_head(),
-                         case.loss)
+    gK, gQ = att.grad_KQ(
+        X.unsqueeze(0), Y.unsqueeze(0), Z.unsqueeze(0), t(case.K), t(case.Q), case.lib_head(), case.loss
+    )
     return np.concatenate([gK[0].reshape(-1).numpy(), gQ[0].reshape(-1).numpy()])
 
 
@@ -116,7 +120,9 @@ def kq_discrepancy(variant: str):
     def fn(case: Case):
         g_ad = autograd_grad(_kq_fun(case), _theta(case))
         g_cf = lib_grad_KQ(case) if variant == "correct" else swapped_grad_KQ(case)
-        tol = GRAD_RTOL * max(np.linalg.norm(g_ad), np.linalg.norm(g_cf)) + ROUNDOFF_ULPS * EPS * _kq_scale(case)
+        tol = GRAD_RTOL * max(np.linalg.norm(g_ad), np.linalg.norm(g_cf)) + ROUNDOFF_ULPS * EPS * _kq_scale(
+            case
+        )
         return float(np.linalg.norm(g_cf - g_ad)), tol
 
     return fn
@@ -162,7 +168,11 @@ class KQChainRule(_Base):
         Q = draw_matrix(rng, data.d, m)
         W = K @ Q.T
         head, V = draw_head(rng, data, family == 2 and ctx.data is None, W)
-        fam = "given data" if ctx.data is not None else {0: "unit-sphere", 1: "self-attention", 2: "ReLU head"}[family]
+        fam = (
+            "given data"
+            if ctx.data is not None
+            else {0: "unit-sphere", 1: "self-attention", 2: "ReLU head"}[family]
+        )
         return KQInstance(Case(data, W, loss, head, V, family=fam, K=K, Q=Q), None)
 
     def prepare(self, instances, ctxs):
@@ -187,7 +197,9 @@ class KQChainRule(_Base):
         n, T, d, m = sizes[ctx.instance % len(sizes)]
         r = derivations.kq_chain_rule(n, T, d, m, variant=self.variant)
         metrics = {"symbolic_size": n * T * d * m, "symbolic_seconds": r.seconds}
-        gen = general.kq_chain_rule_general(self.variant)  # the same identity for every size (theory.general, cached)
+        gen = general.kq_chain_rule_general(
+            self.variant
+        )  # the same identity for every size (theory.general, cached)
         metrics["proved_all_sizes"] = gen.holds
         if r.holds and not gen.holds:
             return failed("the all-size proof (theory.general) did not go through: "
@@ -216,7 +228,9 @@ class KQChainRuleControl(KQChainRule):
     id = "kq-chain-rule-control"
     depends_on = ("gradient",)
     title = "Control: factored gradients with the transposes swapped (false)"
-    statement = r"\nabla_K L \overset{?}{=} \nabla L(W)^\top Q,\qquad \nabla_Q L \overset{?}{=} \nabla L(W)\, K"
+    statement = (
+        r"\nabla_K L \overset{?}{=} \nabla L(W)^\top Q,\qquad \nabla_Q L \overset{?}{=} \nabla L(W)\, K"
+    )
     expected = "FAIL"
     control_of = "kq-chain-rule"
     variant = "swapped-transposes"

@@ -1,45 +1,68 @@
-r"""kq-divergence — for W = KQ^T under B.1/B.2 data: no finite non-degenerate stationary point, and ‖K‖, ‖Q‖ → ∞ along GD.
+r"""kq-divergence — for W = KQ^T under B.1/B.2 data: no finite non-degenerate stationary point, and ‖K‖, ‖Q‖ →
+∞ along GD.
 
-Statement (TLTO §4, the (K, Q) counterpart of the global landscape result; reconstructed, THEORY.md §2, §4): under
-Assumption A, Att-SVM(opt) feasible with unique optimal tokens, and B.1 or B.2, the loss L(K, Q) = L(KQ^T) has no
-finite stationary point (K, Q) whose tangent space T(K, Q) = {AQ^T + KB^T} contains W^mm (in particular none with
+Statement (TLTO §4, the (K, Q) counterpart of the global landscape result; reconstructed, THEORY.md §2, §4):
+under
+Assumption A, Att-SVM(opt) feasible with unique optimal tokens, and B.1 or B.2, the loss L(K, Q) = L(KQ^T) has
+no
+finite stationary point (K, Q) whose tangent space T(K, Q) = {AQ^T + KB^T} contains W^mm (in particular none
+with
 rank K = rank Q = d), and plain GD on (K, Q) has ‖K(k)‖_F, ‖Q(k)‖_F → ∞.
 
-Why, and what is exact: ⟨∇_K L, A⟩ + ⟨∇_Q L, B⟩ = ⟨∇L(W), AQ^T + KB^T⟩ (chain rule, ∇_K = ∇L(W)Q, ∇_Q = ∇L(W)^T K), so
-with AQ^T + KB^T = W^mm it equals ⟨∇L(W), W^mm⟩, negative at EVERY W under B.1/B.2 — certified once per instance,
+Why, and what is exact: ⟨∇_K L, A⟩ + ⟨∇_Q L, B⟩ = ⟨∇L(W), AQ^T + KB^T⟩ (chain rule, ∇_K = ∇L(W)Q, ∇_Q =
+∇L(W)^T K), so
+with AQ^T + KB^T = W^mm it equals ⟨∇L(W), W^mm⟩, negative at EVERY W under B.1/B.2 — certified once per
+instance,
 exactly (``_landscape.sign_fixed`` on the exact rational margins; the paper's argument). What can fail, and is
 checked numerically: the chain rule of the production closed form (numerics.attention.grad_KQ), the tangent
-solve, and GD. Not claimed, and recorded instead: (K, Q) = (0, 0) IS a stationary point (∇_K = ∇L(0)·0 = 0), as
-is any (K, Q) whose tangent space misses W^mm (a saddle); the unqualified "no finite stationary point" is false there
-(metric ``origin_grad_norm`` = 0 exactly on every instance). GD from the paper's small random start escapes it.
+solve, and GD. Not claimed, and recorded instead: (K, Q) = (0, 0) IS a stationary point (∇_K = ∇L(0)·0 = 0),
+as
+is any (K, Q) whose tangent space misses W^mm (a saddle); the unqualified "no finite stationary point" is
+false there
+(metric ``origin_grad_norm`` = 0 exactly on every instance). GD from the paper's small random start escapes
+it.
 
-Hypotheses implemented: logistic loss (Assumption A, sympy proof); unique optimal tokens; Att-SVM(opt) feasible
+Hypotheses implemented: logistic loss (Assumption A, sympy proof); unique optimal tokens; Att-SVM(opt)
+feasible
 (certified) with an exact rational KKT proof of its margins; B.1 or B.2 (checks.hypotheses on the certified
-support sets and the scores); m = d. Instance family, by instance index: even — B.2 data (b2_data, n=3, T=4, d=6),
+support sets and the scores); m = d. Instance family, by instance index: even — B.2 data (b2_data, n=3, T=4,
+d=6),
 odd — B.1 data (b1_data, n=2, T=3, d=6). GD: plain GD on (K, Q), step η = 1, STEPS = 8192 from K(0), Q(0) with
 i.i.d. N(0, 0.1²) entries, run in segments ending at k = S/64, S/32, …, S (six doublings).
 
 Predictions.
 
 * ``no_stationary_point``: the structural sign certificate holds, and at sampled full-rank (K, Q) (Gaussian at
-  scales 0.3, 1, 3 and the GD iterates) the tangent solve A = ½W^mm Q^{-T}, B = ½(K^{-1}W^mm)^T reproduces W^mm
-  (TANGENT_RTOL) and the production (K, Q)-gradient gives ⟨∇_K L, A⟩ + ⟨∇_Q L, B⟩ < 0, equal to the exactly signed
-  log-space value of ⟨∇L(W), W^mm⟩ to GRAD_RTOL: the (K, Q)-gradient is nonzero there. Judged where the value is
-  resolvable in float64 (≥ JUDGE_RATIO of its Cauchy–Schwarz scale; the rest, deep in saturation, are counted).
-* ``is_gradient_descent``: one run_gd step (param="KQ", plain) from (K(0), Q(0)) and from the iterate at k = S/64 is the
+  scales 0.3, 1, 3 and the GD iterates) the tangent solve A = ½W^mm Q^{-T}, B = ½(K^{-1}W^mm)^T reproduces
+  W^mm
+  (TANGENT_RTOL) and the production (K, Q)-gradient gives ⟨∇_K L, A⟩ + ⟨∇_Q L, B⟩ < 0, equal to the exactly
+  signed
+  log-space value of ⟨∇L(W), W^mm⟩ to GRAD_RTOL: the (K, Q)-gradient is nonzero there. Judged where the value
+  is
+  resolvable in float64 (≥ JUDGE_RATIO of its Cauchy–Schwarz scale; the rest, deep in saturation, are
+  counted).
+* ``is_gradient_descent``: one run_gd step (param="KQ", plain) from (K(0), Q(0)) and from the iterate at k =
+S/64 is the
   step along (∇L(W)Q, ∇L(W)^T K) with ∇L from the independent numpy closed form (corr > 1 − FIDELITY_TOL).
 * ``norms_grow`` (trend vs log k; near the limit the min margin ρ(k) of KQ^T grows like log k, and
   ½(‖K‖² + ‖Q‖²) ≥ ‖KQ^T‖_⋆ ≥ ρ(k)‖W^mm‖_F ≥ ρ(k)·u with u = 1/max_it‖F_it‖_F): ‖K‖ and ‖Q‖ increase at every
-  recorded doubling; each of the last two doublings adds ≥ RATE_MIN·u·ln 2 to ½(‖K‖² + ‖Q‖²) and ≥ RATE_MIN·ln 2 to
-  ρ(k) (theory → ln 2 per doubling; measured 0.78–0.84 at S = 8192); the loss decreases at every recorded point.
+  recorded doubling; each of the last two doublings adds ≥ RATE_MIN·u·ln 2 to ½(‖K‖² + ‖Q‖²) and ≥ RATE_MIN·ln
+  2 to
+  ρ(k) (theory → ln 2 per doubling; measured 0.78–0.84 at S = 8192); the loss decreases at every recorded
+  point.
   A no-op optimiser adds 0, an ascending one drives the margins negative and the loss up: refuted.
 
 Negative control (``kq-divergence-control``), at the boundary of the feasibility hypothesis: valley data
-(checks.strategies.valley_data: two examples with the same tokens and query and opposite labels, T = 2), where B.2
-holds (T = 2), the optimal tokens are unique, but Att-SVM(opt) is infeasible (certified by a Farkas vector) and the
-logistic loss ½[ℓ(u) + ℓ(−u)] has a finite minimiser (u = 0 at δ* = log(−γ_2/γ_1)). The claim "‖K‖, ‖Q‖ → ∞" is
-false there: GD converges to a finite stationary point (its gradient falls below STATIONARY_RTOL of the start's)
-and the norms stop growing (refuted by ``norms_grow``). The linear loss would not do: ℓ(u) + ℓ(−u) is constant.
+(checks.strategies.valley_data: two examples with the same tokens and query and opposite labels, T = 2), where
+B.2
+holds (T = 2), the optimal tokens are unique, but Att-SVM(opt) is infeasible (certified by a Farkas vector)
+and the
+logistic loss ½[ℓ(u) + ℓ(−u)] has a finite minimiser (u = 0 at δ* = log(−γ_2/γ_1)). The claim "‖K‖, ‖Q‖ → ∞"
+is
+false there: GD converges to a finite stationary point (its gradient falls below STATIONARY_RTOL of the
+start's)
+and the norms stop growing (refuted by ``norms_grow``). The linear loss would not do: ℓ(u) + ℓ(−u) is
+constant.
 
 Numerics: numerics.gd.run_gd (param="KQ", torch path, plain GD), numerics.attention.grad_KQ, numerics.svm.
 """
@@ -74,18 +97,22 @@ RATE_MIN = 0.5
 #: Tangent solve: A Q^T + K B^T = W^mm to this relative residual (Q, K full rank and well conditioned at the
 #: sampled scales; solves accurate to ~1e-13).
 TANGENT_RTOL = 1e-9
-#: Production (K, Q)-gradient inner product vs the exact log-space value (numerics.tolerances.GRAD_RTOL), judged
+#: Production (K, Q)-gradient inner product vs the exact log-space value (numerics.tolerances.GRAD_RTOL),
+#: judged
 #: where the value is above float64's floor (FLOAT_FLOOR × ‖W^mm‖).
 GRAD_RTOL = tol.GRAD_RTOL
 FLOAT_FLOOR = 1e-250
-#: The chain-rule comparison is judged where |⟨∇L(W), W^mm⟩| ≥ JUDGE_RATIO × (‖∇_K L‖‖A‖ + ‖∇_Q L‖‖B‖): the float
-#: closed form errs by ~1e-14 of that Cauchy–Schwarz scale (O(nTd) roundings), so there GRAD_RTOL relative accuracy is
+#: The chain-rule comparison is judged where |⟨∇L(W), W^mm⟩| ≥ JUDGE_RATIO × (‖∇_K L‖‖A‖ + ‖∇_Q L‖‖B‖): the
+#: float
+#: closed form errs by ~1e-14 of that Cauchy–Schwarz scale (O(nTd) roundings), so there GRAD_RTOL relative
+#: accuracy is
 #: meaningful; below it the inner product is a cancellation of much larger terms (saturated softmax at large
 #: ‖K‖, ‖Q‖: measured relative errors up to 200 at |value|/scale ~ 1e-16) and is not judged (counted).
 JUDGE_RATIO = 1e-6
 #: Sampled (K, Q): Gaussian entries at these scales.
 KQ_SCALES = (0.3, 1.0, 3.0)
-#: The control: GD has reached a finite stationary point when ‖∇_{K,Q}‖ falls below this share of its start value.
+#: The control: GD has reached a finite stationary point when ‖∇_{K,Q}‖ falls below this share of its start
+#: value.
 STATIONARY_RTOL = 1e-6
 
 PROFILES = {
@@ -101,7 +128,8 @@ def checkpoints(steps: int = STEPS, doublings: int = DOUBLINGS) -> list[int]:
 
 
 def run_segments(datas, K0, Q0, device="cpu"):
-    """Plain GD on (K, Q) run in segments ending at the checkpoints: (K, Q, loss) at each, shapes (P, R, d, m)."""
+    """Plain GD on (K, Q) run in segments ending at the checkpoints: (K, Q, loss) at each, shapes (P, R, d,
+    m)."""
     Ks, Qs, Ls = [], [], []
     K, Q, k = K0, Q0, 0
     for stop in checkpoints():
@@ -123,7 +151,9 @@ def kq_grads(data, K, Q):
 
 def kq_fidelity(data, K, Q, device="cpu") -> float:
     """min over K, Q of corr(step taken, independent gradient) for one plain run_gd step (param="KQ")."""
-    res = run_gd([data], param="KQ", steps=1, lr=ETA, normalized=False, init=(K[None], Q[None]), device=device)
+    res = run_gd(
+        [data], param="KQ", steps=1, lr=ETA, normalized=False, init=(K[None], Q[None]), device=device
+    )
     G = independent_grad_W(data, K @ Q.T)
     out = 1.0
     for step, g in ((K - res.K[0], G @ Q), (Q - res.Q[0], G.T @ K)):
@@ -145,17 +175,23 @@ class KQDivergence(Theorem):
     depends_on = ("kq-gd", "svm-fro", "optimal-token", "gradient")
     title = "(K, Q) under B.1/B.2: no finite non-degenerate stationary point, ‖K‖, ‖Q‖ → ∞ along GD"
     reference = "TLTO §4 ((K, Q) landscape under B.1/B.2; reconstructed)"
-    statement = (r"\text{A, feasible, B.1 or B.2}:\ \nabla_{K,Q}L\ne 0 \text{ whenever } W^{mm}\in T(K,Q),\quad "
-                 r"\|K(k)\|_F,\|Q(k)\|_F\to\infty")
-    hypotheses_text = ("logistic loss; unique opt; Att-SVM(opt) feasible with exact KKT margins; B.1 or B.2 (B.2 data "
-                       f"n=3,T=4,d=6 / B.1 data n=2,T=3,d=6); m = d; plain GD η = {ETA:g}, {STEPS} steps from "
-                       f"N(0, {INIT_SCALE}²) factors")
+    statement = (
+        r"\text{A, feasible, B.1 or B.2}:\ \nabla_{K,Q}L\ne 0 \text{ whenever } W^{mm}\in T(K,Q),\quad "
+        r"\|K(k)\|_F,\|Q(k)\|_F\to\infty"
+    )
+    hypotheses_text = (
+        "logistic loss; unique opt; Att-SVM(opt) feasible with exact KKT margins; B.1 or B.2 (B.2 data "
+        f"n=3,T=4,d=6 / B.1 data n=2,T=3,d=6); m = d; plain GD η = {ETA:g}, {STEPS} steps from "
+        f"N(0, {INIT_SCALE}²) factors"
+    )
     profiles = PROFILES
     plot_metric = "margin_rate"
     criteria = (
         Criterion("structural sign certificate of ⟨∇L(W), W^mm⟩ < 0 at every W", "==", 1),
         Criterion("⟨∇_K L, A⟩ + ⟨∇_Q L, B⟩ vs exact ⟨∇L(W), W^mm⟩, relative", "<=", GRAD_RTOL),
-        Criterion("min margin growth per doubling of k / ln 2 (last two)", ">=", RATE_MIN, plot_metric="margin_rate"),
+        Criterion(
+            "min margin growth per doubling of k / ln 2 (last two)", ">=", RATE_MIN, plot_metric="margin_rate"
+        ),
         Criterion("½(‖K‖² + ‖Q‖²) growth per doubling / (u ln 2) (last two)", ">=", RATE_MIN),
         Criterion("corr(run_gd step, −(∇L Q, ∇Lᵀ K))", ">", f"1 - {FIDELITY_TOL:g}"),
     )
@@ -186,11 +222,19 @@ class KQDivergence(Theorem):
                                       np.stack([instances[j]["Q0"] for j in idx]), device=ctxs[idx[0]].device)
             for c, j in enumerate(idx):
                 inst = instances[j]
-                # fidelity at the start and the first checkpoint (k = S/64): the gradient is still resolvable there
-                # also on the control's data, whose GD reaches a stationary point (a step of rounding noise) later
-                states[j].update(K=Ks[:, c], Q=Qs[:, c], L=Ls[:, c],
-                                 fidelity=min(kq_fidelity(inst["data"], inst["K0"], inst["Q0"], ctxs[j].device),
-                                              kq_fidelity(inst["data"], Ks[0, c], Qs[0, c], ctxs[j].device)))
+                # fidelity at the start and the first checkpoint (k = S/64): the gradient is still resolvable
+                # there
+                # also on the control's data, whose GD reaches a stationary point (a step of rounding noise)
+                # later
+                states[j].update(
+                    K=Ks[:, c],
+                    Q=Qs[:, c],
+                    L=Ls[:, c],
+                    fidelity=min(
+                        kq_fidelity(inst["data"], inst["K0"], inst["Q0"], ctxs[j].device),
+                        kq_fidelity(inst["data"], Ks[0, c], Qs[0, c], ctxs[j].device),
+                    ),
+                )
         return states
 
     def assume_loss_A(self, inst, st, ctx):
@@ -228,20 +272,25 @@ class KQDivergence(Theorem):
         D = np.sum(gK * A, axis=(1, 2)) + np.sum(gQ * B, axis=(1, 2))
         P, N, _ = signed_inner(data, K @ Q.transpose(0, 2, 1), Wmm, "logistic", h=st["h"])
         exact = -(np.exp(P) - np.exp(N)) / data.n
-        scale = (np.linalg.norm(gK, axis=(1, 2)) * np.linalg.norm(A, axis=(1, 2))
-                 + np.linalg.norm(gQ, axis=(1, 2)) * np.linalg.norm(B, axis=(1, 2)))  # Cauchy–Schwarz bound of |D|
+        scale = np.linalg.norm(gK, axis=(1, 2)) * np.linalg.norm(A, axis=(1, 2)) + np.linalg.norm(
+            gQ, axis=(1, 2)
+        ) * np.linalg.norm(B, axis=(1, 2))  # Cauchy–Schwarz bound of |D|
         ok = (np.abs(exact) > FLOAT_FLOOR * np.linalg.norm(Wmm)) & (np.abs(exact) >= JUDGE_RATIO * scale)
         err = float(np.max(np.abs(D[ok] - exact[ok]) / np.abs(exact[ok]))) if ok.any() else 0.0
         m.update(tangent_residual=tang, kq_chain_rel_err=err, kq_points=int(ok.sum()),
                  kq_points_cancelling=int((~ok).sum()), max_kq_inner=float(D[ok].max()) if ok.any() else 0.0)
         if not ok.any():
-            return undecided("every sampled (K, Q) has ⟨∇L(W), W^mm⟩ below the float64 resolution of the chain rule",
-                             **m)
+            return undecided(
+                "every sampled (K, Q) has ⟨∇L(W), W^mm⟩ below the float64 resolution of the chain rule", **m
+            )
         if tang > TANGENT_RTOL:
             return failed(f"the tangent solve misses W^mm by {tang:.3g} (relative)", **m)
         if err > GRAD_RTOL:
-            return failed(f"⟨∇_K L, A⟩ + ⟨∇_Q L, B⟩ differs from ⟨∇L(W), W^mm⟩ by {err:.3g} (relative): the (K, Q) "
-                          "gradient is not the chain rule of ∇L(W)", **m)
+            return failed(
+                f"⟨∇_K L, A⟩ + ⟨∇_Q L, B⟩ differs from ⟨∇L(W), W^mm⟩ by {err:.3g} (relative): the (K, Q) "
+                "gradient is not the chain rule of ∇L(W)",
+                **m,
+            )
         return decide(bool(np.all(D[ok] < 0)) and ok.any(), "a (K, Q) with ⟨∇_{K,Q}L, (A, B)⟩ ≥ 0", **m)
 
     def check_is_gradient_descent(self, inst, st, ctx):
@@ -261,13 +310,24 @@ class KQDivergence(Theorem):
         u = self._unit(inst, st)
         e_rate = np.diff(E) / (u * math.log(2))
         m_rate = np.diff(rho) / math.log(2)
-        m = {"energy_rate": float(e_rate[-1]), "margin_rate": float(m_rate[-1]), "final_K_norm": float(nK[-1]),
-             "final_Q_norm": float(nQ[-1]), "final_margin": float(rho[-1]), "energy_curve": E.tolist(),
-             "energy_curve_iterations": checkpoints(), "loss_drop": float(L[0] - L[-1])}
+        m = {
+            "energy_rate": float(e_rate[-1]),
+            "margin_rate": float(m_rate[-1]),
+            "final_K_norm": float(nK[-1]),
+            "final_Q_norm": float(nQ[-1]),
+            "final_margin": float(rho[-1]),
+            "energy_curve": E.tolist(),
+            "energy_curve_iterations": checkpoints(),
+            "loss_drop": float(L[0] - L[-1]),
+        }
         if not (np.all(e_rate[-2:] >= RATE_MIN) and np.all(m_rate[-2:] >= RATE_MIN)):
-            return failed(f"not growing like log k: the last doublings added {e_rate[-2]:.3g}, {e_rate[-1]:.3g} × u ln 2 "
-                          f"to ½(‖K‖² + ‖Q‖²) and {m_rate[-2]:.3g}, {m_rate[-1]:.3g} × ln 2 to the min margin "
-                          f"(needs ≥ {RATE_MIN})", **m)
+            return failed(
+                f"not growing like log k: the last doublings added {e_rate[-2]:.3g}, {e_rate[-1]:.3g} × u "
+                "ln 2 "
+                f"to ½(‖K‖² + ‖Q‖²) and {m_rate[-2]:.3g}, {m_rate[-1]:.3g} × ln 2 to the min margin "
+                f"(needs ≥ {RATE_MIN})",
+                **m,
+            )
         if not (np.all(np.diff(nK) > 0) and np.all(np.diff(nQ) > 0)):
             return failed(f"‖K‖ or ‖Q‖ fell at a doubling of k: ‖K‖ {np.round(nK, 4).tolist()}, "
                           f"‖Q‖ {np.round(nQ, 4).tolist()}", **m)
@@ -282,8 +342,10 @@ class KQDivergenceControl(KQDivergence):
     depends_on = ("kq-gd", "svm-fro", "optimal-token", "gradient")
     title = "Control: ‖K‖, ‖Q‖ → ∞ on B.2 data whose Att-SVM(opt) is infeasible (finite minimiser; false)"
     statement = r"\text{B.2, Att-SVM(opt) infeasible (valley data)}\Rightarrow \|K(k)\|,\|Q(k)\|\to\infty"
-    hypotheses_text = ("logistic loss; unique opt; B.2 (T = 2); Att-SVM(opt) INFEASIBLE (Farkas certificate): valley "
-                       "data, finite minimiser; the same GD")
+    hypotheses_text = (
+        "logistic loss; unique opt; B.2 (T = 2); Att-SVM(opt) INFEASIBLE (Farkas certificate): valley "
+        "data, finite minimiser; the same GD"
+    )
     expected = "FAIL"
     control_of = "kq-divergence"
     plot_metric = "energy_rate"
@@ -312,6 +374,9 @@ class KQDivergenceControl(KQDivergence):
 
         K, Q = st["K"][-1], st["Q"][-1]
         gstart, gend = kq_norm(inst["K0"], inst["Q0"]), kq_norm(K, Q)
-        return decide(gend > STATIONARY_RTOL * gstart, f"GD reached a finite stationary point: ‖∇_(K,Q)L‖ = {gend:.3g} "
-                      f"(start {gstart:.3g}) at ‖K‖ = {np.linalg.norm(K):.3g}, ‖Q‖ = {np.linalg.norm(Q):.3g}",
-                      end_grad_ratio=gend / gstart)
+        return decide(
+            gend > STATIONARY_RTOL * gstart,
+            f"GD reached a finite stationary point: ‖∇_(K,Q)L‖ = {gend:.3g} "
+            f"(start {gstart:.3g}) at ‖K‖ = {np.linalg.norm(K):.3g}, ‖Q‖ = {np.linalg.norm(Q):.3g}",
+            end_grad_ratio=gend / gstart,
+        )

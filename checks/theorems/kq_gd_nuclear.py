@@ -24,7 +24,8 @@ corr(K Q^T, W^mm_⋆,α) ≥ 0.9876 on every draw, flat from step ~400 on; all 2
 Predictions: (00) is_gradient_descent: one (K, Q) step of run_gd, from K(0), Q(0) and from their rescaling to
 ‖K(0)Q(0)^T‖ = 1 (softmax far from one-hot), equals the step along an independently computed gradient
 (checks/theorems/_gd.py; corr > 1 − 1e-9). The limit direction is a property of the max-margin geometry and is
-reached by wrong optimisers too: with the softmax normaliser missing every quick instance still converged to the
+reached by wrong optimisers too: with the softmax normaliser missing every quick instance still converged to
+the
 nuclear solution (power matrix, softmax-no-normaliser), so without this prediction such a bug passed;
 (0) progress: ‖K Q^T‖_F at the end ≥ 4× its start (measured ≥ 59×; a no-op optimiser
 keeps it) — without progress the instance is refuted, and only a progressing run can be inconclusive
@@ -36,7 +37,8 @@ nearer the nuclear solution: corr_nuc − corr_fro ≥ ½(1 − s), half the sep
 limit (corr_nuc → 1, corr_fro → s; under the Frobenius alternative the difference tends to s − 1 < 0, so
 the threshold is the midpoint between the two predictions, per instance — a fixed 0.02 was above what a
 converged run reaches when s ≈ 0.976: measured 0.0186 there). Separation below that and not rising (same
-rule) → refuted, converged or not; rising → undecided; above it but corr_nuc < 0.97 → undecided. Metrics include ``alpha_is_opt`` (how often GD selected the optimal
+rule) → refuted, converged or not; rising → undecided; above it but corr_nuc < 0.97 → undecided. Metrics
+include ``alpha_is_opt`` (how often GD selected the optimal
 tokens; its mean is the share).
 
 Given data (``--data``): GD on the given data from K(0), Q(0) drawn from each instance's seed; the
@@ -96,7 +98,8 @@ PROFILES = {
 
 #: "Still rising" (the budget, not the claim, is short) needs the second half's rise to cover at least this
 #: fraction of the remaining distance to the target: a plateau that creeps up by 1e-5 is not on its way (with
-#: the weight decay the direction settles: under the true claim no instance needs the excuse, and the control's
+#: the weight decay the direction settles: under the true claim no instance needs the excuse, and the
+#: control's
 #: Frobenius correlations, flat at s ± 0.01, crept up by < 1e-3 and were left undecided without this rule).
 RISE_FRAC = 0.1
 
@@ -105,7 +108,9 @@ def rising(c: np.ndarray, target: float) -> bool:
     """The second half of ``c`` never falls (slack TREND_SLACK) and rises by ≥ RISE_FRAC·(target − c[-1])."""
     half = c[len(c) // 2:]
     steady = bool(np.all(np.diff(half) >= -TREND_SLACK * np.abs(half[:-1])))
-    return steady and bool(half[-1] - half[0] >= RISE_FRAC * max(target - half[-1], 0.0)) and half[-1] > half[0]
+    return (
+        steady and bool(half[-1] - half[0] >= RISE_FRAC * max(target - half[-1], 0.0)) and half[-1] > half[0]
+    )
 
 
 @register
@@ -114,22 +119,37 @@ class KQGDNuclear(Theorem):
     depends_on = ("kq-gd", "svm-nuc", "softmax")
     title = "GD on (K, Q) converges in direction to the nuclear-norm Att-SVM⋆ solution"
     reference = "TLTO §4 experiments / open problem (reconstructed; Sheen et al. 2024 for gradient flow)"
-    statement = r"\frac{K(k)Q(k)^\top}{\|K(k)Q(k)^\top\|_F}\to\frac{W^{mm}_{\star,\alpha}}{\|W^{mm}_{\star,\alpha}\|_F}"
-    hypotheses_text = ("m = d ≥ n; α = final argmax of the softmax (mass > 0.99); Att-SVM(α), Att-SVM⋆(α) feasible; "
-                       "the authors' GD: normalised per factor, step 0.1, 2000 steps, weight decay "
-                       "eps(‖K‖² + ‖Q‖²), nn.Linear uniform init")
+    statement = r"\frac{K(k)Q(k)^\top}{\|K(k)Q(k)^\top\|_F}\to\frac{W^{mm}_{\star,\alpha}}{\|W^{mm}_{\star,\alpha}\|_F}"  # noqa: E501
+    hypotheses_text = (
+        "m = d ≥ n; α = final argmax of the softmax (mass > 0.99); Att-SVM(α), Att-SVM⋆(α) feasible; "
+        "the authors' GD: normalised per factor, step 0.1, 2000 steps, weight decay "
+        "eps(‖K‖² + ‖Q‖²), nn.Linear uniform init"
+    )
     profiles = PROFILES
     plot_metric = "corr_nuc"
     criteria = (
-        Criterion("1 − corr(one (K, Q) step of the optimiser, −(∇_K L, ∇_Q L) computed independently) at "
-                  "(K(0), Q(0)) and rescaled to ‖K Q^T‖_F = 1", "<", FIDELITY_TOL),
+        Criterion(
+            "1 − corr(one (K, Q) step of the optimiser, −(∇_K L, ∇_Q L) computed independently) at "
+            "(K(0), Q(0)) and rescaled to ‖K Q^T‖_F = 1",
+            "<",
+            FIDELITY_TOL,
+        ),
         Criterion("growth ‖K(S)Q(S)^T‖_F / ‖K(0)Q(0)^T‖_F", ">=", NORM_GROWTH_MIN, plot_metric="norm_growth"),
         Criterion("inconclusive (budget): min_i max_t s_it at the last iterate", "<=", SELECT_MIN),
         Criterion("corr(K(S)Q(S)^T, W^mm_⋆,α) at the last iterate", ">=", CORR_MIN, plot_metric="corr_nuc"),
-        Criterion("inconclusive (budget) below that only while the second half never falls and rises by ≥ this "
-                  "fraction of the remaining distance (else refuted)", ">=", RISE_FRAC),
-        Criterion(f"(corr_nuc − corr_fro) / (1 − s) at the last iterate, s = corr(W^mm_⋆,α, W^mm_α) < {DIFFER_MAX}; "
-                  "inconclusive below it while rising", ">=", SEP_FRAC),
+        Criterion(
+            "inconclusive (budget) below that only while the second half never falls and rises by ≥ this "
+            "fraction of the remaining distance (else refuted)",
+            ">=",
+            RISE_FRAC,
+        ),
+        Criterion(
+            "(corr_nuc − corr_fro) / (1 − s) at the last iterate, s = corr(W^mm_⋆,α, W^mm_α) < "
+            f"{DIFFER_MAX}; "
+            "inconclusive below it while rising",
+            ">=",
+            SEP_FRAC,
+        ),
     )
     n, T, d = 4, 5, 8
     accepts_data = True
@@ -160,8 +180,10 @@ class KQGDNuclear(Theorem):
             st = {"traj": traj[:, j], "alpha": alpha, "mass": float(s.max(1).min())}
             K0, Q0 = instances[j]["K0"], instances[j]["Q0"]
             unit = np.sqrt(np.linalg.norm(K0 @ Q0.T))  # K, Q scaled alike so that ‖K Q^T‖ = 1
-            st["fidelity"] = min(step_fidelity_kq(data, K, Q, STEP, weight_decay=AUTHORS_WD, device=ctxs[j].device)
-                                 for K, Q in ((K0, Q0), (K0 / unit, Q0 / unit)))
+            st["fidelity"] = min(
+                step_fidelity_kq(data, K, Q, STEP, weight_decay=AUTHORS_WD, device=ctxs[j].device)
+                for K, Q in ((K0, Q0), (K0 / unit, Q0 / unit))
+            )
             st["fro"] = solve_att_svm(data, alpha)
             st["nuc"] = solve_att_svm(data, alpha, norm="nuc") if st["fro"].feasible else None
             out.append(st)
@@ -179,18 +201,35 @@ class KQGDNuclear(Theorem):
     def _curves(self, inst, st, ctx=None):
         cn = corr_curve(st["traj"], st["nuc"].W)
         cf = corr_curve(st["traj"], st["fro"].W)
-        svm_corr = float(np.sum(st["fro"].W * st["nuc"].W) / np.linalg.norm(st["fro"].W) / np.linalg.norm(st["nuc"].W))
+        svm_corr = float(
+            np.sum(st["fro"].W * st["nuc"].W) / np.linalg.norm(st["fro"].W) / np.linalg.norm(st["nuc"].W)
+        )
         # descriptive only (how often GD selected opt); no decision uses optimal_tokens, so "optimal-token" is
         # not among depends_on
         alpha_is_opt = float(np.all(st["alpha"] == optimal_tokens(inst["data"]).index))
-        return cn, cf, dict(given_metrics(ctx), corr_nuc=float(cn[-1]), corr_fro=float(cf[-1]), svm_corr=svm_corr,
-                            alpha_is_opt=alpha_is_opt, selected_mass=st["mass"], corr_nuc_curve=cn.tolist(),
-                            corr_nuc_iterations=np.minimum(RECORD * np.arange(len(cn)), STEPS).tolist())
+        return (
+            cn,
+            cf,
+            dict(
+                given_metrics(ctx),
+                corr_nuc=float(cn[-1]),
+                corr_fro=float(cf[-1]),
+                svm_corr=svm_corr,
+                alpha_is_opt=alpha_is_opt,
+                selected_mass=st["mass"],
+                corr_nuc_curve=cn.tolist(),
+                corr_nuc_iterations=np.minimum(RECORD * np.arange(len(cn)), STEPS).tolist(),
+            ),
+        )
 
     def check_is_gradient_descent(self, inst, st, ctx):
         f = st["fidelity"]
-        return decide(f > 1 - FIDELITY_TOL, f"the optimiser's (K, Q) step is not along −(∇_K L, ∇_Q L) (corr {f:.12f}): "
-                      "not the GD the theorem is about", step_fidelity=f)
+        return decide(
+            f > 1 - FIDELITY_TOL,
+            f"the optimiser's (K, Q) step is not along −(∇_K L, ∇_Q L) (corr {f:.12f}): "
+            "not the GD the theorem is about",
+            step_fidelity=f,
+        )
 
     def check_progress(self, inst, st, ctx):
         n = np.linalg.norm(st["traj"], axis=(1, 2))
@@ -200,22 +239,29 @@ class KQGDNuclear(Theorem):
 
     def check_selected(self, inst, st, ctx):
         if st["mass"] <= SELECT_MIN:
-            return undecided(f"no clear token selection yet (min max-softmax {st['mass']:.3f} ≤ {SELECT_MIN})")
+            return undecided(
+                f"no clear token selection yet (min max-softmax {st['mass']:.3f} ≤ {SELECT_MIN})"
+            )
         return held()
 
     def _converges(self, c, metrics, name):
         if c[-1] >= CORR_MIN:
             return held(**metrics)
         if rising(c, CORR_MIN):
-            return undecided(f"corr with the {name} solution still rising but {c[-1]:.4f} < {CORR_MIN}", **metrics)
-        return decide(False, f"corr with the {name} solution {c[-1]:.4f} < {CORR_MIN} and not rising", **metrics)
+            return undecided(
+                f"corr with the {name} solution still rising but {c[-1]:.4f} < {CORR_MIN}", **metrics
+            )
+        return decide(
+            False, f"corr with the {name} solution {c[-1]:.4f} < {CORR_MIN} and not rising", **metrics
+        )
 
     def check_nuclear_direction(self, inst, st, ctx):
         cn, cf, m = self._curves(inst, st, ctx)
         return self._converges(cn, m, "nuclear")
 
     def _separated(self, c_claim, c_other, m, claim, other):
-        """corr with the claimed solution exceeds corr with the other by ≥ SEP_FRAC·(1 − s), judged at convergence."""
+        """corr with the claimed solution exceeds corr with the other by ≥ SEP_FRAC·(1 − s), judged at
+        convergence."""
         if m["svm_corr"] >= DIFFER_MAX:
             return held(separation=float(c_claim[-1] - c_other[-1]))
         sep_min = SEP_FRAC * (1 - m["svm_corr"])
@@ -228,12 +274,19 @@ class KQGDNuclear(Theorem):
                 # In the limit the claim gives corr_claim → 1 and corr_other → s, a separation of 1 − s; a
                 # separation still rising over the whole second half is on its way there (budget), one that
                 # stalls or falls short of the midpoint is a counterexample, converged or not.
-                return undecided(f"{what} but still rising (limit under the claim: 1 − s = {1 - m['svm_corr']:.4f})",
-                                 **extra)
-            return decide(False, f"{what} (half of 1 − s) and not rising: nearer the {other} solution than the "
-                          f"midpoint", **extra)
+                return undecided(
+                    f"{what} but still rising (limit under the claim: 1 − s = {1 - m['svm_corr']:.4f})",
+                    **extra,
+                )
+            return decide(
+                False,
+                f"{what} (half of 1 − s) and not rising: nearer the {other} solution than the midpoint",
+                **extra,
+            )
         if c_claim[-1] < CORR_MIN:  # separated, but not converged yet: held only at convergence
-            return undecided(f"separation not judged before corr_{claim[:3].lower()} reaches the threshold", **extra)
+            return undecided(
+                f"separation not judged before corr_{claim[:3].lower()} reaches the threshold", **extra
+            )
         return held(**extra)
 
     def check_beats_frobenius(self, inst, st, ctx):
@@ -252,16 +305,25 @@ class KQGDNuclearControl(KQGDNuclear):
     control_of = "kq-gd-nuclear"
     plot_metric = "corr_fro"
     criteria = KQGDNuclear.criteria[:3] + (
-        Criterion("corr(K(S)Q(S)^T, W^mm_α) (Frobenius) at the last iterate", ">=", CORR_MIN, plot_metric="corr_fro"),
+        Criterion(
+            "corr(K(S)Q(S)^T, W^mm_α) (Frobenius) at the last iterate", ">=", CORR_MIN, plot_metric="corr_fro"
+        ),
         KQGDNuclear.criteria[4],
-        Criterion(f"(corr_fro − corr_nuc) / (1 − s) at the last iterate, s = corr(W^mm_⋆,α, W^mm_α) < {DIFFER_MAX}; "
-                  "inconclusive below it while rising", ">=", SEP_FRAC),
+        Criterion(
+            "(corr_fro − corr_nuc) / (1 − s) at the last iterate, s = corr(W^mm_⋆,α, W^mm_α) < "
+            f"{DIFFER_MAX}; "
+            "inconclusive below it while rising",
+            ">=",
+            SEP_FRAC,
+        ),
     )
 
     def not_applicable(self, data):
         if data.d < data.n:
-            return (f"the control needs the theorem's hypothesis m = d >= n to say anything; the given data have "
-                    f"d = {data.d} < n = {data.n}")
+            return (
+                f"the control needs the theorem's hypothesis m = d >= n to say anything; the given data have "
+                f"d = {data.d} < n = {data.n}"
+            )
         return need_head(data)
 
     def assume_solutions_differ(self, inst, st, ctx):

@@ -15,7 +15,8 @@ them, taking minutes or raising TypeError).
 
 Predictions (each instance):
 
-* ``decreasing``: the sympy proof of :func:`theory.losses.assumption_a` (sign assumptions and ``solveset`` agree
+* ``decreasing``: the sympy proof of :func:`theory.losses.assumption_a` (sign assumptions and ``solveset``
+agree
   that {u : l'(u) >= 0} is empty), cross-checked numerically: l' < 0 on a dense grid of [-50 B, 50 B]
   (a disagreement between proof and grid is a failure, not a pass).
 * ``bounded_lipschitz``: l'' exists and is continuous on R (``continuous_domain``), so l' is bounded and
@@ -25,7 +26,8 @@ Predictions (each instance):
 Negative control ``loss-assumptions-control`` (at the boundary of Assumption A): losses that are strictly
 decreasing and C^1 but whose derivative is not Lipschitz on a bounded interval -- the "sqrt kink"
 l(u) = -c u - a (2/3) sign(u - u1) |u - u1|^{3/2}, l'(u) = -c - a sqrt|u - u1| < 0 (continuous, bounded on
-[-B, B], and with |l'(u) - l'(u1)| / |u - u1| = a / sqrt|u - u1| -> oo), with c = a = 1, u1 = 0 first, then random
+[-B, B], and with |l'(u) - l'(u1)| / |u - u1| = a / sqrt|u - u1| -> oo), with c = a = 1, u1 = 0 first, then
+random
 rationals c, a in [1/2, 3] and u1 in [-B/2, B/2]. Such a loss passes ``decreasing`` (and every check of the
 derivative's sign or boundedness); it is refuted only by ``bounded_lipschitz``, and only by a proof that the
 difference quotient diverges (theory.losses.assumption_a's ``lipschitz_counter``: an exact one-sided limit),
@@ -97,20 +99,36 @@ class LossAssumptions(Theorem):
     reference = "TLTO (arXiv 2308.16898) §2, Assumption A; THEORY.md §4"
     statement = (r"\ell \in \{\log(1+e^{-u}),\ e^{-u},\ -u\}:\ \ell'(u) < 0\ \forall u\in\mathbb{R},\ "
                  r"\ell' \text{ bounded and Lipschitz on } [-B, B]")
-    hypotheses_text = ("none; instances: the three catalogue losses, then e^{-cu} and -cu (c rational in [1/2, 3]) "
-                       "with random B in 1..20, and the logistic loss with B in {1, 5, 20}")
+    hypotheses_text = (
+        "none; instances: the three catalogue losses, then e^{-cu} and -cu (c rational in [1/2, 3]) "
+        "with random B in 1..20, and the logistic loss with B in {1, 5, 20}"
+    )
     profiles = PROFILES
     plot_metric = "lipschitz_constant"
     criteria = (
         Criterion("sympy (theory.losses.assumption_a): ℓ'(u) < 0 for all u", "proved", "exact"),
-        Criterion(f"max of ℓ' on a {SIGN_GRID_POINTS}-point mpmath grid of [−50B, 50B] (cross-check)", "<", 0.0),
+        Criterion(
+            f"max of ℓ' on a {SIGN_GRID_POINTS}-point mpmath grid of [−50B, 50B] (cross-check)", "<", 0.0
+        ),
         Criterion("sympy: ℓ' bounded and Lipschitz on [−B, B] (ℓ'' continuous)", "proved", "exact"),
-        Criterion(f"grid sup|ℓ'| and grid Lipschitz quotient ({GRID_POINTS} points of [−B, B]) over sympy's "
-                  "constants, minus 1 (relative excess)", "<=", BOUND_RTOL),
-        Criterion("refuted (not Lipschitz): difference quotients of ℓ' at sympy's counter-point as |u − u0| = "
-                  "1e-2 → 1e-8", "strictly increasing", "every step"),
-        Criterion("inconclusive: sympy's counter-point not confirmed by the quotients, or continuity of ℓ'' "
-                  "undecided", "→", "inconclusive"),
+        Criterion(
+            f"grid sup|ℓ'| and grid Lipschitz quotient ({GRID_POINTS} points of [−B, B]) over sympy's "
+            "constants, minus 1 (relative excess)",
+            "<=",
+            BOUND_RTOL,
+        ),
+        Criterion(
+            "refuted (not Lipschitz): difference quotients of ℓ' at sympy's counter-point as |u − u0| = "
+            "1e-2 → 1e-8",
+            "strictly increasing",
+            "every step",
+        ),
+        Criterion(
+            "inconclusive: sympy's counter-point not confirmed by the quotients, or continuity of ℓ'' "
+            "undecided",
+            "→",
+            "inconclusive",
+        ),
     )
 
     def not_applicable(self, data):
@@ -124,7 +142,8 @@ class LossAssumptions(Theorem):
         if k < 3:
             return LossInstance(family, LOSSES[family], 10)  # theory's default B
         if family == "logistic":
-            # theory.losses.assumption_a on log(1 + e^{-c u}), c != 1, is not usable: sympy's extrema take up to
+            # theory.losses.assumption_a on log(1 + e^{-c u}), c != 1, is not usable: sympy's extrema take up
+            # to
             # minutes or raise TypeError (e.g. c = 7/3, B = 5), so the logistic family varies only B, over a
             # small set whose proofs are cached per process.
             return LossInstance("logistic", LOSSES["logistic"], int(rng.choice(LOGISTIC_B)))
@@ -147,8 +166,13 @@ class LossAssumptions(Theorem):
         if not r.decreasing:
             u0, val = r.decreasing_counter
             num = float(f1(float(u0)))
-            return failed(f"{inst.name}: l'({u0}) = {val} >= 0 (sympy counter-value; numerically l'({float(u0):g}) = "
-                          f"{num:g}); grid max of l' = {grid_max:.3g}", counter_u=float(u0), counter_derivative=num, **m)
+            return failed(
+                f"{inst.name}: l'({u0}) = {val} >= 0 (sympy counter-value; numerically l'({float(u0):g}) = "
+                f"{num:g}); grid max of l' = {grid_max:.3g}",
+                counter_u=float(u0),
+                counter_derivative=num,
+                **m,
+            )
         if top >= 0:
             return failed(f"{inst.name}: sympy proved l' < 0 but the grid finds l' = {grid_max:g} >= 0", **m)
         return held(**m)
@@ -158,17 +182,24 @@ class LossAssumptions(Theorem):
         if r.lipschitz_counter is not None:
             u0 = float(r.lipschitz_counter[0])
             f1, d1 = _numeric(inst.expr)
-            f0 = float(d1.subs(U, r.lipschitz_counter[0]))  # exact l'(u0): the lambdified form may divide by u - u0
+            f0 = float(
+                d1.subs(U, r.lipschitz_counter[0])
+            )  # exact l'(u0): the lambdified form may divide by u - u0
             hs = 10.0 ** -np.arange(2, 9, 2)  # difference quotients of l' at u0 + h and u0 - h
             with np.errstate(all="ignore"):  # numpy's select evaluates both branches of a piecewise l'
                 quot = np.fmax(np.abs(f1(u0 + hs) - f0) / hs, np.abs(f1(u0 - hs) - f0) / hs)
             m = {"counter_u": u0, "quotient_growth": float(quot[-1] / quot[0])}
             if np.all(np.diff(quot) > 0):
-                return failed(f"{inst.name}: l' is not Lipschitz at u = {u0:g}: |l'(u) - l'(u0)| / |u - u0| -> oo "
-                              f"(sympy limit; numerically {quot[0]:.3g} -> {quot[-1]:.3g} as |u - u0| = 1e-2 -> 1e-8)",
-                              **m)
-            return undecided(f"{inst.name}: sympy finds a diverging difference quotient at {u0:g} but the grid "
-                             "does not confirm it", **m)
+                return failed(
+                    f"{inst.name}: l' is not Lipschitz at u = {u0:g}: |l'(u) - l'(u0)| / |u - u0| -> oo "
+                    f"(sympy limit; numerically {quot[0]:.3g} -> {quot[-1]:.3g} as |u - u0| = 1e-2 -> 1e-8)",
+                    **m,
+                )
+            return undecided(
+                f"{inst.name}: sympy finds a diverging difference quotient at {u0:g} but the grid "
+                "does not confirm it",
+                **m,
+            )
         if not r.smooth and r.smooth_counter is None:
             return undecided(f"{inst.name}: l'' not shown continuous and no point found where l' fails to be "
                              "Lipschitz: the proof machinery cannot decide")
@@ -184,8 +215,11 @@ class LossAssumptions(Theorem):
         m = {"derivative_bound": dbound, "lipschitz_constant": lconst, "grid_sup_derivative": grid_sup,
              "grid_lipschitz": grid_lip}
         if grid_sup > dbound * (1 + BOUND_RTOL) or grid_lip > lconst * (1 + BOUND_RTOL) + 1e-300:
-            return failed(f"{inst.name}: grid exceeds sympy's constants (sup|l'| {grid_sup:.6g} vs {dbound:.6g}, "
-                          f"Lipschitz {grid_lip:.6g} vs {lconst:.6g})", **m)
+            return failed(
+                f"{inst.name}: grid exceeds sympy's constants (sup|l'| {grid_sup:.6g} vs {dbound:.6g}, "
+                f"Lipschitz {grid_lip:.6g} vs {lconst:.6g})",
+                **m,
+            )
         return held(**m)
 
 
@@ -193,7 +227,9 @@ def sqrt_kink(c=1, a=1, u1=0) -> sp.Expr:
     """l(u) = -c u - a (2/3) sign(u - u1) |u - u1|^{3/2}: strictly decreasing, C^1, l' not Lipschitz at u1."""
     w = U - u1
     R = sp.Rational(2, 3)
-    return -c * U + a * sp.Piecewise((-R * w ** sp.Rational(3, 2), w >= 0), (R * (-w) ** sp.Rational(3, 2), True))
+    return -c * U + a * sp.Piecewise(
+        (-R * w ** sp.Rational(3, 2), w >= 0), (R * (-w) ** sp.Rational(3, 2), True)
+    )
 
 
 @register

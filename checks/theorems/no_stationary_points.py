@@ -12,7 +12,8 @@ so L has no stationary point and GD's ‖W(k)‖ → ∞. (The paper's exact hyp
 implements exactly the sufficient hypotheses above — "reconstructed".)
 
 Hypotheses implemented (each an ``assume_*``, all pure: the SVM is solved in ``prepare``): Assumption A — the
-instance's loss is one of the catalogue losses logistic/exponential/linear (proved to satisfy A symbolically by
+instance's loss is one of the catalogue losses logistic/exponential/linear (proved to satisfy A symbolically
+by
 the ``loss-assumptions`` check) and ℓ' < 0 on the instance's score range; a unique optimal token in every
 example; Att-SVM(opt) feasible, with a verified KKT certificate; and B.1 or B.2 *verified on the instance* —
 B.1 from the SVM's support tokens (every t ≠ opt_i active within ACTIVE_TOL), B.2 from the scores
@@ -121,13 +122,25 @@ class _LandscapeBase(Theorem):
     profiles = PROFILES
     plot_metric = "min_pair_product"
     criteria = (
-        Criterion("certificate: every pair product (γ_it − γ_iτ)(h_it − h_iτ), h_i = X_i W^mm z_i from the exact "
-                  "KKT solution (one > 0 fixes ⟨∇L(W), W^mm⟩ < 0 at every W)", ">=", 0.0,
-                  plot_metric="min_pair_product"),
-        Criterion(f"where certified: W (Gaussian, norms {GRAD_NORMS}) whose closed-form float ⟨∇L(W), W^mm⟩ ≥ "
-                  f"{GRAD_SIGN_FLOOR:g}·1e-16·‖∇L‖‖W^mm‖ (count)", "==", 0),
-        Criterion("where not certified: W found (samples, ascent) with exact log-space ⟨∇L(W), W^mm⟩ > 0 (count; "
-                  "any refutes)", "==", 0),
+        Criterion(
+            "certificate: every pair product (γ_it − γ_iτ)(h_it − h_iτ), h_i = X_i W^mm z_i from the exact "
+            "KKT solution (one > 0 fixes ⟨∇L(W), W^mm⟩ < 0 at every W)",
+            ">=",
+            0.0,
+            plot_metric="min_pair_product",
+        ),
+        Criterion(
+            f"where certified: W (Gaussian, norms {GRAD_NORMS}) whose closed-form float ⟨∇L(W), W^mm⟩ ≥ "
+            f"{GRAD_SIGN_FLOOR:g}·1e-16·‖∇L‖‖W^mm‖ (count)",
+            "==",
+            0,
+        ),
+        Criterion(
+            "where not certified: W found (samples, ascent) with exact log-space ⟨∇L(W), W^mm⟩ > 0 (count; "
+            "any refutes)",
+            "==",
+            0,
+        ),
         Criterion("inconclusive: a sampled inner product whose two log-sums are closer than", "<", LOG_PREC),
         Criterion("inconclusive: exact (rational) KKT proof of W^mm failed", "→", "inconclusive"),
     ) + DIVERGENCE_CRITERIA
@@ -185,8 +198,12 @@ class _LandscapeBase(Theorem):
                 return failed("the all-size proof (theory.stationarity) did not go through", **m)
             k, bad = _float_grad_signs(data, sol.W, loss, ctx.rng)
             m.update(float_grad_samples=k, float_grad_nonnegative=bad)
-            return decide(bad == 0, f"the certificate says <grad L(W), W^mm> < 0 at every W, but the closed-form "
-                                    f"gradient gives >= 0 at {bad} of {k} moderate-norm W", **m)
+            return decide(
+                bad == 0,
+                f"the certificate says <grad L(W), W^mm> < 0 at every W, but the closed-form "
+                f"gradient gives >= 0 at {bad} of {k} moderate-norm W",
+                **m,
+            )
         c, sm = search_positive(data, sol.W, loss, ctx.rng, per_norm=int(ctx.params.get("per_norm", 4)),
                                 ascent_steps=int(ctx.params.get("ascent_steps", 30)), h=h,
                                 extra=pair_ws(data, g, h), starts=ASCENT_STARTS)
@@ -209,10 +226,12 @@ class NoStationaryPoints(_LandscapeBase):
     reference = "TLTO (arXiv 2308.16898) §4, global convergence under B.1/B.2 — reconstructed"
     statement = (r"\text{A, Att-SVM(opt) feasible, (B.1 or B.2)} \Rightarrow "
                  r"\langle \nabla L(W), W^{mm}\rangle < 0\ \ \forall W,\ \|W(k)\|\to\infty")
-    hypotheses_text = ("Assumption A (drawn loss logistic/exponential/linear, proved by loss-assumptions; ℓ'<0 on the "
-                       "score range); unique optimal tokens; Att-SVM(opt) feasible with verified KKT certificate; B.1 "
-                       "(every non-optimal token a support token of W^mm, from the certified solution) or B.2 "
-                       "(non-optimal scores of each example equal within TIE_TOL = 1e-9), verified on the instance")
+    hypotheses_text = (
+        "Assumption A (drawn loss logistic/exponential/linear, proved by loss-assumptions; ℓ'<0 on the "
+        "score range); unique optimal tokens; Att-SVM(opt) feasible with verified KKT certificate; B.1 "
+        "(every non-optimal token a support token of W^mm, from the certified solution) or B.2 "
+        "(non-optimal scores of each example equal within TIE_TOL = 1e-9), verified on the instance"
+    )
 
     def instance(self, rng, ctx):
         if ctx.data is not None:
@@ -231,7 +250,11 @@ class NoStationaryPoints(_LandscapeBase):
         if not sol.feasible:
             return failed("Att-SVM(opt) infeasible: B.1 undefined")
         b1, b2 = b1_or_b2(sol, scores(data), optimal_tokens(data).index)
-        what = "the given data satisfy" if inst["kind"] == "given" else f"instance built for {inst['kind']} satisfies"
+        what = (
+            "the given data satisfy"
+            if inst["kind"] == "given"
+            else f"instance built for {inst['kind']} satisfies"
+        )
         return decide(b1 or b2, f"{what} neither B.1 nor B.2", b1=b1, b2=b2)
 
 
@@ -266,8 +289,10 @@ class NoStationaryPointsControl(_LandscapeBase):
     reference = NoStationaryPoints.reference
     statement = (r"\text{A, Att-SVM(opt) feasible, one score } \varepsilon\text{ from B.2} \Rightarrow "
                  r"\langle \nabla L(W), W^{mm}\rangle < 0\ \ \forall W")
-    hypotheses_text = ("Assumption A; unique optimal tokens; Att-SVM(opt) feasible; B.2 data with one non-optimal "
-                       f"score moved by {CONTROL_EPS} (so neither B.1 nor B.2 holds)")
+    hypotheses_text = (
+        "Assumption A; unique optimal tokens; Att-SVM(opt) feasible; B.2 data with one non-optimal "
+        f"score moved by {CONTROL_EPS} (so neither B.1 nor B.2 holds)"
+    )
     expected = "FAIL"
     control_of = "no-stationary-points"
 
@@ -279,10 +304,14 @@ class NoStationaryPointsControl(_LandscapeBase):
                 "moved": (i, t)}
 
     def assume_near_b2(self, inst, state, ctx):
-        """Within CONTROL_EPS of B.2: the non-optimal scores of every example spread by at most CONTROL_EPS."""
+        """Within CONTROL_EPS of B.2: the non-optimal scores of every example spread by at most
+        CONTROL_EPS."""
         data = inst["data"]
         spread = b2_spread(scores(data), optimal_tokens(data).index)
         if inst["kind"] == "given":
             return held(b2_spread=spread)  # on given data the control tests the claim without B.1/B.2
-        return decide(spread <= CONTROL_EPS * (1 + 1e-9), f"non-optimal scores spread {spread:.3g} > {CONTROL_EPS}",
-                      b2_spread=spread)
+        return decide(
+            spread <= CONTROL_EPS * (1 + 1e-9),
+            f"non-optimal scores spread {spread:.3g} > {CONTROL_EPS}",
+            b2_spread=spread,
+        )

@@ -1,4 +1,5 @@
-r"""nuclear-factorisation — ‖W‖_⋆ = min{½(‖K‖_F² + ‖Q‖_F²) : KQ^T = W}, and the rank-constrained Att-SVM⋆ with m < n.
+r"""nuclear-factorisation — ‖W‖_⋆ = min{½(‖K‖_F² + ‖Q‖_F²) : KQ^T = W}, and the rank-constrained Att-SVM⋆ with
+m < n.
 
 Statement (TLTO §3, the (K, Q) ↔ nuclear-norm link behind Att-SVM⋆; THEORY.md §3):
 
@@ -6,37 +7,53 @@ Statement (TLTO §3, the (K, Q) ↔ nuclear-norm link behind Att-SVM⋆; THEORY.
           \quad (m \ge \operatorname{rank} W),
 
 attained at K = U√Σ, Q = V√Σ (W = UΣV^T, thin SVD). Consequently the (K, Q) problem with m columns is the
-rank-constrained Att-SVM⋆: min ‖W‖_⋆ s.t. rank W ≤ m and the Att-SVM(α) margins ≥ 1. For m < n the rank constraint
+rank-constrained Att-SVM⋆: min ‖W‖_⋆ s.t. rank W ≤ m and the Att-SVM(α) margins ≥ 1. For m < n the rank
+constraint
 can bind and the problem is non-convex; its convex relaxation (drop the rank constraint: the certified SDP of
-numerics.svm) answers it exactly when the relaxation's certified solution has rank ≤ m, and otherwise says nothing.
+numerics.svm) answers it exactly when the relaxation's certified solution has rank ≤ m, and otherwise says
+nothing.
 
 What is proved, and what is sampled. The lower bound is ‖W‖_⋆ = ⟨KQ^T, UV^T⟩ = ⟨K, UV^T Q⟩ ≤ ‖K‖_F‖Q‖_F ≤
-½(‖K‖_F² + ‖Q‖_F²). Its last step (AM–GM: ½(a² + b²) − ab = ½(a − b)²) is structural: certified once, exactly, by
-sympy (``am_gm_certified``), never sampled. The step that can fail numerically — ‖KQ^T‖_⋆ ≤ ‖K‖_F‖Q‖_F, with the
+½(‖K‖_F² + ‖Q‖_F²). Its last step (AM–GM: ½(a² + b²) − ab = ½(a − b)²) is structural: certified once, exactly,
+by
+sympy (``am_gm_certified``), never sampled. The step that can fail numerically — ‖KQ^T‖_⋆ ≤ ‖K‖_F‖Q‖_F, with
+the
 nuclear norm of the product computed from its own SVD — is sampled where it is tight: factorisations
-K = U√Σ G, Q = V√Σ G^{-T} with G = O(I + εE) near orthogonal (ε from 1e-6 to 1), padded with extra columns when
+K = U√Σ G, Q = V√Σ G^{-T} with G = O(I + εE) near orthogonal (ε from 1e-6 to 1), padded with extra columns
+when
 m > rank, an adversarial descent of ½(‖K‖² + ‖Q‖²) over G, and fully random Gaussian pairs (K, Q).
 
 Hypotheses implemented: the instance's W is a certified Att-SVM⋆(opt) solution of unit-sphere data (n ∈ 3..4,
-T ∈ 3..4, d ∈ 4..6, d ≥ max(n, T − 1) so Att-SVM is feasible; a quarter of the instances scaled by 10^±4, where a
-rank decided by an absolute threshold is wrong), plus a random W of random rank r ∈ 1..d scaled by 10^U(−6, 6);
+T ∈ 3..4, d ∈ 4..6, d ≥ max(n, T − 1) so Att-SVM is feasible; a quarter of the instances scaled by 10^±4,
+where a
+rank decided by an absolute threshold is wrong), plus a random W of random rank r ∈ 1..d scaled by 10^U(−6,
+6);
 m = n − 1 < n.
 
 Predictions.
 
 * ``attains``: the SVD factorisation reproduces W (FACT_RTOL) and ½(‖K‖² + ‖Q‖²) equals ‖W‖_⋆ computed
-  independently as Σ√eig(W^T W) (NUC_INDEP_RTOL); for the SVM solution also the certified SDP objective (2·GAP_TOL).
-* ``never_below``: AM–GM certified exactly; over every sampled factorisation, ‖KQ^T‖_⋆ ≤ ‖K‖_F‖Q‖_F (LOWER_RTOL) and
+  independently as Σ√eig(W^T W) (NUC_INDEP_RTOL); for the SVM solution also the certified SDP objective
+  (2·GAP_TOL).
+* ``never_below``: AM–GM certified exactly; over every sampled factorisation, ‖KQ^T‖_⋆ ≤ ‖K‖_F‖Q‖_F
+(LOWER_RTOL) and
   ½(‖K‖² + ‖Q‖²) ≥ ‖KQ^T‖_⋆ (LOWER_RTOL).
-* ``rank_constrained``: the relaxation's certified rank (numerics.svm, relative gap) equals an independent count of
-  its singular values above RANK_RTOL·σ₁ and lies in [1, min(n, d)]; if it is ≤ m, the m-column factorisation is
-  feasible for Att-SVM(opt) (FEAS_TOL) with ½(‖K‖² + ‖Q‖²) = the certified SDP value: the rank-constrained optimum,
+* ``rank_constrained``: the relaxation's certified rank (numerics.svm, relative gap) equals an independent
+count of
+  its singular values above RANK_RTOL·σ₁ and lies in [1, min(n, d)]; if it is ≤ m, the m-column factorisation
+  is
+  feasible for Att-SVM(opt) (FEAS_TOL) with ½(‖K‖² + ‖Q‖²) = the certified SDP value: the rank-constrained
+  optimum,
   held. If it is > m: *undecided* ("relaxation not tight", counted in ``relaxation_tight`` = 0), never PASS.
-* ``certificate_rejects_wrong``: the SDP certificate accepts the answer and rejects 1.05·W (feasible, not optimal).
+* ``certificate_rejects_wrong``: the SDP certificate accepts the answer and rejects 1.05·W (feasible, not
+optimal).
 
-Negative control (``nuclear-factorisation-control``), at the boundary of the claim: the Frobenius norm in place of
-the nuclear one, "‖W‖_F = min ½(‖K‖² + ‖Q‖²)", on W of rank exactly 2 with σ₂/σ₁ ∈ [1e-3, 1e-1] (at rank 1 the two
-norms agree and the claim is true). False: the attained minimum is ‖W‖_⋆ = ‖W‖_F + Θ(σ₂), refuted by ``attains``.
+Negative control (``nuclear-factorisation-control``), at the boundary of the claim: the Frobenius norm in
+place of
+the nuclear one, "‖W‖_F = min ½(‖K‖² + ‖Q‖²)", on W of rank exactly 2 with σ₂/σ₁ ∈ [1e-3, 1e-1] (at rank 1 the
+two
+norms agree and the claim is true). False: the attained minimum is ‖W‖_⋆ = ‖W‖_F + Θ(σ₂), refuted by
+``attains``.
 A weaker check passes it: no sampled factorisation ever goes below ‖W‖_F (they never go below ‖W‖_⋆ ≥ ‖W‖_F).
 
 Numerics: numpy SVD / eigh, numerics.svm.solve_att_svm(norm="nuc") and certify_att_svm, sympy (AM–GM).
@@ -56,14 +73,19 @@ from numerics.tokens import min_margin
 
 #: KQ^T = W for the SVD factorisation: products of float64 factors, ~1e-15 relative; 1e-12 leaves room.
 FACT_RTOL = 1e-12
-#: ‖W‖_⋆ from Σ√eig(W^T W): eigh of W^T W has absolute error ~1e-16‖W‖², so a zero singular value comes back as
-#: up to ~1e-8‖W‖ (the square root amplifies), times at most d ≤ 8 of them: 1e-6 relative is safe and far below
+#: ‖W‖_⋆ from Σ√eig(W^T W): eigh of W^T W has absolute error ~1e-16‖W‖², so a zero singular value comes back
+#: as
+#: up to ~1e-8‖W‖ (the square root amplifies), times at most d ≤ 8 of them: 1e-6 relative is safe and far
+#: below
 #: any O(σ₂) error (the control's gap is ≥ 1e-4 relative).
 NUC_INDEP_RTOL = 1e-6
-#: The inequality ‖KQ^T‖_⋆ ≤ ‖K‖_F‖Q‖_F (and ≤ ½(‖K‖² + ‖Q‖²)) judged on float64 products whose nuclear norm is
-#: an SVD sum accurate to ~1e-14 relative; at the minimiser the two sides are equal, so the slack is rounding only.
+#: The inequality ‖KQ^T‖_⋆ ≤ ‖K‖_F‖Q‖_F (and ≤ ½(‖K‖² + ‖Q‖²)) judged on float64 products whose nuclear norm
+#: is
+#: an SVD sum accurate to ~1e-14 relative; at the minimiser the two sides are equal, so the slack is rounding
+#: only.
 LOWER_RTOL = 1e-10
-#: Certified SDP value vs ½(‖K‖² + ‖Q‖²) of its factorisation: both from the certified answer (duality gap ≤ GAP_TOL).
+#: Certified SDP value vs ½(‖K‖² + ‖Q‖²) of its factorisation: both from the certified answer (duality gap ≤
+#: GAP_TOL).
 OBJ_RTOL = 2 * tol.GAP_TOL
 #: The wrong answer the certificate must reject: 1.05·W^mm_⋆ is feasible and 5 % above optimal.
 WRONG_FACTOR = 1.05
@@ -81,7 +103,8 @@ PROFILES = {
 
 @functools.cache
 def am_gm_certified() -> bool:
-    """½(a² + b²) − ab ≡ ½(a − b)² over the reals (sympy, exact): so ½(a² + b²) ≥ ab, the structural step of the
+    """½(a² + b²) − ab ≡ ½(a − b)² over the reals (sympy, exact): so ½(a² + b²) ≥ ab, the structural step of
+    the
     lower bound. Certified once per process."""
     import sympy as sp
 
@@ -110,7 +133,9 @@ def energy(K: np.ndarray, Q: np.ndarray) -> float:
     return 0.5 * float(np.sum(K * K) + np.sum(Q * Q))
 
 
-def sampled_factorisations(W: np.ndarray, rng, samples: int, steps: int) -> list[tuple[np.ndarray, np.ndarray]]:
+def sampled_factorisations(
+    W: np.ndarray, rng, samples: int, steps: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """Factorisations of W near the minimiser (G = O(I + εE)), padded ones, the end of a descent over G, and
     random Gaussian pairs (whose product is another matrix; the inequality is judged on KQ^T itself)."""
     d = W.shape[0]
@@ -144,12 +169,17 @@ def random_rank_matrix(d: int, r: int, rng, gaps=None) -> np.ndarray:
 class NuclearFactorisation(Theorem):
     id = "nuclear-factorisation"
     depends_on = ("svm-nuc", "rank", "certificate")
-    title = "‖W‖_⋆ = min ½(‖K‖² + ‖Q‖²) over KQᵀ = W (attained by the SVD), and rank-constrained Att-SVM⋆ with m < n"
+    title = ("‖W‖_⋆ = min ½(‖K‖² + ‖Q‖²) over KQᵀ = W (attained by the SVD), and rank-constrained Att-SVM⋆ "
+             "with m < n")
     reference = "TLTO §3 (Att-SVM⋆ and the (K, Q) parametrisation; THEORY.md §3)"
-    statement = (r"\|W\|_\star=\min_{KQ^\top=W}\tfrac12(\|K\|_F^2+\|Q\|_F^2);\ \operatorname{rank}W^{mm}_{\star}\le m"
-                 r"\Rightarrow W^{mm}_{\star}\text{ solves the rank-}m\text{ Att-SVM}^\star")
-    hypotheses_text = ("certified Att-SVM⋆(opt) solutions of unit-sphere data (n in 3..4, T in 3..4, d in 4..6, a quarter "
-                       "scaled by 10^±4) and random W of random rank; m = n − 1 < n; AM–GM certified once by sympy")
+    statement = (
+        r"\|W\|_\star=\min_{KQ^\top=W}\tfrac12(\|K\|_F^2+\|Q\|_F^2);\ \operatorname{rank}W^{mm}_{\star}\le m"
+        r"\Rightarrow W^{mm}_{\star}\text{ solves the rank-}m\text{ Att-SVM}^\star"
+    )
+    hypotheses_text = (
+        "certified Att-SVM⋆(opt) solutions of unit-sphere data (n in 3..4, T in 3..4, d in 4..6, a quarter "
+        "scaled by 10^±4) and random W of random rank; m = n − 1 < n; AM–GM certified once by sympy"
+    )
     profiles = PROFILES
     plot_metric = "min_energy_gap"
     criteria = (
@@ -203,9 +233,16 @@ class NuclearFactorisation(Theorem):
             obj = abs(energy(*svd_factors(sol.W)) - sol.objective) / sol.objective
             m["sdp_objective_gap"] = obj
             if obj > OBJ_RTOL:
-                return failed(f"½(‖K‖² + ‖Q‖²) of the SVM solution differs from the certified SDP value by {obj:.3g}", **m)
-        return decide(worst_gap <= NUC_INDEP_RTOL, f"the minimum attained by K = U√Σ, Q = V√Σ differs from the claimed "
-                      f"norm by {worst_gap:.3g} (relative)", **m)
+                return failed(
+                    f"½(‖K‖² + ‖Q‖²) of the SVM solution differs from the certified SDP value by {obj:.3g}",
+                    **m,
+                )
+        return decide(
+            worst_gap <= NUC_INDEP_RTOL,
+            f"the minimum attained by K = U√Σ, Q = V√Σ differs from the claimed "
+            f"norm by {worst_gap:.3g} (relative)",
+            **m,
+        )
 
     def check_never_below(self, inst, st, ctx):
         rng = np.random.default_rng(inst["seed"])
@@ -224,8 +261,11 @@ class NuclearFactorisation(Theorem):
              "min_energy_gap": float(worst_cs), "min_energy_over_nuc": float(worst_e)}
         if not am_gm_certified():
             return failed("½(a² + b²) − ab = ½(a − b)² failed symbolically", **m)
-        return decide(worst_cs >= -LOWER_RTOL and worst_e >= -LOWER_RTOL,
-                      f"a factorisation goes below the nuclear norm of its product ({worst_cs:.3g}, {worst_e:.3g})", **m)
+        return decide(
+            worst_cs >= -LOWER_RTOL and worst_e >= -LOWER_RTOL,
+            f"a factorisation goes below the nuclear norm of its product ({worst_cs:.3g}, {worst_e:.3g})",
+            **m,
+        )
 
     def check_rank_constrained(self, inst, st, ctx):
         data, sol, mcols = inst["data"], st["sol"], inst["m"]
@@ -233,27 +273,40 @@ class NuclearFactorisation(Theorem):
         own = int(np.sum(s > tol.RANK_RTOL * s[0]))
         m = {"relaxation_rank": int(sol.rank), "rank_independent": own, "m": mcols}
         if sol.rank != own or not 1 <= sol.rank <= min(data.n, data.d):
-            return failed(f"the certified rank {sol.rank} disagrees with the relative-gap count {own} or leaves "
-                          f"[1, min(n, d) = {min(data.n, data.d)}]", **m)
+            return failed(
+                f"the certified rank {sol.rank} disagrees with the relative-gap count {own} or leaves "
+                f"[1, min(n, d) = {min(data.n, data.d)}]",
+                **m,
+            )
         if sol.rank > mcols:
-            return undecided(f"relaxation not tight: the certified convex relaxation has rank {sol.rank} > m = {mcols}; "
-                             "the rank-constrained problem is non-convex and is not decided here",
-                             relaxation_tight=0, **m)
+            return undecided(
+                f"relaxation not tight: the certified convex relaxation has rank {sol.rank} > m = {mcols}; "
+                "the rank-constrained problem is non-convex and is not decided here",
+                relaxation_tight=0,
+                **m,
+            )
         K, Q = svd_factors(sol.W, mcols)
         Wm = K @ Q.T
         feas = min_margin(data, Wm, sol.alpha)
         obj = abs(energy(K, Q) - sol.objective) / sol.objective
         m.update(relaxation_tight=1, rank_m_min_margin=feas, rank_m_objective_gap=obj)
-        return decide(feas >= 1 - tol.FEAS_TOL and obj <= OBJ_RTOL,
-                      f"the rank-{mcols} factorisation of the relaxation is not feasible (min margin {feas:.9f}) or not "
-                      f"optimal (objective gap {obj:.3g})", **m)
+        return decide(
+            feas >= 1 - tol.FEAS_TOL and obj <= OBJ_RTOL,
+            f"the rank-{mcols} factorisation of the relaxation is not feasible (min margin {feas:.9f}) or "
+            "not "
+            f"optimal (objective gap {obj:.3g})",
+            **m,
+        )
 
     def check_certificate_rejects_wrong(self, inst, st, ctx):
         sol, data = st["sol"], inst["data"]
         ok = certify_att_svm(data, sol.alpha, sol.W, sol.lam, norm="nuc").verified
         bad = certify_att_svm(data, sol.alpha, WRONG_FACTOR * sol.W, sol.lam, norm="nuc").verified
-        return decide(ok and not bad, f"the SDP certificate {'rejects the answer' if not ok else 'accepts 1.05·W'}",
-                      wrong_accepted=int(bad))
+        return decide(
+            ok and not bad,
+            f"the SDP certificate {'rejects the answer' if not ok else 'accepts 1.05·W'}",
+            wrong_accepted=int(bad),
+        )
 
 
 @register
@@ -271,7 +324,9 @@ class NuclearFactorisationControl(NuclearFactorisation):
 
     def instance(self, rng, ctx):
         d = int(rng.integers(3, 7))
-        W = random_rank_matrix(d, 2, rng, gaps=[1.0, 10.0 ** rng.uniform(-3, -1)]) * 10.0 ** rng.uniform(-3, 3)
+        W = random_rank_matrix(d, 2, rng, gaps=[1.0, 10.0 ** rng.uniform(-3, -1)]) * 10.0 ** rng.uniform(
+            -3, 3
+        )
         return {"W": W, "seed": int(rng.integers(2**31))}
 
     def sizes(self, inst):
@@ -292,4 +347,8 @@ class NuclearFactorisationControl(NuclearFactorisation):
 
     def assume_rank_two(self, inst, st, ctx):
         s = np.linalg.svd(inst["W"], compute_uv=False)
-        return decide(int(np.sum(s > tol.RANK_RTOL * s[0])) == 2, "W does not have rank 2", sigma_ratio=float(s[1] / s[0]))
+        return decide(
+            int(np.sum(s > tol.RANK_RTOL * s[0])) == 2,
+            "W does not have rank 2",
+            sigma_ratio=float(s[1] / s[0]),
+        )

@@ -65,7 +65,8 @@ from numerics.svm import solve_att_svm
 from numerics.tokens import optimal_tokens
 
 N, T = 4, 6
-#: Normalised GD: step 0.5 (see the docstring), 2000 steps, W(0) entries N(0, INIT_SCALE²); 20 recorded iterates.
+#: Normalised GD: step 0.5 (see the docstring), 2000 steps, W(0) entries N(0, INIT_SCALE²); 20 recorded
+#: iterates.
 STEP, STEPS, INIT_SCALE, RECORD = 0.5, 2000, 0.1, 100
 #: "Reached W^mm": 1 − corr(W(end), W^mm) below this (corr > 0.99, issue 14). Measured at d = 16: 577 of 600
 #: feasible runs end below 1e-3; the rest at ≥ 0.1 on other tokens — nothing lies near the threshold.
@@ -73,12 +74,14 @@ GAP_MAX = 0.01
 #: A run not yet below GAP_MAX is undecided only while it is near (below this) and falling; further away it
 #: converges elsewhere (measured: every such run at d ≥ 3 had selected tokens other than opt).
 NEAR_MAX = 0.1
-#: "Falling": the second half never rises by more than TREND_SLACK (relative, GD zig-zag) and falls by at least
+#: "Falling": the second half never rises by more than TREND_SLACK (relative, GD zig-zag) and falls by at
+#: least
 #: FALL_FRAC of the remaining distance to GAP_MAX (a plateau creeping down by 1e-6 is not on its way).
 TREND_SLACK, FALL_FRAC = 1e-3, 0.1
 #: Conditioned sample size: fewer feasible runs than this at either d leaves the instance vacuous.
 MIN_FEASIBLE = 16
-#: Progress: the median run's ‖W(end)‖ ≥ NORM_GROWTH_MIN ‖W(0)‖ (measured, full profile: ≥ 160× at d ∈ {3, 16};
+#: Progress: the median run's ‖W(end)‖ ≥ NORM_GROWTH_MIN ‖W(0)‖ (measured, full profile: ≥ 160× at d ∈ {3,
+#: 16};
 #: the slowest single run at d = 2 grew 4.7×, hence the median; a no-op optimiser: 1×).
 NORM_GROWTH_MIN = 4.0
 
@@ -127,28 +130,49 @@ class OverparamGlobal(Theorem):
     criteria = (
         Criterion(f"a run reached W^mm: 1 − corr(W(S), W^mm), S = {STEPS}", "<", GAP_MAX),
         Criterion("a run is undecided (else missed) while 1 − corr(W(S), W^mm) is below", "<", NEAR_MAX),
-        Criterion("… and falling over the second half by ≥ this fraction of its distance to the reach threshold",
-                  ">=", FALL_FRAC),
+        Criterion(
+            "… and falling over the second half by ≥ this fraction of its distance to the reach threshold",
+            ">=",
+            FALL_FRAC,
+        ),
         Criterion("feasible runs at each d (else the instance is vacuous)", ">=", MIN_FEASIBLE),
-        Criterion("median growth ‖W(S)‖_F / ‖W(0)‖_F (min over the two d)", ">=", NORM_GROWTH_MIN,
-                  plot_metric="norm_growth"),
+        Criterion(
+            "median growth ‖W(S)‖_F / ‖W(0)‖_F (min over the two d)",
+            ">=",
+            NORM_GROWTH_MIN,
+            plot_metric="norm_growth",
+        ),
         Criterion("runs whose loss did not fall", "==", 0),
-        Criterion("lower end of the 95% Newcombe interval of share(d_large) − share(d_small), undecided runs "
-                  "counted against the claim", ">", 0.0, plot_metric="diff_lo"),
-        Criterion("refuted when the upper end (undecided runs counted for the claim) is", "<", 0.0,
-                  plot_metric="diff_hi"),
+        Criterion(
+            "lower end of the 95% Newcombe interval of share(d_large) − share(d_small), undecided runs "
+            "counted against the claim",
+            ">",
+            0.0,
+            plot_metric="diff_lo",
+        ),
+        Criterion(
+            "refuted when the upper end (undecided runs counted for the claim) is",
+            "<",
+            0.0,
+            plot_metric="diff_hi",
+        ),
         Criterion("inconclusive: the interval contains 0", "→", "inconclusive"),
     )
     d_small, d_large = 3, 16
     runs_small, runs_large = 64, 64
 
     def not_applicable(self, data):
-        return ("compares how often GD reaches W^mm on random data at two dimensions; a given dataset has one "
-                "fixed d")
+        return (
+            "compares how often GD reaches W^mm on random data at two dimensions; a given dataset has one "
+            "fixed d"
+        )
 
     def instance(self, rng, ctx):
         out = {}
-        for key, d, runs in (("small", self.d_small, self.runs_small), ("large", self.d_large, self.runs_large)):
+        for key, d, runs in (
+            ("small", self.d_small, self.runs_small),
+            ("large", self.d_large, self.runs_large),
+        ):
             out[key] = random_unit_sphere(N, T, d, rng=rng, R=runs)
             out["init_" + key] = INIT_SCALE * rng.standard_normal((runs, d, d))
         return out
@@ -189,7 +213,9 @@ class OverparamGlobal(Theorem):
         rose = st["loss_rose_small"] + st["loss_rose_large"]
         m = dict(norm_growth=g, loss_rose=rose)
         if g < NORM_GROWTH_MIN:
-            return decide(False, f"no progress: the median run's ‖W‖ grew {g:.3g}× (< {NORM_GROWTH_MIN:g}×)", **m)
+            return decide(
+                False, f"no progress: the median run's ‖W‖ grew {g:.3g}× (< {NORM_GROWTH_MIN:g}×)", **m
+            )
         return decide(rose == 0, f"no progress: the loss did not fall on {rose} runs", **m)
 
     def check_share_grows(self, inst, st, ctx):
@@ -221,7 +247,9 @@ class OverparamGlobalControl(OverparamGlobal):
     title = "Control: conditioned on feasibility, the share grows from d = 2 to d = 3 (false)"
     statement = (r"\Pr[\operatorname{corr}(W(k), W^{mm}) > 0.99 \mid \text{Att-SVM(opt) feasible}]"
                  r"\ \text{grows from } d = 2\ \text{to}\ d = 3")
-    hypotheses_text = OverparamGlobal.hypotheses_text.replace("≥ 16", "≥ 16 (256 draws at d = 2, 128 at d = 3)")
+    hypotheses_text = OverparamGlobal.hypotheses_text.replace(
+        "≥ 16", "≥ 16 (256 draws at d = 2, 128 at d = 3)"
+    )
     expected = "FAIL"
     control_of = "overparam-global"
     d_small, d_large = 2, 3

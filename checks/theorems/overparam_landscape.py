@@ -32,7 +32,8 @@ is d ≥ T and d² ≥ nT — the d ≥ n half of the paper's threshold is not n
 or (5, 3, 4) are onto). And with a *linear head* γ_i = Y_i X_i v lies in col(X_i), so W̄ = v c^T with
 Z c = Y works for any d ≥ n even when d < T: the linear head cannot show the T-boundary.
 
-Given data (``--data``): the given (X, Y, Z, v) with a loss, a generic score table and W samples drawn from the
+Given data (``--data``): the given (X, Y, Z, v) with a loss, a generic score table and W samples drawn from
+the
 instance seed; the hypotheses decide (digits: n = 60 > d = 16, so the instances are vacuous, naming it).
 
 Negative control (``overparam-landscape-control``), at the exact boundary of the construction: d = T − 1 ≥ n
@@ -112,11 +113,16 @@ def construct(data, gamma: np.ndarray) -> tuple[np.ndarray, float, dict]:
     nr = float(np.linalg.norm(r))
     # any W: ‖A w − g‖ ≥ |r^T (A w − g)| / ‖r‖ ≥ (g^T r − ‖A^T r‖ ‖w‖) / ‖r‖
     lower = (float(g @ r) - float(np.linalg.norm(A.T @ r)) * NORM_CAP) / nr if nr > 0 else 0.0
-    return w.reshape(data.d, data.d), rel, {"residual_lower_bound_rel": max(lower, 0.0) / float(np.linalg.norm(g))}
+    return (
+        w.reshape(data.d, data.d),
+        rel,
+        {"residual_lower_bound_rel": max(lower, 0.0) / float(np.linalg.norm(g))},
+    )
 
 
 def identity_error(data, gamma, Wbar, loss, rng) -> float:
-    """max over sampled W of |⟨∇L(W), W̄⟩ − (1/n) Σ ℓ'_i Var_s(γ_i)| / ((1/n) Σ |ℓ'_i| Var_s(γ_i)), with ∇L from
+    """max over sampled W of |⟨∇L(W), W̄⟩ − (1/n) Σ ℓ'_i Var_s(γ_i)| / ((1/n) Σ |ℓ'_i| Var_s(γ_i)), with ∇L
+    from
     numerics.attention's closed form for the score table gamma (token_weights + grad_from_weights)."""
     G = rng.standard_normal((4 * len(IDENTITY_NORMS), data.d, data.d))
     G *= np.repeat(IDENTITY_NORMS, 4)[:, None, None] / np.linalg.norm(G, axis=(1, 2), keepdims=True)
@@ -152,8 +158,12 @@ class _Base(Theorem):
 
     def instance(self, rng, ctx):
         data = ctx.data if ctx.data is not None else random_unit_sphere(*self._family(rng), rng=rng)
-        return {"data": data, "loss": str(rng.choice(LOSSES)), "generic_gamma": rng.standard_normal((data.n, data.T)),
-                "seed": int(rng.integers(2**31))}
+        return {
+            "data": data,
+            "loss": str(rng.choice(LOSSES)),
+            "generic_gamma": rng.standard_normal((data.n, data.T)),
+            "seed": int(rng.integers(2**31)),
+        }
 
     def _tables(self, inst) -> dict[str, np.ndarray]:
         return {"linear": scores(inst["data"]), "generic": inst["generic_gamma"]}
@@ -166,26 +176,41 @@ class _Base(Theorem):
 
     def assume_assumption_a(self, inst, state, ctx):
         g = np.concatenate([t.ravel() for t in self._tables(inst).values()])
-        return decide(dloss_negative_on(inst["loss"], float(g.min()), float(g.max())), "loss violates Assumption A")
+        return decide(
+            dloss_negative_on(inst["loss"], float(g.min()), float(g.max())), "loss violates Assumption A"
+        )
 
 
 @register
 class OverparamLandscape(_Base):
     id = "overparam-landscape"
     depends_on = ("gd", "gradient", "softmax")
-    title = "If d >= max(n, T), every score table has a W-bar with X_i W-bar z_i = gamma_i, a descent direction everywhere"
-    reference = "TLTO (arXiv 2308.16898), benign landscape under over-parameterisation — reconstructed sufficient version"
+    title = ("If d >= max(n, T), every score table has a W-bar with X_i W-bar z_i = gamma_i, a descent "
+             "direction everywhere")
+    reference = ("TLTO (arXiv 2308.16898), benign landscape under over-parameterisation — reconstructed "
+                 "sufficient version")
     statement = (r"d \ge \max(n,T) \Rightarrow \forall\gamma\ \exists \bar W: X_i \bar W z_i = \gamma_i,\ "
                  r"\langle \nabla L(W), \bar W\rangle < 0\ \forall W,\ \|W(k)\|\to\infty")
-    hypotheses_text = ("d >= max(n, T); generic: rank Z = n, rank X_i = T (sigma ratio > 1e-8); scores not all "
-                       "constant (linear-head and generic tables); catalogue loss (Assumption A)")
+    hypotheses_text = (
+        "d >= max(n, T); generic: rank Z = n, rank X_i = T (sigma ratio > 1e-8); scores not all "
+        "constant (linear-head and generic tables); catalogue loss (Assumption A)"
+    )
     plot_metric = "identity_rel_err"
     criteria = (
         Criterion("rank of W ↦ (X_i W z_i)_i (singular values > MAP_RANK_RTOL·σ_max) vs nT", "==", "nT"),
-        Criterion("relative residual ‖A vec W̄ − γ‖/‖γ‖ of the least-squares W̄ (linear-head and generic tables)",
-                  "<=", RESID_TOL, plot_metric="construction_residual"),
-        Criterion("max relative error of ⟨∇L(W), W̄⟩ = (1/n) Σ ℓ'_i Var_s(γ_i) at Gaussian W of norms "
-                  f"{IDENTITY_NORMS}", "<=", IDENTITY_RTOL, plot_metric="identity_rel_err"),
+        Criterion(
+            "relative residual ‖A vec W̄ − γ‖/‖γ‖ of the least-squares W̄ (linear-head and generic tables)",
+            "<=",
+            RESID_TOL,
+            plot_metric="construction_residual",
+        ),
+        Criterion(
+            "max relative error of ⟨∇L(W), W̄⟩ = (1/n) Σ ℓ'_i Var_s(γ_i) at Gaussian W of norms "
+            f"{IDENTITY_NORMS}",
+            "<=",
+            IDENTITY_RTOL,
+            plot_metric="identity_rel_err",
+        ),
     ) + DIVERGENCE_CRITERIA
 
     def _family(self, rng):
@@ -214,11 +239,21 @@ class OverparamLandscape(_Base):
         data = inst["data"]
         r = map_rank(data)
         rels = {k: construct(data, g)[1] for k, g in self._tables(inst).items()}
-        m = dict(given_metrics(ctx), map_rank=r, equations=data.n * data.T, construction_residual=max(rels.values()))
+        m = dict(
+            given_metrics(ctx),
+            map_rank=r,
+            equations=data.n * data.T,
+            construction_residual=max(rels.values()),
+        )
         if r < data.n * data.T:
-            return failed(f"W -> (X_i W z_i)_i has rank {r} < nT = {data.n * data.T}: not every score table is "
-                          "reachable", **m)
-        return decide(max(rels.values()) <= RESID_TOL, "least-squares W-bar does not solve X_i W z_i = gamma_i", **m)
+            return failed(
+                f"W -> (X_i W z_i)_i has rank {r} < nT = {data.n * data.T}: not every score table is "
+                "reachable",
+                **m,
+            )
+        return decide(
+            max(rels.values()) <= RESID_TOL, "least-squares W-bar does not solve X_i W z_i = gamma_i", **m
+        )
 
     def check_descent_everywhere(self, inst, state, ctx):
         data, errs = inst["data"], []
@@ -228,9 +263,12 @@ class OverparamLandscape(_Base):
                 return undecided("no exact W-bar (see construction): the identity has nothing to certify")
             errs.append(identity_error(data, g, Wbar, inst["loss"], ctx.rng))
         e = max(errs)
-        return decide(e <= IDENTITY_RTOL, f"<grad L(W), W-bar> differs from (1/n) sum l'_i Var_s(gamma_i) by {e:.2g} "
-                                          "(relative): the gradient is not the one the identity certifies",
-                      identity_rel_err=e)
+        return decide(
+            e <= IDENTITY_RTOL,
+            f"<grad L(W), W-bar> differs from (1/n) sum l'_i Var_s(gamma_i) by {e:.2g} "
+            "(relative): the gradient is not the one the identity certifies",
+            identity_rel_err=e,
+        )
 
     def check_norm_diverges(self, inst, state, ctx):
         return judge_divergence(state["norms"], state["losses"], GD_LR, GD_STEPS)
@@ -243,16 +281,26 @@ class OverparamLandscapeControl(_Base):
     title = "Control: every score table has a W-bar with X_i W-bar z_i = gamma_i at d = T - 1 >= n (false)"
     reference = OverparamLandscape.reference
     statement = r"d = T-1 \ge n \Rightarrow \forall\gamma\ \exists \bar W: X_i \bar W z_i = \gamma_i"
-    hypotheses_text = ("d = T - 1 >= n (the boundary: the d >= n half of the threshold holds); generic queries; "
-                       "scores not all constant; catalogue loss. Judged on the generic score table")
+    hypotheses_text = (
+        "d = T - 1 >= n (the boundary: the d >= n half of the threshold holds); generic queries; "
+        "scores not all constant; catalogue loss. Judged on the generic score table"
+    )
     expected = "FAIL"
     control_of = "overparam-landscape"
     plot_metric = "residual_lower_bound_rel"
     criteria = (
-        Criterion("relative residual of the least-squares W̄ for the generic table (the claim holds when)", "<=",
-                  RESID_TOL, plot_metric="construction_residual"),
-        Criterion(f"refuted: certified lower bound on the relative residual of every W with ‖W‖_F ≤ {NORM_CAP:g}", ">",
-                  RESID_TOL, plot_metric="residual_lower_bound_rel"),
+        Criterion(
+            "relative residual of the least-squares W̄ for the generic table (the claim holds when)",
+            "<=",
+            RESID_TOL,
+            plot_metric="construction_residual",
+        ),
+        Criterion(
+            f"refuted: certified lower bound on the relative residual of every W with ‖W‖_F ≤ {NORM_CAP:g}",
+            ">",
+            RESID_TOL,
+            plot_metric="residual_lower_bound_rel",
+        ),
         Criterion("inconclusive: residual above the tolerance but not certified", "→", "inconclusive"),
     )
 
@@ -260,8 +308,11 @@ class OverparamLandscapeControl(_Base):
         if data.v is None:
             return need_head(data)
         if not (data.d == data.T - 1 and data.d >= data.n):
-            return (f"the control's claim is about d = T - 1 >= n; the given data have d = {data.d}, T = {data.T}, "
-                    f"n = {data.n}")
+            return (
+                f"the control's claim is about d = T - 1 >= n; the given data have d = {data.d}, T = "
+                f"{data.T}, "
+                f"n = {data.n}"
+            )
         return None
 
     def _family(self, rng):
@@ -274,7 +325,9 @@ class OverparamLandscapeControl(_Base):
 
     def assume_boundary(self, inst, state, ctx):
         data = inst["data"]
-        return decide(data.d == data.T - 1 and data.d >= data.n, "not at d = T - 1 >= n", d=data.d, n=data.n, T=data.T)
+        return decide(
+            data.d == data.T - 1 and data.d >= data.n, "not at d = T - 1 >= n", d=data.d, n=data.n, T=data.T
+        )
 
     def check_construction(self, inst, state, ctx):
         data = inst["data"]

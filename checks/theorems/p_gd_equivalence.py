@@ -7,13 +7,15 @@ depend on (W, p) only through q = W p, so L(W) = F(W p) with F(q) = (1/n) Σ_i �
 loss with keys k_it = x_it. Hence ∇_W L(W) = ∇F(W p) p^T and, for GD on W with p fixed,
 
 * (exact, every iterate) W(k) p = q(k), where q(k) is GD on the prompt loss F from q(0) = W(0) p with step
-  η ‖p‖² (plain GD) or η ‖p‖ (normalised GD: ‖∇_W L‖_F = ‖∇F‖ ‖p‖); and W(k)(I − p p^T/‖p‖²) = W(0)(I − p p^T/‖p‖²)
+  η ‖p‖² (plain GD) or η ‖p‖ (normalised GD: ‖∇_W L‖_F = ‖∇F‖ ‖p‖); and W(k)(I − p p^T/‖p‖²) = W(0)(I − p
+  p^T/‖p‖²)
   for every k (GD moves W only inside the rank-one family {q p^T/‖p‖²} through W(0); from W(0) = q(0) p^T/‖p‖²
   it stays in it exactly);
 * (exact) the W-SVM  min ‖W‖_F s.t. (x_{iα_i} − x_it)^T W p ≥ 1  is solved by W^mm = q^mm p^T/‖p‖², q^mm the
   p-SVM on the keys x_it (min ‖q‖ s.t. q^T (x_{iα_i} − x_it) ≥ 1): its constraints see W only through W p, and
   the least-norm W with W p = q is q p^T/‖p‖²;
-* (asymptotic) so corr(W(k), W^mm) = corr(q(k), q^mm) · ρ_k / sqrt(ρ_k² + ‖W(0)(I − P_p)‖_F²), ρ_k = ‖q(k)‖/‖p‖,
+* (asymptotic) so corr(W(k), W^mm) = corr(q(k), q^mm) · ρ_k / sqrt(ρ_k² + ‖W(0)(I − P_p)‖_F²), ρ_k =
+‖q(k)‖/‖p‖,
   and W(k)/‖W(k)‖_F → W^mm/‖W^mm‖_F exactly when q(k)/‖q(k)‖ → q^mm/‖q^mm‖ (p-svm-gd's claim) and ‖q(k)‖ → ∞:
   the fixed off-family part W(0)(I − P_p) is outgrown.
 
@@ -23,18 +25,22 @@ z_i = p for every example.
 Hypotheses implemented (exactly): logistic loss; normalised GD, STEPS steps, step LR/‖p‖ on W and LR on q
 (so both move q by LR per step); B.2 data (``checks.strategies.b2_data``, n = 2, T = 3, d = 6: equal
 non-optimal scores, under which GD on q converges to q^mm globally, p-svm-gd) with a random prompt p of norm
-P_NORMS[k % 2] (≠ 1, so the step scaling is visible) and a random W(0) (scale W0_SCALE, off the rank-one family);
+P_NORMS[k % 2] (≠ 1, so the step scaling is visible) and a random W(0) (scale W0_SCALE, off the rank-one
+family);
 ``feasible`` (certified p-SVM and W-SVM for opt).
 
-What is exact is checked exactly (to float64 rounding): ``svm_relation`` (the two certified SVM solutions satisfy
-W^mm = q^mm p^T/‖p‖² and both are tight: min margin 1), ``one_step`` (from every recorded W(k) one W-step and one
+What is exact is checked exactly (to float64 rounding): ``svm_relation`` (the two certified SVM solutions
+satisfy
+W^mm = q^mm p^T/‖p‖² and both are tight: min margin 1), ``one_step`` (from every recorded W(k) one W-step and
+one
 q-step from W(k) p agree: the induction step of the iterate equivalence, no accumulation), ``trajectory`` (the
 recorded W(k) p equal the independent prompt run q(k), the off-family part is constant, and corr(W(k), W^mm)
 matches the formula above). What is asymptotic is checked numerically: ``direction`` (1 − corr(q(k), q^mm) and
 1 − corr(W(k), W^mm) below CORR_TOL at the end and falling; no progress refutes).
 
 Control (``p-gd-equivalence-control``, at the boundary): "GD on W with step η is GD on q with the *same* step
-η" (no ‖p‖ factor). Both runs still converge to the same direction q^mm — a check of directions alone would pass
+η" (no ‖p‖ factor). Both runs still converge to the same direction q^mm — a check of directions alone would
+pass
 it — but the iterates differ: refuted by ``one_step``.
 """
 
@@ -50,7 +56,8 @@ from numerics.prompt import prompt_scores, run_prompt_gd
 from numerics.svm import solve_att_svm, solve_p_svm
 
 #: GD budget: q moves by LR per normalised step, so ‖q(STEPS)‖ ≈ 100, where 1 − corr(q, q^mm) < 1e-3 on B.2
-#: data (measured 3e-5 – 1e-3) and 1 − corr(W, W^mm) < 2e-3 (the off-family part adds ≈ ‖W0(I−P)‖²‖p‖²/(2‖q‖²)).
+#: data (measured 3e-5 – 1e-3) and 1 − corr(W, W^mm) < 2e-3 (the off-family part adds ≈
+#: ‖W0(I−P)‖²‖p‖²/(2‖q‖²)).
 STEPS = 2000
 LR = 0.05
 RECORD_EVERY = 100
@@ -64,7 +71,8 @@ D = 6
 #: ulps for any BLAS order, while the control's wrong step scaling differs by ≥ η/2 per step (≈ 0.025).
 STEP_RTOL = 1e-11
 #: Whole recorded trajectories (independent runs of the two models). The induction step above is exact; the
-#: trajectories are compared only to show the rounding did not amplify: normalised GD here contracts in direction
+#: trajectories are compared only to show the rounding did not amplify: normalised GD here contracts in
+#: direction
 #: (measured differences ≤ 6e-15 relative over 2000 steps); 1e-8 is far above that and far below the control's
 #: gap. A trajectory mismatch while the one-step identity holds is amplified rounding: undecided, not refuted.
 TRAJ_RTOL = 1e-8
@@ -106,8 +114,10 @@ class _EquivBase(Theorem):
     )
 
     def not_applicable(self, data):
-        return ("TLZO's prompt model with a shared prompt query, checked on its own B.2 family; given data carry "
-                "per-example queries z_i")
+        return (
+            "TLZO's prompt model with a shared prompt query, checked on its own B.2 family; given data carry "
+            "per-example queries z_i"
+        )
 
     #: the prompt-GD step matching W-GD with step LR/‖p‖: LR (the claim). The control overrides it.
     def _prompt_lr(self, p_norm: float) -> float:
@@ -135,8 +145,16 @@ class _EquivBase(Theorem):
             X = np.stack([d.X for d in datas])
             G = np.stack([instances[j]["gamma"] for j in idx])
             wlr, qlr = LR / pn, self._prompt_lr(pn)
-            res = run_gd(datas, param="W", steps=STEPS, lr=wlr, init=W0, record_every=RECORD_EVERY, device=dev,
-                         backend="torch")
+            res = run_gd(
+                datas,
+                param="W",
+                steps=STEPS,
+                lr=wlr,
+                init=W0,
+                record_every=RECORD_EVERY,
+                device=dev,
+                backend="torch",
+            )
             pr = run_prompt_gd(X, G, steps=STEPS, lr=qlr, init=np.einsum("bde,be->bd", W0, P),
                                record_every=RECORD_EVERY, device=dev)
             Wt = res.W_traj  # (S, B, d, d)
@@ -161,7 +179,9 @@ class _EquivBase(Theorem):
 
     # -- hypotheses ------------------------------------------------------------------------------
     def assume_feasible(self, inst, state, ctx):
-        return decide(state["wsvm"].feasible and state["psvm"].feasible, "W-SVM or p-SVM for opt is infeasible")
+        return decide(
+            state["wsvm"].feasible and state["psvm"].feasible, "W-SVM or p-SVM for opt is infeasible"
+        )
 
     # -- exact predictions -----------------------------------------------------------------------
     def check_svm_relation(self, inst, state, ctx):
@@ -184,8 +204,12 @@ class _EquivBase(Theorem):
         scale = np.linalg.norm(state["q_start"], axis=-1) + state["qlr"]
         err = float((np.linalg.norm(wq - state["one_q"], axis=-1) / scale).max())
         moved = float(np.linalg.norm(wq - state["q_start"], axis=-1).max())
-        return decide(err < STEP_RTOL, f"one W-step ≠ one q-step of step {state['qlr']:.3g}: max rel. diff {err:.3g}",
-                      step_err=err, step_size=moved)
+        return decide(
+            err < STEP_RTOL,
+            f"one W-step ≠ one q-step of step {state['qlr']:.3g}: max rel. diff {err:.3g}",
+            step_err=err,
+            step_size=moved,
+        )
 
     def check_trajectory(self, inst, state, ctx):
         p, Wt, qt = inst["p"], state["W_traj"], state["q_traj"]
@@ -194,7 +218,9 @@ class _EquivBase(Theorem):
         qW = Wt @ p
         traj_err = float((np.linalg.norm(qW - qt, axis=-1) / np.linalg.norm(qt, axis=-1)).max())
         off = Wt @ Pperp
-        orth_err = float(np.linalg.norm(off - off[0], axis=(-2, -1)).max() / np.linalg.norm(Wt, axis=(-2, -1)).max())
+        orth_err = float(
+            np.linalg.norm(off - off[0], axis=(-2, -1)).max() / np.linalg.norm(Wt, axis=(-2, -1)).max()
+        )
         # corr(W(k), W^mm) from q(k) and the fixed off-family part (exact formula, module docstring)
         Wm, qm = state["wsvm"].W, state["psvm"].w
         rho = np.linalg.norm(qW, axis=-1) / np.linalg.norm(p)
@@ -203,11 +229,18 @@ class _EquivBase(Theorem):
         metrics = dict(traj_err=traj_err, orth_err=orth_err, formula_err=formula_err,
                        off_family_norm=float(np.linalg.norm(off[0])))
         if orth_err >= ORTH_RTOL or formula_err >= SVM_RTOL:
-            return decide(False, f"W left its rank-one family (drift {orth_err:.3g}) or corr(W, W^mm) does not follow "
-                          f"from q (err {formula_err:.3g})", **metrics)
+            return decide(
+                False,
+                f"W left its rank-one family (drift {orth_err:.3g}) or corr(W, W^mm) does not follow "
+                f"from q (err {formula_err:.3g})",
+                **metrics,
+            )
         if traj_err >= TRAJ_RTOL:
-            return undecided(f"independent runs differ by {traj_err:.3g} (amplified rounding; the one-step identity "
-                             "is the exact check)", **metrics)
+            return undecided(
+                f"independent runs differ by {traj_err:.3g} (amplified rounding; the one-step identity "
+                "is the exact check)",
+                **metrics,
+            )
         return decide(True, "", **metrics)
 
     # -- asymptotic prediction -------------------------------------------------------------------
@@ -217,15 +250,26 @@ class _EquivBase(Theorem):
         wg = 1 - _corr(Wt, state["wsvm"].W)
         half = len(qg) // 2
         growth = float(np.linalg.norm(qt[-1]) - np.linalg.norm(qt[0]))
-        metrics = dict(q_final_gap=float(qg[-1]), w_final_gap=float(wg[-1]), q_norm_growth=growth,
-                       w_gap_curve=[float(x) for x in wg], w_gap_curve_iterations=[int(k) for k in state["its"]],
-                       q_gap_curve=[float(x) for x in qg], q_gap_curve_iterations=[int(k) for k in state["its"]])
+        metrics = dict(
+            q_final_gap=float(qg[-1]),
+            w_final_gap=float(wg[-1]),
+            q_norm_growth=growth,
+            w_gap_curve=[float(x) for x in wg],
+            w_gap_curve_iterations=[int(k) for k in state["its"]],
+            q_gap_curve=[float(x) for x in qg],
+            q_gap_curve_iterations=[int(k) for k in state["its"]],
+        )
         if growth < NORM_GROWTH_MIN * LR * STEPS:
-            return decide(False, f"no progress: ‖q‖ grew by {growth:.3g} < {NORM_GROWTH_MIN}·η·steps", **metrics)
+            return decide(
+                False, f"no progress: ‖q‖ grew by {growth:.3g} < {NORM_GROWTH_MIN}·η·steps", **metrics
+            )
         falling = bool(qg[-1] <= qg[half] * (1 + 1e-6) + 1e-15 and wg[-1] <= wg[half] * (1 + 1e-6) + 1e-15)
         ok = qg[-1] < CORR_TOL and wg[-1] < CORR_TOL and falling
-        return decide(ok, f"1 − corr at the end: q {qg[-1]:.3g}, W {wg[-1]:.3g} (need < {CORR_TOL} and falling)",
-                      **metrics)
+        return decide(
+            ok,
+            f"1 − corr at the end: q {qg[-1]:.3g}, W {wg[-1]:.3g} (need < {CORR_TOL} and falling)",
+            **metrics,
+        )
 
 
 @register
@@ -235,9 +279,11 @@ class PGDEquivalence(_EquivBase):
     statement = (r"W(k)p = q(k)\ \text{(GD on } F,\ \text{step } \eta\lVert p\rVert\text{ normalised)},\ "
                  r"W(k)(I-P_p)=W(0)(I-P_p),\ W^{mm}=\frac{q^{mm}p^\top}{\lVert p\rVert^2},\ "
                  r"\frac{W(k)}{\lVert W(k)\rVert}\to\frac{W^{mm}}{\lVert W^{mm}\rVert}")
-    hypotheses_text = ("reconstructed form of TLZO's 'GD on p, or equivalently W'; logistic loss; normalised GD "
-                       f"({STEPS} steps, step {LR}/‖p‖ on W, {LR} on q); B.2 data n=2, T=3, d={D}; ‖p‖ ∈ {P_NORMS}; "
-                       "W(0) off the rank-one family; W-SVM and p-SVM feasible (certified)")
+    hypotheses_text = (
+        "reconstructed form of TLZO's 'GD on p, or equivalently W'; logistic loss; normalised GD "
+        f"({STEPS} steps, step {LR}/‖p‖ on W, {LR} on q); B.2 data n=2, T=3, d={D}; ‖p‖ ∈ {P_NORMS}; "
+        "W(0) off the rank-one family; W-SVM and p-SVM feasible (certified)"
+    )
 
 
 @register

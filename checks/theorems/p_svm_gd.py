@@ -65,9 +65,11 @@ CONE_MU = 2.1e-4
 CONE_R = 59.0
 THETA_MAX = 0.02
 INIT_R = 60.0
-#: Convergence must show as a fall of 1 − corr by this factor from p(0) (the local starts sit at 2e-4 already).
+#: Convergence must show as a fall of 1 − corr by this factor from p(0) (the local starts sit at 2e-4
+#: already).
 FALL_FACTOR = 10.0
-#: Progress: ‖p(end)‖ − ‖p(0)‖ ≥ NORM_GROWTH_MIN·LR·STEPS (an aligned normalised step adds ≈ LR; measured ≈ 1.0×).
+#: Progress: ‖p(end)‖ − ‖p(0)‖ ≥ NORM_GROWTH_MIN·LR·STEPS (an aligned normalised step adds ≈ LR; measured ≈
+#: 1.0×).
 NORM_GROWTH_MIN = 0.5
 #: Larger cone the local iterates must stay in (TLZO: iterates remain in a slightly wider cone).
 STAY_MU = 0.05
@@ -95,22 +97,36 @@ class _PromptBase(Theorem):
     }
     plot_metric = "final_gap"
     criteria = (
-        Criterion("local instances: max over k ≥ 1 of 1 − corr(p(k), p^mm_α) (stays in the wider cone; else refuted)",
-                  "<=", STAY_MU, plot_metric="max_gap"),
-        Criterion(f"1 − corr(p(S), p^mm_α), S = {STEPS} (PASS of the instance)", "<", CORR_TOL,
-                  plot_metric="final_gap"),
+        Criterion(
+            "local instances: max over k ≥ 1 of 1 − corr(p(k), p^mm_α) (stays in the wider cone; else "
+            "refuted)",
+            "<=",
+            STAY_MU,
+            plot_metric="max_gap",
+        ),
+        Criterion(
+            f"1 − corr(p(S), p^mm_α), S = {STEPS} (PASS of the instance)",
+            "<",
+            CORR_TOL,
+            plot_metric="final_gap",
+        ),
         Criterion("… and not above its mid-run value, relative slack", "<=", TREND_RTOL),
         Criterion("… and fallen from p(0) by a factor", ">=", FALL_FACTOR),
         Criterion("refuted (no progress) when ‖p(S)‖ − ‖p(0)‖ in units of η·S", "<", NORM_GROWTH_MIN),
         Criterion("… or when 1 − corr(p(S)) is not below its value at p(0)", ">=", "1 − corr at p(0)"),
         Criterion("inconclusive (budget): ‖p(S)‖ / ‖p^mm_α‖", "<", BUDGET_RATIO),
-        Criterion("inconclusive: the gradient underflowed to 0 before convergence; otherwise refuted", "→",
-                  "inconclusive"),
+        Criterion(
+            "inconclusive: the gradient underflowed to 0 before convergence; otherwise refuted",
+            "→",
+            "inconclusive",
+        ),
     )
 
     def not_applicable(self, data):
-        return ("TLZO's prompt-attention model (trainable prompt p, keys W x_it) checked on its exact fixtures; "
-                "given data define the W-attention model with queries z_i instead")
+        return (
+            "TLZO's prompt-attention model (trainable prompt p, keys W x_it) checked on its exact fixtures; "
+            "given data define the W-attention model with queries z_i instead"
+        )
 
     def _kind(self, ctx) -> str:
         return KINDS[ctx.instance % len(KINDS)]
@@ -125,10 +141,17 @@ class _PromptBase(Theorem):
         if kind == "local-fixture":
             return self._local_fixture(rng, rng.uniform(0.0, GAMMA3_MAX))
         if kind == "global-fixture":
-            return {"kind": kind, "keys": FIX_KEYS, "gamma": np.array([[1.0, 0.9, 0.9]]), "alpha": np.array([0]),
-                    "init": rng.standard_normal(2)}
+            return {
+                "kind": kind,
+                "keys": FIX_KEYS,
+                "gamma": np.array([[1.0, 0.9, 0.9]]),
+                "alpha": np.array([0]),
+                "init": rng.standard_normal(2),
+            }
         data = b2_data(2, 3, RANDOM_D, rng=rng)
-        W, _ = np.linalg.qr(rng.standard_normal((RANDOM_D, RANDOM_D)))  # random orthogonal: well-conditioned keys
+        W, _ = np.linalg.qr(
+            rng.standard_normal((RANDOM_D, RANDOM_D))
+        )  # random orthogonal: well-conditioned keys
         g = prompt_scores(data.X, data.Y, data.v)
         return {"kind": kind, "keys": prompt_keys(data.X, W), "gamma": g, "alpha": np.argmax(g, axis=1),
                 "init": rng.standard_normal(RANDOM_D)}
@@ -139,9 +162,14 @@ class _PromptBase(Theorem):
         for j, inst in enumerate(instances):
             groups.setdefault(inst["keys"].shape, []).append(j)
         for idx in groups.values():
-            res = run_prompt_gd(np.stack([instances[j]["keys"] for j in idx]),
-                                np.stack([instances[j]["gamma"] for j in idx]), steps=STEPS, lr=LR,
-                                init=np.stack([instances[j]["init"] for j in idx]), device=ctxs[idx[0]].device)
+            res = run_prompt_gd(
+                np.stack([instances[j]["keys"] for j in idx]),
+                np.stack([instances[j]["gamma"] for j in idx]),
+                steps=STEPS,
+                lr=LR,
+                init=np.stack([instances[j]["init"] for j in idx]),
+                device=ctxs[idx[0]].device,
+            )
             for col, j in enumerate(idx):
                 inst = instances[j]
                 sol = solve_p_svm(inst["keys"], inst["alpha"])
@@ -173,7 +201,9 @@ class _PromptBase(Theorem):
             return True
         p0, target = inst["init"], state["sol"].w
         c0 = float(corr(p0, target, axis=-1))
-        return decide(c0 >= 1 - CONE_MU and np.linalg.norm(p0) >= CONE_R, "p(0) outside the cone", init_corr=c0)
+        return decide(
+            c0 >= 1 - CONE_MU and np.linalg.norm(p0) >= CONE_R, "p(0) outside the cone", init_corr=c0
+        )
 
     # -- prediction ------------------------------------------------------------------------------
     def _target(self, inst, state):
@@ -185,27 +215,43 @@ class _PromptBase(Theorem):
         half = len(gap) // 2
         final = float(gap[-1])
         trend_ok = bool(final <= gap[half] * (1 + TREND_RTOL) + 1e-15)
-        metrics = dict(final_gap=final, mid_gap=float(gap[half]), final_norm=float(np.linalg.norm(state["traj"][-1])),
-                       max_gap=float(gap[1:].max()), gap_curve=[float(x) for x in gap])
+        metrics = dict(
+            final_gap=final,
+            mid_gap=float(gap[half]),
+            final_norm=float(np.linalg.norm(state["traj"][-1])),
+            max_gap=float(gap[1:].max()),
+            gap_curve=[float(x) for x in gap],
+        )
         if inst["kind"] == "local-fixture":
             metrics["gamma3"] = float(inst["gamma"][0, 2])
             if gap[1:].max() > STAY_MU:
-                return decide(False, f"left the cone: max 1−corr = {gap[1:].max():.3g} > {STAY_MU}", **metrics)
+                return decide(
+                    False, f"left the cone: max 1−corr = {gap[1:].max():.3g} > {STAY_MU}", **metrics
+                )
         growth = metrics["final_norm"] - float(np.linalg.norm(state["traj"][0]))
         metrics.update(start_gap=float(gap[0]), norm_growth=growth)
         converged = final < CORR_TOL and trend_ok and final <= gap[0] / FALL_FACTOR
         if converged:
             return decide(True, "", **metrics)
         if growth < NORM_GROWTH_MIN * LR * STEPS or not final < gap[0]:
-            why = (f"‖p‖ grew by {growth:.3g} < {NORM_GROWTH_MIN}·η·steps" if growth < NORM_GROWTH_MIN * LR * STEPS
-                   else f"1−corr did not fall ({gap[0]:.3g} → {final:.3g})")
+            why = (
+                f"‖p‖ grew by {growth:.3g} < {NORM_GROWTH_MIN}·η·steps"
+                if growth < NORM_GROWTH_MIN * LR * STEPS
+                else f"1−corr did not fall ({gap[0]:.3g} → {final:.3g})"
+            )
             return decide(False, f"no progress: {why}", **metrics)
         if metrics["final_norm"] < BUDGET_RATIO * np.linalg.norm(target):
-            return undecided(f"budget too small: ‖p‖ = {metrics['final_norm']:.3g} < {BUDGET_RATIO}·‖p^mm‖", **metrics)
+            return undecided(
+                f"budget too small: ‖p‖ = {metrics['final_norm']:.3g} < {BUDGET_RATIO}·‖p^mm‖", **metrics
+            )
         if state["stalled"]:
             return undecided("gradient underflowed to 0 before convergence", **metrics)
-        return decide(False, f"1−corr(p, p^mm) = {final:.3g} (start {gap[0]:.3g}, mid-run {gap[half]:.3g}) not below "
-                      f"{CORR_TOL}, a {FALL_FACTOR:g}-fold fall and falling", **metrics)
+        return decide(
+            False,
+            f"1−corr(p, p^mm) = {final:.3g} (start {gap[0]:.3g}, mid-run {gap[half]:.3g}) not below "
+            f"{CORR_TOL}, a {FALL_FACTOR:g}-fold fall and falling",
+            **metrics,
+        )
 
 
 @register
@@ -215,9 +261,11 @@ class PSvmGD(_PromptBase):
     title = "GD on the prompt p converges in direction to the p-SVM (global under B.2, local from the cone)"
     statement = (r"\frac{p(k)}{\|p(k)\|}\to\frac{p^{mm}_\alpha}{\|p^{mm}_\alpha\|},\quad "
                  r"p^{mm}_\alpha=\arg\min\|p\|\ \text{s.t.}\ p^\top(k_{i\alpha_i}-k_{it})\ge 1")
-    hypotheses_text = ("logistic loss; normalised GD (step 0.05, 3000 steps); p-SVM feasible; global instances: equal "
-                       "non-optimal scores (B.2), any init; local instances: α locally optimal, p(0) in the cone "
-                       f"(μ = {CONE_MU}, R = {CONE_R})")
+    hypotheses_text = (
+        "logistic loss; normalised GD (step 0.05, 3000 steps); p-SVM feasible; global instances: equal "
+        "non-optimal scores (B.2), any init; local instances: α locally optimal, p(0) in the cone "
+        f"(μ = {CONE_MU}, R = {CONE_R})"
+    )
 
 
 @register
@@ -225,7 +273,9 @@ class PSvmGDControl(_PromptBase):
     id = "p-svm-gd-control"
     depends_on = ("prompt-gd", "svm-fro")
     title = "Control: local convergence to (1, 0) claimed at γ3 = 0.9, where α is not locally optimal (false)"
-    statement = r"\gamma_3 = 0.9:\ p(0)\in\mathcal C_{\mu,R}((1,0)) \Rightarrow p(k)/\|p(k)\|\to(1,0)\ \text{(false)}"
+    statement = (
+        r"\gamma_3 = 0.9:\ p(0)\in\mathcal C_{\mu,R}((1,0)) \Rightarrow p(k)/\|p(k)\|\to(1,0)\ \text{(false)}"
+    )
     expected = "FAIL"
     control_of = "p-svm-gd"
     hypotheses_text = "TLZO fixture with γ3 = 0.9 (tie between tokens 2 and 3), p(0) in the cone of (1, 0)"
@@ -233,13 +283,16 @@ class PSvmGDControl(_PromptBase):
     def instance(self, rng, ctx):
         return self._local_fixture(rng, 0.9)
 
-    #: the control drops local optimality (None removes the inherited hypothesis) and tests its negation at the
+    #: the control drops local optimality (None removes the inherited hypothesis) and tests its negation at
+    #: the
     #: boundary: a support token of p^mm_α ties with α
     assume_locally_optimal = None
 
     def assume_tied_support_token(self, inst, state, ctx):
         g, a, sup = inst["gamma"], inst["alpha"], state["sol"].support
-        tie = any(bool(np.any(np.abs(g[i, a[i]] - g[i, list(s_)]) <= tol.TIE_TOL)) for i, s_ in enumerate(sup))
+        tie = any(
+            bool(np.any(np.abs(g[i, a[i]] - g[i, list(s_)]) <= tol.TIE_TOL)) for i, s_ in enumerate(sup)
+        )
         return decide(tie, "no support token of p^mm_α ties with α (the control's boundary case)")
 
     def assume_p_svm_differs(self, inst, state, ctx):

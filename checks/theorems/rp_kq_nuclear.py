@@ -16,9 +16,12 @@ undetermined even where the loss still drops by > 1e-10 from R = 64, and the tre
 
 Predictions: (1) 1 − corr(K_R Q_R^T, W^mm_⋆) non-increasing in R up to noise (25% relative / 2e-3
 absolute per step) and < 3e-2 at the largest judged R (the error decays like log R / R and is 1e-3–2e-2 at
-R = 64; above it but still shrinking → undecided, stalled → failed, as in rp-w-frobenius, including its trend window —
-from where the path selects the optimal tokens — and its missed-minimiser test with rescaled path points: paper
-profile, seed 0, instance 144: 1 − corr = 0.28 → 0.37 from R = 4 to 8 with min-margin < 0 at both, the same loss
+R = 64; above it but still shrinking → undecided, stalled → failed, as in rp-w-frobenius, including its trend
+window —
+from where the path selects the optimal tokens — and its missed-minimiser test with rescaled path points:
+paper
+profile, seed 0, instance 144: 1 − corr = 0.28 → 0.37 from R = 4 to 8 with min-margin < 0 at both, the same
+loss
 0.65806598 at R = 8 from 2 × 12 restarts × 3000 steps, then 0.011, 0.0047, 0.0017 at R = 16..64);
 (2) ‖K_R Q_R^T‖_⋆ / R ∈ [0.95, 1 + 1e-9] at every radius (it is ≤ 1 by AM–GM; ≈ 1 when the factors balance).
 
@@ -33,7 +36,8 @@ the hypothesis ``solutions_separated`` (sep ≥ SEP_MIN = 0.04); see rp_w_froben
 
 Control (``rp-kq-nuclear-control``, at the boundary): "the (K, Q) path → the Frobenius solution W^mm", with
 the same per-instance threshold sep/4 on the same separated instances; refuted when the error to W^mm stalls
-above sep/4, or still shrinks while the path is already within sep/4 of W^mm_⋆ (then provably > sep/4 from W^mm).
+above sep/4, or still shrinks while the path is already within sep/4 of W^mm_⋆ (then provably > sep/4 from
+W^mm).
 """
 
 from __future__ import annotations
@@ -76,9 +80,12 @@ class RPKQNuclear(RPWFrobenius):
     reference = "TLTO §2 (regularisation path of (K, Q))"
     statement = (r"(K_R,Q_R)=\arg\min_{\|K\|_F^2+\|Q\|_F^2\le 2R}L(KQ^\top):\quad "
                  r"K_RQ_R^\top/R\to W^{mm}_\star/\|W^{mm}_\star\|_\star,\ \|K_RQ_R^\top\|_\star\approx R")
-    hypotheses_text = ("logistic loss (Assumption A); unique optimal tokens; Att-SVM and Att-SVM⋆ feasible; "
-                       "m = d ≥ n; R = 1..64 (log grid), 1500 path steps, 4 restarts; given data: the first 5 examples of each label, "
-                       "R = 1..64, 1000 path steps per radius")
+    hypotheses_text = (
+        "logistic loss (Assumption A); unique optimal tokens; Att-SVM and Att-SVM⋆ feasible; "
+        "m = d ≥ n; R = 1..64 (log grid), 1500 path steps, 4 restarts; given data: the first 5 examples of "
+        "each label, "
+        "R = 1..64, 1000 path steps per radius"
+    )
     profiles = PROFILES
     param = "KQ"
     radii = RADII
@@ -87,10 +94,17 @@ class RPKQNuclear(RPWFrobenius):
     corr_err_max = CORR_ERR_MAX
     sep_min = SEP_MIN
     criteria = path_criteria("W^mm_⋆", "W^mm", CORR_ERR_MAX) + (
-        Criterion("norm constraint active, (‖K_R‖²_F + ‖Q_R‖²_F)/2 ≥ (1 − numerics.gd.ACTIVE_RTOL)·R", "at",
-                  "every resolved radius"),
-        Criterion(f"‖K_R Q_R^T‖_⋆ / R at every resolved radius (and ≤ 1 + {NUC_RATIO_SLACK:g})", ">=", NUC_RATIO_MIN,
-                  plot_metric="nuc_ratio_min"),
+        Criterion(
+            "norm constraint active, (‖K_R‖²_F + ‖Q_R‖²_F)/2 ≥ (1 − numerics.gd.ACTIVE_RTOL)·R",
+            "at",
+            "every resolved radius",
+        ),
+        Criterion(
+            f"‖K_R Q_R^T‖_⋆ / R at every resolved radius (and ≤ 1 + {NUC_RATIO_SLACK:g})",
+            ">=",
+            NUC_RATIO_MIN,
+            plot_metric="nuc_ratio_min",
+        ),
     )
 
     def assume_m_ge_n(self, inst, st, ctx):
@@ -109,8 +123,11 @@ class RPKQNuclear(RPWFrobenius):
         J = self.resolved(st)  # the resolved radii only, as every prediction (see rp-w-frobenius)
         ratio = np.array([np.linalg.svd(W, compute_uv=False).sum() for W in st["W"][:J]]) / st["radii"][:J]
         ok = bool(np.all(ratio >= NUC_RATIO_MIN) and np.all(ratio <= 1 + NUC_RATIO_SLACK))
-        return decide(ok, f"‖K_R Q_R^T‖_⋆ / R outside [{NUC_RATIO_MIN}, 1]: min {ratio.min():.4f}, max {ratio.max():.6f}",
-                      nuc_ratio_min=float(ratio.min()))
+        return decide(
+            ok,
+            f"‖K_R Q_R^T‖_⋆ / R outside [{NUC_RATIO_MIN}, 1]: min {ratio.min():.4f}, max {ratio.max():.6f}",
+            nuc_ratio_min=float(ratio.min()),
+        )
 
 
 @register

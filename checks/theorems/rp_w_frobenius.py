@@ -8,22 +8,28 @@ tokens; Att-SVM(opt) feasible (certified, numerics.svm). Instance family: random
 (n=3, T=4, d=6, cross-attention). The path is numerics.gd.regularization_path (projected normalised
 GD, 2 random restarts + warm start per radius, best loss kept) on the log grid R = 1, 2, 4, ..., 128.
 
-Predictions: (1) 1 − corr(W_R, W^mm) is non-increasing in R (over the large-R half of the grid, or from the first radius after which every
-W_R selects the optimal tokens — min-margin > 0 — if that is later: before it the path is not yet in the asymptotic
+Predictions: (1) 1 − corr(W_R, W^mm) is non-increasing in R (over the large-R half of the grid, or from the
+first radius after which every
+W_R selects the optimal tokens — min-margin > 0 — if that is later: before it the path is not yet in the
+asymptotic
 regime the theorem describes, see ``non_increasing``) up to noise (relative 25% or absolute 2e-3
 per step, the restarts' optimisation error) and below 1e-2 at the largest judged R; (2) the norm constraint
 is active at every radius; (3) the normalised margin ‖W^mm‖ · min-margin(W_R)/R (→ 1): 1 − it is
 non-increasing (up to the same noise) and ≤ 0.15 at the largest judged R (else undecided: a min-margin on a
-numerically minimised path is too noisy for the stall test). For (1) and (3) (asymptotic), an error above its threshold
+numerically minimised path is too noisy for the stall test). For (1) and (3) (asymptotic), an error above its
+threshold
 that still shrinks geometrically (last ratio ≤ 0.8 on the doubling grid) is undecided (grid too short);
 one that has stalled is a failure — it converges to a positive limit (this is what refutes the control).
 Only radii where the path's loss still resolves in float64 (drops by > 1e-10 relative from the previous
 radius) are judged, by every prediction; beyond, L is flat to 16 digits (L → ℓ(γ_opt) > 0 and the
 non-selected tokens' share e^{-margin} falls below its last digit), so the restarts' best-loss choice and
 the missed-minimiser test below no longer see anything: on this family the loss resolves up to R = 64 on
-most instances and up to 128 on some. A path that provably missed the constrained minimiser — its loss does not decrease from one radius to
-the next, or the ball point R·W^mm/‖W^mm‖_F or another path point rescaled to radius R (``rescaled_path_loss``)
-has a lower loss (the path solver's restarts found a non-global minimiser, or float64 precision failed) — is undecided, never refuted.
+most instances and up to 128 on some. A path that provably missed the constrained minimiser — its loss does
+not decrease from one radius to
+the next, or the ball point R·W^mm/‖W^mm‖_F or another path point rescaled to radius R
+(``rescaled_path_loss``)
+has a lower loss (the path solver's restarts found a non-global minimiser, or float64 precision failed) — is
+undecided, never refuted.
 
 Given data (``--data``): the path runs on a deterministic subset of the given data, the first
 GIVEN_PER_CLASS = 5 examples of each label (n = 10 on digits; metrics ``data_n`` / ``data_n_given``), each
@@ -31,7 +37,8 @@ instance with its own restarts (its seed; one path per instance, so a single ins
 Why a subset: on all 60 digits the smallest optimal-score gap is 0.006 and ‖W^mm‖_F = 16, so the path
 reaches its max-margin regime only where the loss no longer resolves in float64 (at R = 32, 1 − corr
 is still 0.38, and beyond R = 64 the path's minimiser is beaten by R·W^mm/‖W^mm‖ — it is no longer
-found); on the first 5 + 5 examples (‖W^mm‖_F = 5.8) the path reaches it: 1 − corr ≈ 9e-3 at R = 32 and 2e-3 at
+found); on the first 5 + 5 examples (‖W^mm‖_F = 5.8) the path reaches it: 1 − corr ≈ 9e-3 at R = 32 and 2e-3
+at
 R = 64 and 5e-4 at R = 128, normalised margin 0.84 → 0.92 → 0.96. On given data the grid is R = 1..128
 (``given_radii``; rp-kq-nuclear stops at 64, see there) and the path takes GIVEN_PATH_STEPS = 1000 steps per
 radius (the (K, Q) factors balance slowly at large R).
@@ -139,12 +146,15 @@ def path_reliable(loss: np.ndarray, candidate_loss: np.ndarray) -> bool:
     """Certified failures of the path minimiser: (a) the minimum of L over a larger ball is smaller, so a
     loss that does not decrease from one radius to the next was not minimised; (b) the ball contains the
     point R · W^mm/‖W^mm‖ (resp. R · W^mm_⋆/‖W^mm_⋆‖_⋆ for (K, Q)) and the other path points rescaled to
-    radius R (R_j · W_{R_k}/‖W_{R_k}‖, see ``rescaled_path_loss``); if one has a lower loss, the path's point is
+    radius R (R_j · W_{R_k}/‖W_{R_k}‖, see ``rescaled_path_loss``); if one has a lower loss, the path's point
+    is
     not the constrained minimiser. Either way the instance cannot refute the theorem."""
     return bool(np.all(np.diff(loss) < 0) and np.all(loss <= candidate_loss * (1 + CAND_RTOL)))
 
 
-def ball_candidate_loss(data, direction: np.ndarray, radii: np.ndarray, norm_of_direction: float) -> np.ndarray:
+def ball_candidate_loss(
+    data, direction: np.ndarray, radii: np.ndarray, norm_of_direction: float
+) -> np.ndarray:
     """L(R_j · direction / norm_of_direction) for every radius (logistic loss, linear head)."""
     import torch
 
@@ -157,8 +167,10 @@ def ball_candidate_loss(data, direction: np.ndarray, radii: np.ndarray, norm_of_
 
 def rescaled_path_loss(data, Ws: np.ndarray, radii: np.ndarray, nuclear: bool) -> np.ndarray:
     """min over k ≠ j of L(R_j · W_{R_k} / ‖W_{R_k}‖) for every j (‖·‖_F, or ‖·‖_⋆ for the (K, Q) path): every
-    path point, rescaled onto the sphere of radius R_j, is a point of that ball, so a lower loss there certifies
-    that the path missed the constrained minimiser at R_j. This catches a warm start carried from R_{j-1} into a
+    path point, rescaled onto the sphere of radius R_j, is a point of that ball, so a lower loss there
+    certifies
+    that the path missed the constrained minimiser at R_j. This catches a warm start carried from R_{j-1} into
+    a
     non-global basin (paper profile, seed 0: rp-w-frobenius 182, where at R = 8 the path sat at L = 0.472748,
     1 − corr = 0.70, min-margin < 0, while 8 · W_16/‖W_16‖ has L = 0.469903 and 60 restarts × 3000 steps reach
     L = 0.469314 with 1 − corr = 0.048). Costs J² loss evaluations (one batch), no optimisation."""
@@ -179,8 +191,14 @@ def rescaled_path_loss(data, Ws: np.ndarray, radii: np.ndarray, nuclear: bool) -
     return L.min(axis=1)
 
 
-def judge_path(err: np.ndarray, threshold: float, name: str, stall_fails: bool = True, start: int | None = None,
-               **metrics) -> Outcome:
+def judge_path(
+    err: np.ndarray,
+    threshold: float,
+    name: str,
+    stall_fails: bool = True,
+    start: int | None = None,
+    **metrics,
+) -> Outcome:
     """Asymptotic claim err(R) → 0 judged on a finite log grid: trend, then final threshold.
 
     Not non-increasing (up to noise) → failed. Below ``threshold`` at the largest R → held. Above it but
@@ -203,25 +221,51 @@ def judge_path(err: np.ndarray, threshold: float, name: str, stall_fails: bool =
     if ratio <= SHRINK_MAX or not stall_fails:
         return undecided(f"{name} = {err[-1]:.3g} ≥ {threshold:.3g} at the largest R but still shrinking "
                          f"(ratio {ratio:.2f}): grid too short", **metrics)
-    return failed(f"{name} = {err[-1]:.3g} ≥ {threshold:.3g} and stalled (last ratio {ratio:.2f} > {SHRINK_MAX})",
-                  **metrics)
+    return failed(
+        f"{name} = {err[-1]:.3g} ≥ {threshold:.3g} and stalled (last ratio {ratio:.2f} > {SHRINK_MAX})",
+        **metrics,
+    )
 
 
 def path_criteria(target: str, other: str, corr_err_max: float) -> tuple[Criterion, ...]:
     """The decision rules of ``check_direction`` (via judge_path and refine_control) for the report."""
     return (
-        Criterion(f"radii whose path loss still drops by > {RES_RTOL:g} (relative) from the previous one "
-                  "(resolved; fewer: inconclusive)", ">=", MIN_RESOLVED),
-        Criterion("inconclusive: the path missed the constrained minimiser (loss not decreasing in R, or a ball "
-                  "candidate with a loss lower by more than, relative)", ">", CAND_RTOL),
-        Criterion("resolved radii from the first where the path selects opt (min-margin > 0; fewer: inconclusive)",
-                  ">=", MIN_TREND),
-        Criterion(f"1 − corr(W_R, {target}) from there on: each step's rise over the previous, relative "
-                  f"(plus {TREND_ABS:g}), and the last below the first (else refuted)", "<=", TREND_REL),
-        Criterion(f"1 − corr(W_R, {target}) at the largest resolved R, threshold min(this, sep/{SEPARATION_K:g}), "
-                  f"sep = 1 − corr(W^mm, W^mm_⋆)", "<", corr_err_max, plot_metric="corr_err"),
-        Criterion("inconclusive above the threshold while still shrinking, last ratio err(R_J)/err(R_J−1) "
-                  f"(refuted when stalled, or when within sep/{SEPARATION_K:g} of {other})", "<=", SHRINK_MAX),
+        Criterion(
+            f"radii whose path loss still drops by > {RES_RTOL:g} (relative) from the previous one "
+            "(resolved; fewer: inconclusive)",
+            ">=",
+            MIN_RESOLVED,
+        ),
+        Criterion(
+            "inconclusive: the path missed the constrained minimiser (loss not decreasing in R, or a ball "
+            "candidate with a loss lower by more than, relative)",
+            ">",
+            CAND_RTOL,
+        ),
+        Criterion(
+            "resolved radii from the first where the path selects opt (min-margin > 0; fewer: inconclusive)",
+            ">=",
+            MIN_TREND,
+        ),
+        Criterion(
+            f"1 − corr(W_R, {target}) from there on: each step's rise over the previous, relative "
+            f"(plus {TREND_ABS:g}), and the last below the first (else refuted)",
+            "<=",
+            TREND_REL,
+        ),
+        Criterion(
+            f"1 − corr(W_R, {target}) at the largest resolved R, threshold min(this, sep/{SEPARATION_K:g}), "
+            f"sep = 1 − corr(W^mm, W^mm_⋆)",
+            "<",
+            corr_err_max,
+            plot_metric="corr_err",
+        ),
+        Criterion(
+            "inconclusive above the threshold while still shrinking, last ratio err(R_J)/err(R_J−1) "
+            f"(refuted when stalled, or when within sep/{SEPARATION_K:g} of {other})",
+            "<=",
+            SHRINK_MAX,
+        ),
     )
 
 
@@ -232,14 +276,23 @@ class RPWFrobenius(Theorem):
     title = "The W regularisation path converges in direction to the Frobenius Att-SVM solution"
     reference = "TLTO §2 (regularisation path of W)"
     statement = r"W_R=\arg\min_{\|W\|_F\le R}L(W):\quad W_R/R\to W^{mm}/\|W^{mm}\|_F"
-    hypotheses_text = ("logistic loss (Assumption A); unique optimal tokens; Att-SVM(opt) feasible; R = 1..128 (log grid); "
-                       "given data: the first 5 examples of each label, R = 1..128, 1000 path steps per radius")
+    hypotheses_text = (
+        "logistic loss (Assumption A); unique optimal tokens; Att-SVM(opt) feasible; R = 1..128 (log grid); "
+        "given data: the first 5 examples of each label, R = 1..128, 1000 path steps per radius"
+    )
     profiles = PROFILES
     plot_metric = "corr_err"
     criteria = path_criteria("W^mm", "W^mm_⋆", CORR_ERR_MAX) + (
-        Criterion("norm constraint active, ‖W_R‖_F ≥ (1 − numerics.gd.ACTIVE_RTOL)·R", "at", "every resolved radius"),
-        Criterion("normalised margin min-margin(W_R)·‖W^mm‖_F/R at the largest resolved R (judged as above; "
-                  "a stall is inconclusive)", ">", MARGIN_MIN, plot_metric="margin_curve"),
+        Criterion(
+            "norm constraint active, ‖W_R‖_F ≥ (1 − numerics.gd.ACTIVE_RTOL)·R", "at", "every resolved radius"
+        ),
+        Criterion(
+            "normalised margin min-margin(W_R)·‖W^mm‖_F/R at the largest resolved R (judged as above; "
+            "a stall is inconclusive)",
+            ">",
+            MARGIN_MIN,
+            plot_metric="margin_curve",
+        ),
     )
     param = "W"
     radii = RADII
@@ -267,9 +320,15 @@ class RPWFrobenius(Theorem):
         datas = [i["data"] for i in instances]
         given = ctxs[0].data is not None
         radii = self.given_radii if given else self.radii
-        rp = regularization_path(datas, radii, param=self.param, steps=GIVEN_PATH_STEPS if given else self.path_steps,
-                                 restarts=self.restarts, seed=[i["seed"] for i in instances],  # exact replay
-                                 device=ctxs[0].device)
+        rp = regularization_path(
+            datas,
+            radii,
+            param=self.param,
+            steps=GIVEN_PATH_STEPS if given else self.path_steps,
+            restarts=self.restarts,
+            seed=[i["seed"] for i in instances],  # exact replay
+            device=ctxs[0].device,
+        )
         out = []
         for j, data in enumerate(datas):
             fro = solve_att_svm(data)
@@ -279,7 +338,11 @@ class RPWFrobenius(Theorem):
                 D = fro.W if self.param == "W" else nuc.W
                 # the ball's own norm of D, computed here (not the solver's reported objective): the candidate
                 # R·D/‖D‖ must lie in the ball whatever the solver returned
-                nD = float(np.linalg.norm(D)) if self.param == "W" else float(np.linalg.svd(D, compute_uv=False).sum())
+                nD = (
+                    float(np.linalg.norm(D))
+                    if self.param == "W"
+                    else float(np.linalg.svd(D, compute_uv=False).sum())
+                )
                 cand = ball_candidate_loss(data, D, radii, nD)
             cand = np.minimum(cand, rescaled_path_loss(data, rp.W[:, j], radii, nuclear=self.param != "W"))
             out.append({"W": rp.W[:, j], "active": rp.constraint_active[:, j], "norms": rp.norms[:, j],
@@ -297,7 +360,8 @@ class RPWFrobenius(Theorem):
         return st["fro"].feasible and st["nuc"] is not None and st["nuc"].feasible
 
     def assume_solutions_separated(self, inst, st, ctx):
-        """sep = 1 − corr(W^mm, W^mm_⋆) ≥ sep_min: the budget can tell the two solutions apart (see SEP_MIN)."""
+        """sep = 1 − corr(W^mm, W^mm_⋆) ≥ sep_min: the budget can tell the two solutions apart (see
+        SEP_MIN)."""
         return separated(st, self.sep_min)
 
     def target(self, st):
@@ -321,8 +385,10 @@ class RPWFrobenius(Theorem):
     def check_direction(self, inst, st, ctx):
         J = self.resolved(st)
         if J < MIN_RESOLVED:
-            return undecided(f"the path's loss is flat at float64 resolution beyond R = {st['radii'][J - 1]:g}",
-                             resolved_R=float(st["radii"][J - 1]))
+            return undecided(
+                f"the path's loss is flat at float64 resolution beyond R = {st['radii'][J - 1]:g}",
+                resolved_R=float(st["radii"][J - 1]),
+            )
         st = dict(st, W=st["W"][:J], loss=st["loss"][:J], cand_loss=st["cand_loss"][:J])
         err = 1 - np.asarray(corr(st["W"], self.target(st)[None]))
         if not path_reliable(st["loss"], st["cand_loss"]):
@@ -350,27 +416,41 @@ class RPWFrobenius(Theorem):
         # dropped by 1.4e-15 relative from R = 64; at the resolved radii 1..64 the constraint is active and
         # 1 − corr falls to 1.5e-4).
         J = self.resolved(st)
-        return decide(bool(np.all(st["active"][:J])), "the norm constraint is inactive at some resolved radius",
-                      **subset_metrics(ctx, inst["data"]))
+        return decide(
+            bool(np.all(st["active"][:J])),
+            "the norm constraint is inactive at some resolved radius",
+            **subset_metrics(ctx, inst["data"]),
+        )
 
     def check_margin(self, inst, st, ctx):
         data, Wmm = inst["data"], st["fro"].W
         J = self.resolved(st)  # the radii check_direction judges
         if J < MIN_RESOLVED:
-            return undecided(f"the path's loss is flat at float64 resolution beyond R = {st['radii'][J - 1]:g}")
+            return undecided(
+                f"the path's loss is flat at float64 resolution beyond R = {st['radii'][J - 1]:g}"
+            )
         if not path_reliable(st["loss"][:J], st["cand_loss"][:J]):
             return undecided("the path missed the constrained minimiser (see check_direction)")
         nm = np.array([min_margin(data, W) / R for W, R in zip(st["W"][:J], st["radii"][:J], strict=True)]) \
             * np.linalg.norm(Wmm)
-        return judge_path(1 - nm, 1 - MARGIN_MIN, "1 − normalised margin", stall_fails=False,
-                          start=trend_start(data, st["W"][:J]),
-                          margin_ratio=float(nm[-1]), margin_curve=nm.tolist(), margin_radii=st["radii"][:J].tolist())
+        return judge_path(
+            1 - nm,
+            1 - MARGIN_MIN,
+            "1 − normalised margin",
+            stall_fails=False,
+            start=trend_start(data, st["W"][:J]),
+            margin_ratio=float(nm[-1]),
+            margin_curve=nm.tolist(),
+            margin_radii=st["radii"][:J].tolist(),
+        )
 
 
 def control_not_applicable(data, *, m_ge_n: bool, sep_min: float = SEP_MIN) -> str | None:
     """Given data: the path controls assert the *other* SVM solution; they can be refuted only when the
-    theorem's hypotheses hold on the subset the path uses and the two solutions are separated (1 − corr ≥ sep_min).
-    Decided here, deterministically, so that a control that could not come out FAIL is reported not applicable."""
+    theorem's hypotheses hold on the subset the path uses and the two solutions are separated (1 − corr ≥
+    sep_min).
+    Decided here, deterministically, so that a control that could not come out FAIL is reported not
+    applicable."""
     if data.v is None:
         return need_head(data)
     sub = class_subset(data, GIVEN_PER_CLASS)
@@ -385,8 +465,11 @@ def control_not_applicable(data, *, m_ge_n: bool, sep_min: float = SEP_MIN) -> s
         return f"Att-SVM of {where} is infeasible (a hypothesis of the theorem)"
     c = float(corr(fro.W, nuc.W))
     if 1 - c < sep_min:
-        return (f"the Frobenius and nuclear-norm Att-SVM solutions of {where} nearly coincide (1 - corr {1 - c:.3f} < "
-                f"{sep_min}): the control's claim cannot be told apart from the theorem's")
+        return (
+            f"the Frobenius and nuclear-norm Att-SVM solutions of {where} nearly coincide (1 - corr "
+            f"{1 - c:.3f} < "
+            f"{sep_min}): the control's claim cannot be told apart from the theorem's"
+        )
     return None
 
 
@@ -401,19 +484,26 @@ def separated(st, sep_min: float):
     if st["nuc"] is None or not st["nuc"].feasible:
         return decide(False, "Att-SVM infeasible: no solutions to compare")
     sep = separation(st)
-    return decide(sep >= sep_min, f"1 − corr(W^mm, W^mm_⋆) = {sep:.4f} < {sep_min}: the budget cannot tell the "
-                  "two solutions apart", separation=sep)
+    return decide(
+        sep >= sep_min,
+        f"1 − corr(W^mm, W^mm_⋆) = {sep:.4f} < {sep_min}: the budget cannot tell the two solutions apart",
+        separation=sep,
+    )
 
 
 def refine_control(out: Outcome, other: float, st) -> Outcome:
     """The decision rule on top of judge_path, for the theorems and their controls alike: an error above the
     threshold that is still shrinking is refuted (not undecided) when the path is already within
-    sep / SEPARATION_K of the *other* solution: by the angle argument of SEPARATION_K the path is then provably
+    sep / SEPARATION_K of the *other* solution: by the angle argument of SEPARATION_K the path is then
+    provably
     more than sep / SEPARATION_K from the claimed target, and it is the other solution it approaches."""
     thr = separation(st) / SEPARATION_K
     if out.status == "undecided" and "still shrinking" in out.reason and other < thr:
-        return failed(f"the path is within {other:.3g} < sep/{SEPARATION_K:g} = {thr:.3g} of the other solution, "
-                      f"so at least sep/{SEPARATION_K:g} from the claimed one", **out.metrics)
+        return failed(
+            f"the path is within {other:.3g} < sep/{SEPARATION_K:g} = {thr:.3g} of the other solution, "
+            f"so at least sep/{SEPARATION_K:g} from the claimed one",
+            **out.metrics,
+        )
     return out
 
 

@@ -62,7 +62,8 @@ from numerics.sequence import run_seq_gd, seq_probs
 from numerics.svm import seq_scores, solve_att_svm, solve_seq_svm
 from numerics.tokens import corr
 
-#: Normalised GD as the authors ran it (THEORY.md §5; numerics.gd_config.AUTHORS): ‖W‖ ≈ 200 after 2000 steps of 0.1.
+#: Normalised GD as the authors ran it (THEORY.md §5; numerics.gd_config.AUTHORS): ‖W‖ ≈ 200 after 2000 steps
+#: of 0.1.
 STEPS = AUTHORS.steps
 LR = AUTHORS.lr
 #: Final 1 − corr allowed: measured ≤ 1.5e-3 on converging instances at this budget; the controls'
@@ -106,15 +107,26 @@ class _SeqBase(Theorem):
     }
     plot_metric = "final_gap"
     criteria = (
-        Criterion(f"1 − corr(W(S), target SVM), S = {STEPS} (PASS of the instance)", "<", CORR_TOL,
-                  plot_metric="gap_curve"),
+        Criterion(
+            f"1 − corr(W(S), target SVM), S = {STEPS} (PASS of the instance)",
+            "<",
+            CORR_TOL,
+            plot_metric="gap_curve",
+        ),
         Criterion("… and not above its mid-run value, relative slack", "<=", TREND_RTOL),
         Criterion("refuted (no progress) when ‖W(S)‖ − ‖W(0)‖ in units of η·S", "<", NORM_GROWTH_MIN),
-        Criterion("… or when 1 − corr(W(S)) is not below its value at the first record", ">=", "1 − corr at k = 1st record"),
+        Criterion(
+            "… or when 1 − corr(W(S)) is not below its value at the first record",
+            ">=",
+            "1 − corr at k = 1st record",
+        ),
         Criterion("inconclusive (budget): ‖W(S)‖ / ‖target‖", "<", BUDGET_RATIO),
         Criterion("inconclusive (slow): not above mid-run and 1 − corr(W(S))", "<", SLOW_TOL),
-        Criterion("inconclusive: the gradient underflowed to 0 before convergence; otherwise refuted", "→",
-                  "inconclusive"),
+        Criterion(
+            "inconclusive: the gradient underflowed to 0 before convergence; otherwise refuted",
+            "→",
+            "inconclusive",
+        ),
     )
 
     def not_applicable(self, data):
@@ -179,17 +191,26 @@ class _SeqBase(Theorem):
         if ok:
             return decide(True, "", **metrics)
         if not (growth >= NORM_GROWTH_MIN * LR * STEPS and final < gap[1]):
-            why = (f"‖W‖ grew by {growth:.3g} < {NORM_GROWTH_MIN}·η·steps" if growth < NORM_GROWTH_MIN * LR * STEPS
-                   else f"1−corr did not fall ({gap[1]:.3g} at k = {state['its'][1]} → {final:.3g})")
+            why = (
+                f"‖W‖ grew by {growth:.3g} < {NORM_GROWTH_MIN}·η·steps"
+                if growth < NORM_GROWTH_MIN * LR * STEPS
+                else f"1−corr did not fall ({gap[1]:.3g} at k = {state['its'][1]} → {final:.3g})"
+            )
             return decide(False, f"no progress: {why}", **metrics)
         if np.linalg.norm(W) < BUDGET_RATIO * np.linalg.norm(target):
             return undecided("budget too small: ‖W‖ below BUDGET_RATIO·‖W^mm‖", **metrics)
         if final < SLOW_TOL and final <= gap[half]:
-            return undecided(f"converging but slower than the budget: 1−corr {gap[half]:.3g} → {final:.3g}", **metrics)
+            return undecided(
+                f"converging but slower than the budget: 1−corr {gap[half]:.3g} → {final:.3g}", **metrics
+            )
         if state["stalled"]:
             return undecided("gradient underflowed to 0 before convergence", **metrics)
-        return decide(False, f"1−corr(W, target) = {final:.3g} (mid-run {gap[half]:.3g}) not below {CORR_TOL} and "
-                          f"falling; queries selecting the SVM's key: {sel_opt:.2f}", **metrics)
+        return decide(
+            False,
+            f"1−corr(W, target) = {final:.3g} (mid-run {gap[half]:.3g}) not below {CORR_TOL} and "
+            f"falling; queries selecting the SVM's key: {sel_opt:.2f}",
+            **metrics,
+        )
 
 
 @register
@@ -198,16 +219,24 @@ class SeqSVM(_SeqBase):
     depends_on = ("seq-gd", "svm-fro")
     title = "GD on the sequence loss converges in direction to the sequence Att-SVM (reconstructed)"
     reference = "TLTO (arXiv 2308.16898) §6, sequence-to-sequence attention (reconstructed)"
-    statement = (r"\frac{W(k)}{\|W(k)\|}\to\frac{W^{mm}_{seq}}{\|W^{mm}_{seq}\|},\ W^{mm}_{seq}=\arg\min\|W\|_F\ "
-                 r"\text{s.t.}\ (x_{i\alpha_{ik}}-x_{it})^\top W x_{ik}\ge 1\ \forall i,k,t\ne\alpha_{ik}")
-    hypotheses_text = ("logistic loss; normalised GD (0.1, 2000 steps, W(0)=0); sequence SVM feasible; per query a unique "
-                       "best key and equal scores for the others (B.2 per query, our sufficient reconstruction)")
-    finding = ("Genuine counterexamples under these hypotheses (quick: 1 of 8 refuted, full: 5 of 60). A query can lock "
-               "onto its own key (a non-optimal token) early in training; its pull towards the best key then becomes "
-               "exponentially small and GD converges to the SVM of that other selection, which is locally optimal "
-               "(the trapped query has no active constraint). Seen with step 0.1 and 0.01 and with plain GD. The "
-               "global GD claim for sequences needs more than per-query B.2; causal data trap more rarely "
-               "(3 of 200 in the paper profile, see causal-svm).")
+    statement = (
+        r"\frac{W(k)}{\|W(k)\|}\to\frac{W^{mm}_{seq}}{\|W^{mm}_{seq}\|},\ W^{mm}_{seq}=\arg\min\|W\|_F\ "
+        r"\text{s.t.}\ (x_{i\alpha_{ik}}-x_{it})^\top W x_{ik}\ge 1\ \forall i,k,t\ne\alpha_{ik}"
+    )
+    hypotheses_text = (
+        "logistic loss; normalised GD (0.1, 2000 steps, W(0)=0); sequence SVM feasible; per query a unique "
+        "best key and equal scores for the others (B.2 per query, our sufficient reconstruction)"
+    )
+    finding = (
+        "Genuine counterexamples under these hypotheses (quick: 1 of 8 refuted, full: 5 of 60). A query can "
+        "lock "
+        "onto its own key (a non-optimal token) early in training; its pull towards the best key then "
+        "becomes "
+        "exponentially small and GD converges to the SVM of that other selection, which is locally optimal "
+        "(the trapped query has no active constraint). Seen with step 0.1 and 0.01 and with plain GD. The "
+        "global GD claim for sequences needs more than per-query B.2; causal data trap more rarely "
+        "(3 of 200 in the paper profile, see causal-svm)."
+    )
     finding_seen = {("quick", 0): (0,), ("full", 0): (0, 13, 30, 46, 50)}
 
 
@@ -253,22 +282,36 @@ class CausalSVM(_SeqBase):
     id = "causal-svm"
     depends_on = ("seq-gd", "svm-fro", "causal-mask")
     causal = True
-    title = "GD on the causal loss converges in direction to the causal Att-SVM; masked keys never enter (reconstructed)"
+    title = ("GD on the causal loss converges in direction to the causal Att-SVM; masked keys never enter "
+             "(reconstructed)")
     reference = "TLTO (arXiv 2308.16898) §6, causal attention (reconstructed)"
-    statement = (r"\frac{W(k)}{\|W(k)\|}\to\frac{W^{mm}_{causal}}{\|W^{mm}_{causal}\|},\ \text{constraints only for keys } t\le k")
-    hypotheses_text = ("logistic loss; normalised GD (0.1, 2000 steps, W(0)=0); causal SVM feasible; per query a unique "
-                       "best visible key and equal scores for the other visible keys (B.2 per query)")
-    finding = ("Genuine counterexamples under these hypotheses (paper profile, seed 0: instances 108, 174, 182 of 200; "
-               "none in quick or full). In each, one query — the last position (i = 0, k = 3) — locks early onto an "
-               "earlier non-optimal visible key (t = 2 in 108, t = 1 in 174 and 182) while the other five queries select "
-               "their optimal key (selects_optimal = 5/6). Its logit deficit on the optimal key then grows linearly with "
-               "‖W‖ (−107, −193, −84 at ‖W‖ ≈ 200; normalised −0.54, −0.97, −0.42), so its pull is ∝ e^(−deficit), and "
-               "GD converges to the min-norm SVM of the other five queries alone (1 − corr 2.1e-4, 6e-5, 5.7e-4 after "
-               "2000 steps and still falling), in which the trapped query's optimal-key margin is negative (−1.45, −1.60, "
-               "−1.68): 1 − corr with the causal SVM stays at 0.67, 0.79, 0.42. Not a budget artefact: 8000 steps "
-               "(‖W‖ ≈ 600–800) give 0.674, 0.796, 0.421, and step 0.01 (‖W‖ ≈ 39) traps the same query. Same mechanism "
-               "as seq-svm's finding (a query locked onto a non-optimal key); per-query B.2 is not sufficient for the "
-               "global causal claim either.")
+    statement = (r"\frac{W(k)}{\|W(k)\|}\to\frac{W^{mm}_{causal}}{\|W^{mm}_{causal}\|},\ \text{constraints "
+                 r"only for keys } t\le k")
+    hypotheses_text = (
+        "logistic loss; normalised GD (0.1, 2000 steps, W(0)=0); causal SVM feasible; per query a unique "
+        "best visible key and equal scores for the other visible keys (B.2 per query)"
+    )
+    finding = (
+        "Genuine counterexamples under these hypotheses (paper profile, seed 0: instances 108, 174, 182 of "
+        "200; "
+        "none in quick or full). In each, one query — the last position (i = 0, k = 3) — locks early onto an "
+        "earlier non-optimal visible key (t = 2 in 108, t = 1 in 174 and 182) while the other five queries "
+        "select "
+        "their optimal key (selects_optimal = 5/6). Its logit deficit on the optimal key then grows "
+        "linearly with "
+        "‖W‖ (−107, −193, −84 at ‖W‖ ≈ 200; normalised −0.54, −0.97, −0.42), so its pull is ∝ e^(−deficit), "
+        "and "
+        "GD converges to the min-norm SVM of the other five queries alone (1 − corr 2.1e-4, 6e-5, 5.7e-4 "
+        "after "
+        "2000 steps and still falling), in which the trapped query's optimal-key margin is negative (−1.45, "
+        "−1.60, "
+        "−1.68): 1 − corr with the causal SVM stays at 0.67, 0.79, 0.42. Not a budget artefact: 8000 steps "
+        "(‖W‖ ≈ 600–800) give 0.674, 0.796, 0.421, and step 0.01 (‖W‖ ≈ 39) traps the same query. Same "
+        "mechanism "
+        "as seq-svm's finding (a query locked onto a non-optimal key); per-query B.2 is not sufficient for "
+        "the "
+        "global causal claim either."
+    )
     finding_seen = {("paper", 0): (108, 174, 182)}
 
 @register

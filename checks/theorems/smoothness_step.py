@@ -1,6 +1,7 @@
 r"""smoothness-step — ∇L(W) is L_W-Lipschitz with the explicit bound L̄_W, and GD with η ≤ 1/L_W descends.
 
-Statement (TLTO §3, the smoothness lemma behind the GD theorems: "L is L_W-smooth", with L_W bounded by the data;
+Statement (TLTO §3, the smoothness lemma behind the GD theorems: "L is L_W-smooth", with L_W bounded by the
+data;
 the explicit bound is *reconstructed* — derived in checks/theorems/_smoothness.py, one definition shared with
 gd-global): for the logistic loss and a linear head v,
 
@@ -11,9 +12,12 @@ and plain GD W(k+1) = W(k) − η∇L(W(k)) with η ≤ 1/L_W satisfies the desc
 L(W(k+1)) ≤ L(W(k)) − (η/2)‖∇L(W(k))‖_F² (so the loss decreases monotonically, strictly while ∇L ≠ 0).
 
 Hypotheses implemented: Assumption A for the logistic loss (sympy proof, checks.hypotheses); the step
-η = 1/L̄_W exactly (the largest step the statement allows, with L̄_W ≥ L_W; ``assume_step`` re-checks η·L̄_W ≤ 1).
-Instance family, by instance index mod 3: generic unit-sphere data (n ∈ 2..4, T ∈ 2..5, d ∈ 2..6, W(0) ~ N(0, 0.5²)),
-B.2 data (checks.strategies.b2_data, n=3, T=4, d=5), and "valley" data (checks.strategies.valley_data, d ∈ 2..5:
+η = 1/L̄_W exactly (the largest step the statement allows, with L̄_W ≥ L_W; ``assume_step`` re-checks η·L̄_W ≤
+1).
+Instance family, by instance index mod 3: generic unit-sphere data (n ∈ 2..4, T ∈ 2..5, d ∈ 2..6, W(0) ~ N(0,
+0.5²)),
+B.2 data (checks.strategies.b2_data, n=3, T=4, d=5), and "valley" data (checks.strategies.valley_data, d ∈
+2..5:
 two examples with the same tokens and opposite labels, a finite minimiser at δ* where the curvature along
 F = (x_1 − x_2)z^T is λ* = ℓ''(0)·u'(δ*)²·‖F‖², the instance where the bound is closest to tight), started
 one logit from the valley floor.
@@ -21,21 +25,29 @@ one logit from the valley floor.
 Predictions.
 
 * ``lipschitz``: the ratio ‖∇L(W_1) − ∇L(W_2)‖/‖W_1 − W_2‖, with the production closed form
-  (numerics.attention.grad_W), never exceeds L̄_W (relative slack LIP_RTOL) over random pairs at scales 0.1, 1, 10,
+  (numerics.attention.grad_W), never exceeds L̄_W (relative slack LIP_RTOL) over random pairs at scales 0.1,
+  1, 10,
   near pairs (W_2 = W_1 + 1e-3·E, the Hessian's action) and ADVERSARIAL pairs: Adam ascent of the ratio (torch
   autograd through an independent closed form of ∇L) from the best random pairs. The production gradient must
-  also agree with the independent numpy gradient (checks.theorems._gd.independent_grad_W) at every evaluated W to
-  GRAD_RTOL: a ratio judged on a wrong gradient (a transposed one has the same Lipschitz constant) says nothing.
-* ``is_gradient_descent``: one step of numerics.gd.run_gd (plain, normalized=False) from W(0) and from W(STEPS/2) is
+  also agree with the independent numpy gradient (checks.theorems._gd.independent_grad_W) at every evaluated W
+  to
+  GRAD_RTOL: a ratio judged on a wrong gradient (a transposed one has the same Lipschitz constant) says
+  nothing.
+* ``is_gradient_descent``: one step of numerics.gd.run_gd (plain, normalized=False) from W(0) and from
+W(STEPS/2) is
   the step along the independent gradient (corr > 1 − FIDELITY_TOL).
 * ``descent_lemma``: over STEPS plain GD steps with η = 1/L̄_W, every step satisfies
   L(W(k+1)) ≤ L(W(k)) − (η/2)‖∇L(W(k))‖² + LOSS_ATOL (‖∇L‖ from the independent gradient), and the total
   decrease is positive. A no-op, ascending or random optimiser breaks the lemma on the first steps.
 
-Negative control (``smoothness-step-control``), at the boundary of the step condition: the same plain GD and the
-claim "the loss decreases monotonically" with a step η = 4/λ* on valley data, started 0.1 logit from the floor.
-Since λ* ≤ L_W (λ* is the exact curvature of L at its minimiser along F, in closed form), η ≥ 4/L_W = 2·(2/L_W):
-well above the classical 2/L_W. Why the loss then increases (how the instance is chosen): on valley data L is a
+Negative control (``smoothness-step-control``), at the boundary of the step condition: the same plain GD and
+the
+claim "the loss decreases monotonically" with a step η = 4/λ* on valley data, started 0.1 logit from the
+floor.
+Since λ* ≤ L_W (λ* is the exact curvature of L at its minimiser along F, in closed form), η ≥ 4/L_W =
+2·(2/L_W):
+well above the classical 2/L_W. Why the loss then increases (how the instance is chosen): on valley data L is
+a
 function of the scalar δ = ⟨F, W⟩ only, GD is one-dimensional in δ, and near δ* it multiplies δ − δ* by
 1 − ηλ* = −3 per step, so L − L* grows ≈ 9× at the first step (the cubic remainder is O(0.1³)). Refuted at the
 first step on every instance.
@@ -64,11 +76,14 @@ from ._smoothness import smoothness_bound
 #: pairs at distance ≥ 1e-3 with gradients accurate to ~1e-15 relative, so its rounding is ≤ 1e-11 relative;
 #: 1e-9 is two orders above that and far below the ≥ 1.5× an ignored factor would show.
 LIP_RTOL = 1e-9
-#: Production vs independent closed-form gradient: both float64 with O(nTd) roundings; tol.GRAD_RTOL (1e-6) as in
-#: gradient-closed-form, relative to max(‖∇L‖, GRAD_FLOOR) (GRAD_FLOOR: an O(1)-data gradient far below it is 0).
+#: Production vs independent closed-form gradient: both float64 with O(nTd) roundings; tol.GRAD_RTOL (1e-6) as
+#: in
+#: gradient-closed-form, relative to max(‖∇L‖, GRAD_FLOOR) (GRAD_FLOOR: an O(1)-data gradient far below it is
+#: 0).
 GRAD_RTOL = tol.GRAD_RTOL
 GRAD_FLOOR = 1e-12
-#: Descent lemma slack: L is a mean of n softplus values O(1), each exact to a few ulps (~1e-16); the difference
+#: Descent lemma slack: L is a mean of n softplus values O(1), each exact to a few ulps (~1e-16); the
+#: difference
 #: of two losses and (η/2)‖∇L‖² carry ~1e-15 absolute error. 1e-12 leaves three orders for any BLAS order,
 #: while the lemma's guaranteed decrease on the first steps is ≥ 1e-5 (measured), so a no-op step fails it.
 LOSS_ATOL = 1e-12
@@ -93,7 +108,8 @@ PROFILES = {
 
 def valley_geometry(data):
     """(F, δ*, λ*) of valley data: F = (x_1 − x_2) z^T, the floor δ* = log(−γ_2/γ_1) (u = 0) and the exact
-    curvature λ* = ℓ''(0) u'(δ*)² ‖F‖² of L along F there (ℓ''(0) = 1/4 for the logistic loss; L = ½[ℓ(u) + ℓ(−u)]
+    curvature λ* = ℓ''(0) u'(δ*)² ‖F‖² of L along F there (ℓ''(0) = 1/4 for the logistic loss; L = ½[ℓ(u) +
+    ℓ(−u)]
     has f'' = ℓ''(0)u'² at u = 0, u' = (γ_1 − γ_2)σ(1 − σ))."""
     x1, x2, z = data.X[0, 0], data.X[0, 1], data.Z[0]
     F = np.outer(x1 - x2, z)
@@ -147,12 +163,15 @@ def _prod_grads(data, Ws: np.ndarray) -> np.ndarray:
 class SmoothnessStep(Theorem):
     id = "smoothness-step"
     depends_on = ("gd", "gradient")
-    title = "∇L(W) is L_W-Lipschitz with the explicit bound L̄_W, and plain GD with η ≤ 1/L_W satisfies the descent lemma"
+    title = ("∇L(W) is L_W-Lipschitz with the explicit bound L̄_W, and plain GD with η ≤ 1/L_W satisfies the "
+             "descent lemma")
     reference = "TLTO §3 (smoothness of L and the step condition of the GD theorems; bound reconstructed)"
     statement = (r"\|\nabla L(W_1)-\nabla L(W_2)\|_F\le \bar L_W\|W_1-W_2\|_F,\quad \eta\le 1/L_W\Rightarrow "
                  r"L(W(k+1))\le L(W(k))-\tfrac{\eta}{2}\|\nabla L(W(k))\|_F^2")
-    hypotheses_text = ("logistic loss (Assumption A, sympy proof); linear head; step η = 1/L̄_W (the largest the claim "
-                       "allows); generic unit-sphere, B.2 and valley data (finite minimiser) alternating")
+    hypotheses_text = (
+        "logistic loss (Assumption A, sympy proof); linear head; step η = 1/L̄_W (the largest the claim "
+        "allows); generic unit-sphere, B.2 and valley data (finite minimiser) alternating"
+    )
     profiles = PROFILES
     plot_metric = "lip_tightness"
     criteria = (
@@ -167,7 +186,9 @@ class SmoothnessStep(Theorem):
     def instance(self, rng, ctx):
         kind = ("generic", "B2", "valley")[ctx.instance % 3]
         if kind == "generic":
-            data = random_unit_sphere(int(rng.integers(2, 5)), int(rng.integers(2, 6)), int(rng.integers(2, 7)), rng=rng)
+            data = random_unit_sphere(
+                int(rng.integers(2, 5)), int(rng.integers(2, 6)), int(rng.integers(2, 7)), rng=rng
+            )
             W0 = 0.5 * rng.standard_normal((data.d, data.d))
         elif kind == "B2":
             data = b2_data(3, 4, 5, rng=rng)
@@ -197,7 +218,9 @@ class SmoothnessStep(Theorem):
 
     def assume_step(self, inst, st, ctx):
         L = smoothness_bound(inst["data"])
-        return decide(st["eta"] * L <= 1.0 + 1e-12, f"η·L̄_W = {st['eta'] * L:.3g} > 1", L_bound=L, eta_L=st["eta"] * L)
+        return decide(
+            st["eta"] * L <= 1.0 + 1e-12, f"η·L̄_W = {st['eta'] * L:.3g} > 1", L_bound=L, eta_L=st["eta"] * L
+        )
 
     def check_lipschitz(self, inst, st, ctx):
         data, rng = inst["data"], ctx.rng
@@ -219,13 +242,24 @@ class SmoothnessStep(Theorem):
         ratio = self._ratios(data, W1, W2)
         L = smoothness_bound(data)
         gerr = self._grad_disagreement(data, np.concatenate([W1, W2]))
-        m = {"lip_tightness": float(ratio.max() / L), "lip_adv_gain": float(ratio[-int(ok.sum()):].max() / ratio[:-int(
-            ok.sum())].max()) if ok.any() else 1.0, "L_bound": L, "pairs": int(len(ratio)), "grad_rel_err": gerr}
+        m = {
+            "lip_tightness": float(ratio.max() / L),
+            "lip_adv_gain": float(ratio[-int(ok.sum()) :].max() / ratio[: -int(ok.sum())].max())
+            if ok.any()
+            else 1.0,
+            "L_bound": L,
+            "pairs": int(len(ratio)),
+            "grad_rel_err": gerr,
+        }
         if inst["kind"] == "valley":
             m["valley_curvature_over_bound"] = valley_geometry(data)[2] / L
         if gerr > GRAD_RTOL:
-            return decide(False, f"the production gradient disagrees with the independent closed form ({gerr:.3g} "
-                                 f"relative): the ratio would be judged on a wrong gradient", **m)
+            return decide(
+                False,
+                f"the production gradient disagrees with the independent closed form ({gerr:.3g} "
+                f"relative): the ratio would be judged on a wrong gradient",
+                **m,
+            )
         return decide(ratio.max() <= L * (1 + LIP_RTOL),
                       f"‖∇L(W1) − ∇L(W2)‖/‖W1 − W2‖ = {ratio.max():.6g} exceeds L̄_W = {L:.6g}", **m)
 
@@ -245,8 +279,11 @@ class SmoothnessStep(Theorem):
 
     def check_is_gradient_descent(self, inst, st, ctx):
         f = st["fidelity"]
-        return decide(f > 1 - FIDELITY_TOL, f"the optimiser's step is not along −∇L (corr {f:.12f}): not the GD the "
-                      "theorem is about", step_fidelity=f)
+        return decide(
+            f > 1 - FIDELITY_TOL,
+            f"the optimiser's step is not along −∇L (corr {f:.12f}): not the GD the theorem is about",
+            step_fidelity=f,
+        )
 
     def _gnorm2(self, inst, st):
         return np.array([float(np.sum(independent_grad_W(inst["data"], W) ** 2)) for W in st["traj"][:-1]])
@@ -259,8 +296,12 @@ class SmoothnessStep(Theorem):
         m = {"lemma_worst_slack": float(slack.max()), "loss_drop": float(Ls[0] - Ls[-1]),
              "first_guaranteed_drop": float(0.5 * eta * g2[0]), "loss_curve": Ls[::10].tolist()}
         if slack.max() > LOSS_ATOL:
-            return decide(False, f"step {k}: L rose to {Ls[k + 1]:.12g} from {Ls[k]:.12g}, above the guaranteed "
-                                 f"L(k) − (η/2)‖∇L‖² = {Ls[k] - 0.5 * eta * g2[k]:.12g}", **m)
+            return decide(
+                False,
+                f"step {k}: L rose to {Ls[k + 1]:.12g} from {Ls[k]:.12g}, above the guaranteed "
+                f"L(k) − (η/2)‖∇L‖² = {Ls[k] - 0.5 * eta * g2[k]:.12g}",
+                **m,
+            )
         return decide(Ls[-1] < Ls[0], "the loss did not decrease over the run", **m)
 
 
@@ -270,8 +311,10 @@ class SmoothnessStepControl(SmoothnessStep):
     depends_on = ("gd", "gradient")
     title = "Control: plain GD with a step η = 4/λ* ≥ 2·(2/L_W) decreases the loss monotonically (false)"
     statement = r"\eta\ge 4/L_W\ (\text{valley data, }\eta=4/\lambda^\star)\Rightarrow L(W(k+1))\le L(W(k))"
-    hypotheses_text = ("logistic loss; valley data (finite minimiser, exact curvature λ* ≤ L_W there); plain GD with "
-                       f"η = {CONTROL_FACTOR:g}/λ* ≥ {CONTROL_FACTOR:g}/L_W; start {CONTROL_OFFSET} logit from the floor")
+    hypotheses_text = (
+        "logistic loss; valley data (finite minimiser, exact curvature λ* ≤ L_W there); plain GD with "
+        f"η = {CONTROL_FACTOR:g}/λ* ≥ {CONTROL_FACTOR:g}/L_W; start {CONTROL_OFFSET} logit from the floor"
+    )
     expected = "FAIL"
     control_of = "smoothness-step"
     plot_metric = "first_step_rise"
@@ -292,8 +335,12 @@ class SmoothnessStepControl(SmoothnessStep):
 
     def assume_step_well_above_2_over_L(self, inst, st, ctx):
         lam = valley_geometry(inst["data"])[2]
-        return decide(st["eta"] * lam >= CONTROL_FACTOR * (1 - 1e-12), f"η·λ* = {st['eta'] * lam:.3g} < {CONTROL_FACTOR}",
-                      eta_lambda_star=st["eta"] * lam, eta_L_bound=st["eta"] * smoothness_bound(inst["data"]))
+        return decide(
+            st["eta"] * lam >= CONTROL_FACTOR * (1 - 1e-12),
+            f"η·λ* = {st['eta'] * lam:.3g} < {CONTROL_FACTOR}",
+            eta_lambda_star=st["eta"] * lam,
+            eta_L_bound=st["eta"] * smoothness_bound(inst["data"]),
+        )
 
     def check_monotone_decrease(self, inst, st, ctx):
         Ls = st["losses"]

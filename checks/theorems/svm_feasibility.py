@@ -34,7 +34,8 @@ d = T − 2 ≥ n — an α is infeasible iff some x_iα lies in the convex hull
 queries dependent *and* the difference cones full-dimensional): (3, 3, 2): 20/20.
 
 Findings (why the family is restricted, and where the threshold is not tight):
-* in the n-direction the threshold is sufficient, not necessary: at d = n − 1 with T − 1 < d, generic data were
+* in the n-direction the threshold is sufficient, not necessary: at d = n − 1 with T − 1 < d, generic data
+were
   feasible for every α on all draws ((n, T, d) = (3, 2, 2), (4, 2, 3), (4, 3, 3): 0/20 refuted) — the
   difference cones are lower-dimensional and generically meet only at 0;
 * on *unit-sphere* data (the theorem's former family) the T-direction is not tight either: tokens on a sphere
@@ -73,7 +74,8 @@ PROFILES = {
 }
 
 
-#: The control's (n, T) at d = max(T − 1, n) − 1: the regimes where the boundary is refutable (module docstring).
+#: The control's (n, T) at d = max(T − 1, n) − 1: the regimes where the boundary is refutable (module
+#: docstring).
 BOUNDARY_SHAPES = ((1, 4), (2, 4), (3, 5), (3, 3), (4, 4))
 
 
@@ -115,9 +117,13 @@ class SVMFeasibility(Theorem):
     depends_on = ("svm-fro",)
     title = "If d >= max(T-1, n), Att-SVM is feasible for every alpha (generic data)"
     reference = "TLTO (arXiv 2308.16898) §3, over-parameterisation feasibility theorem"
-    statement = r"d \ge \max(T-1, n) \Rightarrow \text{Att-SVM}(\alpha) \text{ feasible } \forall \alpha \in [T]^n"
-    hypotheses_text = ("d >= max(T-1, n); generic data verified on the instance: rank Z = n and, in every example, "
-                       "the T-1 token differences are linearly independent (sigma_min/sigma_max > 1e-8)")
+    statement = (
+        r"d \ge \max(T-1, n) \Rightarrow \text{Att-SVM}(\alpha) \text{ feasible } \forall \alpha \in [T]^n"
+    )
+    hypotheses_text = (
+        "d >= max(T-1, n); generic data verified on the instance: rank Z = n and, in every example, "
+        "the T-1 token differences are linearly independent (sigma_min/sigma_max > 1e-8)"
+    )
     profiles = PROFILES
     plot_metric = "feasible_share"
     criteria = (
@@ -134,7 +140,10 @@ class SVMFeasibility(Theorem):
         n, T = int(rng.integers(1, 5)), int(rng.integers(2, 6))
         d = max(T - 1, n) + int(rng.integers(0, 3))
         make = random_unit_sphere if ctx.instance % 2 == 0 else gaussian_data  # Gaussian: see the control
-        return {"data": make(n, T, d, rng=rng), "below": make(n, T, max(d - 1, 1), rng=rng) if d > 1 else None}
+        return {
+            "data": make(n, T, d, rng=rng),
+            "below": make(n, T, max(d - 1, 1), rng=rng) if d > 1 else None,
+        }
 
     def assume_overparameterised(self, inst, state, ctx):
         data = inst["data"]
@@ -162,7 +171,9 @@ class SVMFeasibility(Theorem):
             metrics["below_threshold_feasible_share"] = fb / min(len(ab), SAMPLE_ALPHAS)
         if not all(verified):
             return undecided("a certificate did not verify", **metrics)
-        return decide(infeas == 0, f"{infeas} selection(s) alpha infeasible (verified Farkas certificates)", **metrics)
+        return decide(
+            infeas == 0, f"{infeas} selection(s) alpha infeasible (verified Farkas certificates)", **metrics
+        )
 
 
 @register
@@ -171,22 +182,34 @@ class SVMFeasibilityControl(SVMFeasibility):
     depends_on = ("svm-fro",)
     title = "Control: Att-SVM is feasible for every alpha at d = max(T-1, n) - 1 (false on generic data)"
     statement = r"d = \max(T-1, n) - 1 \Rightarrow \text{Att-SVM}(\alpha) \text{ feasible } \forall \alpha"
-    hypotheses_text = ("d = max(T-1, n) - 1 >= 1; Gaussian data, generic as in the theorem where it applies: rank Z = "
-                       "min(n, d), no two tokens of an example equal")
+    hypotheses_text = (
+        "d = max(T-1, n) - 1 >= 1; Gaussian data, generic as in the theorem where it applies: rank Z = "
+        "min(n, d), no two tokens of an example equal"
+    )
     expected = "FAIL"
     control_of = "svm-feasibility"
     plot_metric = "infeasible_verified"
     criteria = (
-        Criterion(f"selections α (all when T^n ≤ {ENUM_MAX}, else {SAMPLE_ALPHAS} sampled) certified infeasible "
-                  "by a verified Farkas certificate", "==", 0, plot_metric="infeasible_verified"),
-        Criterion("inconclusive: an infeasible answer without a verified Farkas certificate", "→", "inconclusive"),
+        Criterion(
+            f"selections α (all when T^n ≤ {ENUM_MAX}, else {SAMPLE_ALPHAS} sampled) certified infeasible "
+            "by a verified Farkas certificate",
+            "==",
+            0,
+            plot_metric="infeasible_verified",
+        ),
+        Criterion(
+            "inconclusive: an infeasible answer without a verified Farkas certificate", "→", "inconclusive"
+        ),
     )
 
     def not_applicable(self, data):
         if data.d == max(data.T - 1, data.n) - 1:
             return None
-        return (f"the control's claim is about d = max(T-1, n) - 1; the given data have d = {data.d}, n = {data.n}, "
-                f"T = {data.T}")
+        return (
+            f"the control's claim is about d = max(T-1, n) - 1; the given data have d = {data.d}, n = "
+            f"{data.n}, "
+            f"T = {data.T}"
+        )
 
     def instance(self, rng, ctx):
         if ctx.data is not None:
@@ -202,11 +225,18 @@ class SVMFeasibilityControl(SVMFeasibility):
     def assume_generic(self, inst, state, ctx):
         data = inst["data"]
         s = np.linalg.svd(data.Z, compute_uv=False)
-        okz = s[-1] > GENERIC_RTOL * s[0] if data.n <= data.d else s[min(data.n, data.d) - 1] > GENERIC_RTOL * s[0]
+        okz = (
+            s[-1] > GENERIC_RTOL * s[0]
+            if data.n <= data.d
+            else s[min(data.n, data.d) - 1] > GENERIC_RTOL * s[0]
+        )
         gaps = [np.linalg.norm(data.X[i, t] - data.X[i, u]) for i in range(data.n) for t in range(data.T)
                 for u in range(t)]
-        return decide(bool(okz) and min(gaps) > GENERIC_RTOL, "queries rank-deficient or two tokens (nearly) equal",
-                      min_token_gap=float(min(gaps)))
+        return decide(
+            bool(okz) and min(gaps) > GENERIC_RTOL,
+            "queries rank-deficient or two tokens (nearly) equal",
+            min_token_gap=float(min(gaps)),
+        )
 
     def check_feasible_for_every_alpha(self, inst, state, ctx):
         data = inst["data"]
@@ -222,5 +252,8 @@ class SVMFeasibilityControl(SVMFeasibility):
                        infeasible_verified=infeas)
         if feas + infeas < len(alphas):
             return undecided("an infeasible answer came without a verified Farkas certificate", **metrics)
-        return decide(infeas == 0, f"{infeas} selection(s) alpha infeasible, each with a verified Farkas certificate",
-                      **metrics)
+        return decide(
+            infeas == 0,
+            f"{infeas} selection(s) alpha infeasible, each with a verified Farkas certificate",
+            **metrics,
+        )

@@ -56,10 +56,12 @@ from numerics.svm import certify_att_svm, solve_att_svm
 
 from ._given import given_metrics
 
-#: Rows in span{z}: ||W (I − P_Z)||_F ≤ SPAN_TOL ||W||_F on certified (polished) solutions (numerics.tolerances).
+#: Rows in span{z}: ||W (I − P_Z)||_F ≤ SPAN_TOL ||W||_F on certified (polished) solutions
+#: (numerics.tolerances).
 SPAN_TOL = tol.SPAN_TOL
 
-#: The independent full-space Frobenius solve (CLARABEL primal QP, gap/feas 1e-10 on features rescaled to O(1))
+#: The independent full-space Frobenius solve (CLARABEL primal QP, gap/feas 1e-10 on features rescaled to
+#: O(1))
 #: is accurate to ~1e-8 relative: its span residual and its distance to the certified W^mm are judged at 1e-5.
 INDEP_TOL = 1e-5
 
@@ -114,22 +116,32 @@ class SVMRankBound(Theorem):
     reference = "TLTO (arXiv 2308.16898) §3, rank of the SVM solutions"
     statement = (r"W^{mm}_\alpha (I - P_Z) = 0,\ W^{mm}_{\star,\alpha}(I - P_Z) = 0,\ "
                  r"\operatorname{rank} \le \min(n, d)")
-    hypotheses_text = ("Att-SVM(alpha) feasible (alpha = optimal tokens or random); solutions certified "
-                       "(KKT / SDP duality); generic unit-sphere data, n in 2..5, T in 2..5, d in 2..8, a quarter "
-                       "scaled by 10^4 or 10^-4 (or the given data); span claims judged on the unreduced full-space "
-                       "solutions (true by construction for the reduced ones)")
+    hypotheses_text = (
+        "Att-SVM(alpha) feasible (alpha = optimal tokens or random); solutions certified "
+        "(KKT / SDP duality); generic unit-sphere data, n in 2..5, T in 2..5, d in 2..8, a quarter "
+        "scaled by 10^4 or 10^-4 (or the given data); span claims judged on the unreduced full-space "
+        "solutions (true by construction for the reduced ones)"
+    )
     profiles = PROFILES
     plot_metric = "span_residual"
     criteria = (
-        Criterion("‖W(I − P_Z)‖_F / ‖W‖_F of the full-space Frobenius and nuclear solutions", "<=", SPAN_TOL,
-                  plot_metric="span_residual"),
+        Criterion(
+            "‖W(I − P_Z)‖_F / ‖W‖_F of the full-space Frobenius and nuclear solutions",
+            "<=",
+            SPAN_TOL,
+            plot_metric="span_residual",
+        ),
         Criterion("‖(I − P_D)W‖_F / ‖W‖_F, D the key differences x_iα_i − x_it", "<=", SPAN_TOL),
         Criterion("rank of the four solutions (reduced/full, Frobenius/nuclear)", "in", "[1, min(n, d)]"),
         Criterion("|obj_full − obj_reduced| / obj_reduced of the nuclear SDP", "<=", NUC_OBJ_TOL),
         Criterion("‖W_reduced − W_full‖_F / ‖W_reduced‖_F of the nuclear SDP", "<=", NUC_DIST_TOL),
         Criterion("‖W^mm − W_full‖_F / ‖W^mm‖_F (independent full-space Frobenius QP)", "<=", INDEP_TOL),
-        Criterion(f"wrong answers {WRONG_FACTOR}·W (λ, {WRONG_FACTOR}·λ) accepted by the KKT/SDP certifiers, or "
-                  "the answer rejected", "==", 0),
+        Criterion(
+            f"wrong answers {WRONG_FACTOR}·W (λ, {WRONG_FACTOR}·λ) accepted by the KKT/SDP certifiers, or "
+            "the answer rejected",
+            "==",
+            0,
+        ),
     )
     accepts_data = True  # without a head v only random selections alpha are solved (see instance)
 
@@ -194,8 +206,12 @@ class SVMRankBound(Theorem):
         if ctx.data is not None:
             s = np.linalg.svd(D, compute_uv=False)
             extra = {"key_span_dim": int(np.sum(s > BASIS_RTOL * s[0]))}
-        return decide(res <= SPAN_TOL, "a full-space solution has columns outside span of the key differences",
-                      column_residual=res, **extra)
+        return decide(
+            res <= SPAN_TOL,
+            "a full-space solution has columns outside span of the key differences",
+            column_residual=res,
+            **extra,
+        )
 
     def check_rank_bound(self, inst, state, ctx):
         """1 ≤ rank ≤ min(n, d) for every solution (W ≠ 0: the constraints have right-hand side 1). The lower
@@ -209,7 +225,8 @@ class SVMRankBound(Theorem):
                       rank_bound=bound, rank_gap_fro=bound - ranks["fro"])
 
     def check_full_space_nuclear_agrees(self, inst, state, ctx):
-        """The reduced SDP (W = U M V^T) and the unreduced full-space SDP: same optimal value, same solution."""
+        """The reduced SDP (W = U M V^T) and the unreduced full-space SDP: same optimal value, same
+        solution."""
         red, full = state["nuc"], state["nuc_full"]
         obj = abs(full.objective - red.objective) / red.objective
         dist = _rel(red.W, full.W)
@@ -221,11 +238,15 @@ class SVMRankBound(Theorem):
     def check_independent_full_space_solve(self, inst, state, ctx):
         sol, full = state["fro"], state["fro_full"]
         dist = _rel(sol.W, full.W)
-        return decide(dist <= INDEP_TOL, "the unreduced full-space Frobenius QP disagrees with the certified W^mm",
-                      indep_distance=dist)
+        return decide(
+            dist <= INDEP_TOL,
+            "the unreduced full-space Frobenius QP disagrees with the certified W^mm",
+            indep_distance=dist,
+        )
 
     def check_certificates_reject_wrong_answers(self, inst, state, ctx):
-        """The KKT and SDP certifiers accept the answer and reject 1.05·W with λ and with 1.05·λ (feasible, not
+        """The KKT and SDP certifiers accept the answer and reject 1.05·W with λ and with 1.05·λ (feasible,
+        not
         optimal): a certifier whose tolerances were loosened (10^6×) accepts them and fails this check."""
         data = inst["data"]
         bad = []
@@ -250,8 +271,14 @@ class SVMRankBoundControl(SVMRankBound):
     expected = "FAIL"
     control_of = "svm-rank-bound"
     plot_metric = "rank_drop"
-    criteria = (Criterion("certified rank(W^mm_⋆,α) − rank(W^mm_α) (the control's claim: equal ranks)", "==", 0,
-                          plot_metric="rank_drop"),)
+    criteria = (
+        Criterion(
+            "certified rank(W^mm_⋆,α) − rank(W^mm_α) (the control's claim: equal ranks)",
+            "==",
+            0,
+            plot_metric="rank_drop",
+        ),
+    )
 
     def not_applicable(self, data):
         if min(data.n, data.d) < 2:

@@ -23,7 +23,8 @@ from .core import _bases, _certify, _reduced_features, _Rows, _tight_settings
 #: * "ipm" — our primal-dual interior-point method for this SDP (:func:`_nuclear_ipm`): it exploits that every
 #:   constraint matrix has rank one, so a step costs one m × m Cholesky (m = n(T−1)) instead of Clarabel's
 #:   factorisation of a KKT system with a dense svec(r1 + r2) block (3-8x faster at the bench's sizes);
-#: * "clarabel" — the dual SDP ``max b^T λ s.t. λ ≥ 0, ‖Σ λ_s F_s‖_2 ≤ 1`` at tight settings, handed to Clarabel's API directly (:func:`_nuclear_dual_direct`: no cvxpy, faer KKT solver);
+#: * "clarabel" — the dual SDP ``max b^T λ s.t. λ ≥ 0, ‖Σ λ_s F_s‖_2 ≤ 1`` at tight settings, handed to
+#: Clarabel's API directly (:func:`_nuclear_dual_direct`: no cvxpy, faer KKT solver);
 #: * "clarabel-tight" — the same dual at tighter tolerances and a larger iteration cap;
 #: * "clarabel-primal" — the primal ``min ‖M‖_* s.t. ⟨F_s, M⟩ ≥ b_s`` (cvxpy normNuc);
 #: * "scs" — the primal by SCS (first order) at eps 1e-9, then polished;
@@ -154,11 +155,18 @@ def _nuclear_sdp(F, b, r1, r2, key):
 
 
 #: Clarabel's statuses -> the cvxpy-style status names used everywhere else (SolverError.status).
-_CLARABEL_STATUS = {"Solved": "optimal", "AlmostSolved": "optimal_inaccurate", "PrimalInfeasible": "infeasible",
-                    "DualInfeasible": "unbounded", "AlmostPrimalInfeasible": "infeasible_inaccurate",
-                    "AlmostDualInfeasible": "unbounded_inaccurate", "MaxIterations": "max_iterations",
-                    "MaxTime": "max_time", "NumericalError": "numerical_error",
-                    "InsufficientProgress": "insufficient_progress"}
+_CLARABEL_STATUS = {
+    "Solved": "optimal",
+    "AlmostSolved": "optimal_inaccurate",
+    "PrimalInfeasible": "infeasible",
+    "DualInfeasible": "unbounded",
+    "AlmostPrimalInfeasible": "infeasible_inaccurate",
+    "AlmostDualInfeasible": "unbounded_inaccurate",
+    "MaxIterations": "max_iterations",
+    "MaxTime": "max_time",
+    "NumericalError": "numerical_error",
+    "InsufficientProgress": "insufficient_progress",
+}
 
 #: Clarabel's direct KKT solver for the dual SDP. "faer" (a dense-aware supernodal LDL) factors the KKT
 #: system, whose PSD block is dense (the svec of an (r1 + r2)-square matrix), 1.5-4x faster than the default
@@ -196,7 +204,9 @@ def _nuclear_dual_direct(F, b, r1, r2, key):
     rhs[m + diag * (diag + 1) // 2 + diag] = 1.0
     settings = _tight_settings("CLARABEL")
     if key == "clarabel-tight":
-        settings.update(tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12, tol_ktratio=1e-10, max_iter=2000)
+        settings.update(
+            tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12, tol_ktratio=1e-10, max_iter=2000
+        )
     sol = None
     for method in DIRECT_SOLVE_METHODS:
         st = clarabel.DefaultSettings()
@@ -206,8 +216,14 @@ def _nuclear_dual_direct(F, b, r1, r2, key):
         try:
             st.direct_solve_method = method
             st.max_threads = 1
-            sol = clarabel.DefaultSolver(sp.csc_matrix((m, m)), -np.asarray(b, dtype=float), A, rhs,
-                                         [clarabel.NonnegativeConeT(m), clarabel.PSDTriangleConeT(N)], st).solve()
+            sol = clarabel.DefaultSolver(
+                sp.csc_matrix((m, m)),
+                -np.asarray(b, dtype=float),
+                A,
+                rhs,
+                [clarabel.NonnegativeConeT(m), clarabel.PSDTriangleConeT(N)],
+                st,
+            ).solve()
             break
         except Exception as exc:  # noqa: BLE001 - a build without this KKT solver: try the next one
             last = exc
@@ -230,7 +246,8 @@ IPM_TOL = 1e-10
 #: eigenvalues head for round-off) after the relative gap fell below this, the last such iterate is handed
 #: to the Newton polish (status "optimal_inaccurate"; on degenerate instances the primal residual can stall
 #: near 1e-5 while the dual is feasible to round-off, and the polish restores feasibility exactly); the
-#: certificate decides, as for every rung. 1e-7: the singular values of M that vanish at the optimum are then of the order of the
+#: certificate decides, as for every rung. 1e-7: the singular values of M that vanish at the optimum are then
+#: of the order of the
 #: gap, below tolerances.RANK_RTOL (1e-6), so the polish works on the right rank (a wrong one fails the
 #: certificate and the ladder moves on).
 IPM_HANDOVER = 1e-7
@@ -250,7 +267,9 @@ def _rank_one_factors(F, r1, r2):
     c = Fr[np.arange(m), j]
     c = c / np.maximum(np.linalg.norm(c, axis=1, keepdims=True), 1e-300)
     a = np.einsum("sij,sj->si", Fr, c)
-    if np.linalg.norm(F - (a[:, :, None] * c[:, None, :]).reshape(m, -1)) > 1e-12 * max(1.0, np.linalg.norm(F)):
+    if np.linalg.norm(F - (a[:, :, None] * c[:, None, :]).reshape(m, -1)) > 1e-12 * max(
+        1.0, np.linalg.norm(F)
+    ):
         raise SolverError("ipm: a constraint matrix is not of rank one", status="error", solver="ipm")
     return a, c
 
@@ -313,7 +332,8 @@ def _nuclear_ipm(F, b, r1, r2):
                 return 2.0 * X[:r1, r1:], np.maximum(y, 0.0), "optimal"
             X11, X12, X22 = X[:r1, :r1], X[:r1, r1:], X[r1:, r1:]
             Z11, Z12, Z22 = Zi[:r1, :r1], Zi[:r1, r1:], Zi[r1:, r1:]
-            # H_st = (f_s^T X e_t)(f_t^T Z⁻¹ e_s) + (f_s^T X f_t)(e_t^T Z⁻¹ e_s) + (e_s^T X e_t)(f_t^T Z⁻¹ f_s)
+            # H_st = (f_s^T X e_t)(f_t^T Z⁻¹ e_s) + (f_s^T X f_t)(e_t^T Z⁻¹ e_s) + (e_s^T X e_t)(f_t^T Z⁻¹
+            # f_s)
             #        + (e_s^T X f_t)(e_t^T Z⁻¹ f_s), e_s = [a_s; 0], f_s = [0; c_s]: with B = a X₁₂ c^T and
             # B' = a (Z⁻¹)₁₂ c^T the first and last terms are B^T ∘ B' and its transpose.
             t1 = (a @ X12 @ c.T).T * (a @ Z12 @ c.T)
@@ -321,12 +341,24 @@ def _nuclear_ipm(F, b, r1, r2):
             H[np.diag_indices(m)] += x / z
             Lh = np.linalg.cholesky(H)
             XRdZi = X @ Rd @ Zi
-            state = (X, Zi, XRdZi, x, z, rd, Rp, Rd, lambda r, Lh=Lh: cho_solve((Lh, True), r, check_finite=False))
+            state = (
+                X,
+                Zi,
+                XRdZi,
+                x,
+                z,
+                rd,
+                Rp,
+                Rd,
+                lambda r, Lh=Lh: cho_solve((Lh, True), r, check_finite=False),
+            )
 
             Lx = solve_triangular(np.linalg.cholesky(X), I_N, lower=True, check_finite=False)  # L_X⁻¹
             dX, dx, dy, dZ, dz = _ipm_direction(state, 0.0, None, None, A_op, A_adj)
             tp, td = max_step(Lx, dX, x, dx), max_step(Lz, dZ, z, dz)
-            mu_aff = (float(np.sum((X + tp * dX) * (Z + td * dZ))) + float((x + tp * dx) @ (z + td * dz))) / (N + m)
+            mu_aff = (float(np.sum((X + tp * dX) * (Z + td * dZ))) + float((x + tp * dx) @ (z + td * dz))) / (
+                N + m
+            )
             sigma = min(1.0, (mu_aff / mu) ** 3)
             dX, dx, dy, dZ, dz = _ipm_direction(state, sigma * mu, dX @ dZ @ Zi, dx * dz / z, A_op, A_adj)
             tp = IPM_STEP_FRACTION * max_step(Lx, dX, x, dx)
@@ -342,7 +374,9 @@ def _nuclear_ipm(F, b, r1, r2):
             return best[0], best[1], "optimal_inaccurate"
         raise SolverError(f"ipm: lost positive definiteness ({exc})", status="numerical_error",
                           solver="ipm") from None
-    raise SolverError(f"ipm: no convergence in {IPM_MAX_ITER} iterations", status="max_iterations", solver="ipm")
+    raise SolverError(
+        f"ipm: no convergence in {IPM_MAX_ITER} iterations", status="max_iterations", solver="ipm"
+    )
 
 
 def _ipm_direction(state, smu, cX, cx, A_op, A_adj):
