@@ -90,6 +90,10 @@ CANONICAL_ORDER = (
     "gd-global", "gd-local", "kq-gd-nuclear", "overparam-global", "gen-svm", "seq-svm", "causal-svm",
     "p-svm-gd", "joint-vp-path",
     "gd-global-normalized",
+    # issue 15: the rest of both papers
+    "smoothness-step", "cone-no-stationary", "kq-divergence", "nuclear-factorisation",
+    "rp-w-local", "rp-kq-local", "gen-svm-finite", "overparam-support", "gd-global-assumption-d",
+    "p-rp-path", "p-gd-equivalence", "p-nonlinear-head", "joint-vp-path-equal-radii",
 )
 
 

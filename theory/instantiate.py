@@ -15,8 +15,8 @@ Examples
 --------
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
->>> X, Y, Z, v = rng.standard_normal((2, 3, 2)), np.array([1.0, -1.0]), rng.standard_normal((2, 2)),
-rng.standard_normal(2)
+>>> X, Y = rng.standard_normal((2, 3, 2)), np.array([1.0, -1.0])
+>>> Z, v = rng.standard_normal((2, 2)), rng.standard_normal(2)
 >>> grad_W(X, Y, Z, v, np.zeros((2, 2))).shape
 (2, 2)
 """

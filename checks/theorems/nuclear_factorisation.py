@@ -191,6 +191,9 @@ class NuclearFactorisation(Theorem):
         Criterion("SDP certificate on 1.05·W", "is", "rejected"),
     )
 
+    def not_applicable(self, data):
+        return "a statement about factorisations W = KQᵀ of matrices and the rank-constrained nuclear SVM of its own instances (m = n − 1); given data add nothing to it"
+
     def instance(self, rng, ctx):
         n, T = int(rng.integers(3, 5)), int(rng.integers(3, 5))
         d = int(rng.integers(max(n, T - 1, 4), 7))
