@@ -224,7 +224,10 @@ class ConeNoStationary(Theorem):
     n, T, d = 3, 4, 6
 
     def not_applicable(self, data):
-        return "needs a constructed locally optimal selection α ≠ opt and the cone (μ, R) of the reconstructed rule on its own instance family; running it on given data is not implemented"
+        return (
+            "needs a constructed locally optimal selection α ≠ opt and the cone (μ, R) of the "
+            "reconstructed rule on its own instance family; running it on given data is not implemented"
+        )
 
     def _draw(self, rng):
         return local_alpha_data(self.n, self.T, self.d, rng=rng, locally_optimal=True)

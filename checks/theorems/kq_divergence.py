@@ -197,7 +197,11 @@ class KQDivergence(Theorem):
     )
 
     def not_applicable(self, data):
-        return "needs B.1 or B.2 data, which the check builds on purpose (random and real data almost never meet them), and valley data for its control; running it on given data is not implemented"
+        return (
+            "needs B.1 or B.2 data, which the check builds on purpose (random and real data almost "
+            "never meet them), and valley data for its control; running it on given data is not "
+            "implemented"
+        )
 
     def _data(self, rng, ctx):
         return b2_data(3, 4, 6, rng=rng) if ctx.instance % 2 == 0 else b1_data(2, 3, 6, rng=rng)

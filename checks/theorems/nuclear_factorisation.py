@@ -192,7 +192,10 @@ class NuclearFactorisation(Theorem):
     )
 
     def not_applicable(self, data):
-        return "a statement about factorisations W = KQᵀ of matrices and the rank-constrained nuclear SVM of its own instances (m = n − 1); given data add nothing to it"
+        return (
+            "a statement about factorisations W = KQᵀ of matrices and the rank-constrained nuclear SVM "
+            "of its own instances (m = n − 1); given data add nothing to it"
+        )
 
     def instance(self, rng, ctx):
         n, T = int(rng.integers(3, 5)), int(rng.integers(3, 5))

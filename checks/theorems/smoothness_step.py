@@ -184,7 +184,11 @@ class SmoothnessStep(Theorem):
     theorem_number = None
 
     def not_applicable(self, data):
-        return "the check draws its own instances: random data for the L̄_W bound and the descent lemma, and valley data (a finite minimiser with exact curvature λ*) for its step-size control; running it on given data is not implemented"
+        return (
+            "the check draws its own instances: random data for the L̄_W bound and the descent lemma, "
+            "and valley data (a finite minimiser with exact curvature λ*) for its step-size control; "
+            "running it on given data is not implemented"
+        )
 
     def instance(self, rng, ctx):
         kind = ("generic", "B2", "valley")[ctx.instance % 3]
