@@ -373,7 +373,7 @@ def recorded_shapes(folder: Path | None = None) -> list[tuple[int, int, int, int
     found: set[tuple[int, int, int, int]] = set()
     with contextlib.suppress(OSError, ValueError, TypeError):
         raw = json.loads(_shapes_file(folder).read_text(encoding="utf-8"))
-        found |= {tuple(int(v) for v in s) for s in raw if len(s) == 4}
+        found |= {(int(s[0]), int(s[1]), int(s[2]), int(s[3])) for s in raw if len(s) == 4}
     with contextlib.suppress(OSError):  # modules generated before shapes.json existed
         for f in folder.glob("attnsvm_gd_*.py"):
             mt = re.fullmatch(r"attnsvm_gd_[0-9a-f]+_n(\d+)_T(\d+)_d(\d+)_m(\d+)\.py", f.name)

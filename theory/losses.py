@@ -221,11 +221,13 @@ def _assumption_a(name: str, expr: sp.Expr, B: sp.Expr) -> AssumptionAResult:
     if smooth:
         dbound = sp.simplify(_abs_max(d1, I))
         lconst = sp.simplify(_abs_max(d2, I))
-    bounded = lipschitz = bool(smooth and dbound is not None and dbound.is_finite and lconst.is_finite)
+    bounded = lipschitz = bool(smooth and dbound is not None and lconst is not None and dbound.is_finite
+                               and lconst.is_finite)
     tex = (
         rf"\ell(u) = {sp.latex(expr)},\quad \ell'(u) = {sp.latex(d1)},\quad \ell''(u) = {sp.latex(d2)};\ "
         + (r"\ell'(u) < 0\ \forall u \in \mathbb{R}" if decreasing
-           else rf"\ell'({sp.latex(counter[0])}) = {sp.latex(counter[1])} \ge 0")
+           else rf"\ell'({sp.latex(counter[0])}) = {sp.latex(counter[1])} \ge 0"
+           if counter is not None else "")
         + (rf";\ \sup_{{[-{sp.latex(B)},{sp.latex(B)}]}}|\ell''| = {sp.latex(lconst)}" if smooth else "")
     )
     return AssumptionAResult(

@@ -95,7 +95,8 @@ def _terms(e, depth: int) -> list[tuple[tuple, sp.Expr]]:
     if isinstance(e, sp.Pow) and e.exp.is_Integer and e.exp > 0 and (e.base.is_Add or e.base.has(sp.Sum)):
         return _terms(sp.Mul(*([e.base] * int(e.exp)), evaluate=False), depth)
     if isinstance(e, sp.Sum):
-        body, dums = e.function, []
+        body = e.function
+        dums: list = []
         for lim in e.limits:
             if len(lim) != 3 or lim[1] != 1:
                 raise InvalidInputError(f"normal_form: sums must run from 1, got limits {lim}")
@@ -156,6 +157,7 @@ def _canon_term(dums: tuple, fac: sp.Expr, depth: int) -> tuple[tuple, sp.Expr]:
         key = sp.srepr(f2)
         if best is None or key < best[0]:
             best = (key, lims, f2)
+    assert best is not None  # itertools.product of permutations yields at least one choice
     return best[1], best[2]
 
 
