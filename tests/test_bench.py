@@ -17,9 +17,9 @@ from numerics.errors import InvalidInputError
 
 
 def test_bench_quick_writes_table_json_csv_and_figure(tmp_path, capsys, monkeypatch):
-    import checks.bench as bench
+    import checks.bench.system as bench_system
 
-    monkeypatch.setattr(bench, "CATALOGUE_IDS", ("rp-w-frobenius",))  # a short catalogue run in a test
+    monkeypatch.setattr(bench_system, "CATALOGUE_IDS", ("rp-w-frobenius",))  # a short catalogue run in a test
     out = tmp_path / "bench"
     assert main(["bench", "--quick", "--out", str(out)]) == 0
     table = capsys.readouterr().out
