@@ -21,7 +21,7 @@ import pytest
 from checks import Profile, Theorem, catalogue, held, register
 from checks.cli import main
 from checks.theorem import REGISTRY
-from numerics import gd, prompt, sequence, svm, tokens
+from numerics import gd, prompt, sabotage_gd, sequence, svm, tokens
 from numerics import sabotage as sab
 from numerics.data import AttentionData, random_unit_sphere
 from numerics.errors import InvalidInputError, SolverError
@@ -131,7 +131,7 @@ def test_descent_loop_matches_run_gd():
     # the loop that stands in for run_gd under a sabotage is, unsabotaged, the same GD: 50 steps from a
     # small start stay far from saturation, where both paths agree to rounding (1e-12 relative)
     datas = _data(R=3)
-    loop = sab._loop_run_gd("descent")(gd.run_gd)
+    loop = sabotage_gd._loop_run_gd("descent")(gd.run_gd)
     for kw in ({}, {"param": "KQ"}, {"normalized": False}, {"weight_decay": 1e-3}):
         a = gd.run_gd(datas, steps=50, lr=0.1, record_every=25, **kw)
         b = loop(datas, steps=50, lr=0.1, record_every=25, **kw)
