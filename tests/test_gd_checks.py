@@ -182,7 +182,7 @@ def test_gd_global_normalized_passes():
 @pytest.mark.parametrize("tid,mode", [("gd-global", "noop"), ("gd-global-normalized", "noop"),
                                       ("gd-global-normalized", "ascent")])
 def test_gd_global_refutes_a_sabotaged_optimiser(monkeypatch, tid, mode):
-    import checks.theorems.gd_global as mod
+    import checks.theorems._global as mod
 
     monkeypatch.setattr(mod, "run_gd", fake_run_gd(mode))
     v, c = _verdict(tid)

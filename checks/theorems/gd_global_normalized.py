@@ -35,8 +35,8 @@ from numerics.gd_config import AUTHORS
 from numerics.tokens import optimal_tokens, softmax_probs
 
 from ._given import given_metrics
+from ._global import GlobalGD, GlobalGDControl
 from ._trends import corr_curve, falling
-from .gd_global import GDGlobal, GDGlobalControl
 
 #: Authors' normalised step and budget (THEORY.md §5; numerics.gd_config.AUTHORS).
 STEP, STEPS, RECORD = AUTHORS.lr, AUTHORS.steps, 100
@@ -106,7 +106,7 @@ class _Normalized:
 
 
 @register
-class GDGlobalNormalized(_Normalized, GDGlobal):
+class GDGlobalNormalized(_Normalized, GlobalGD):
     id = "gd-global-normalized"
     title = "Normalised GD on W (authors' protocol) converges in direction to W^mm from the paper's start"
     reference = "TLTO §3 global convergence, normalised-GD reading of its experiments (THEORY.md §5); variant"
@@ -120,9 +120,9 @@ class GDGlobalNormalized(_Normalized, GDGlobal):
 
 
 @register
-class GDGlobalNormalizedControl(_Normalized, GDGlobalControl):
+class GDGlobalNormalizedControl(_Normalized, GlobalGDControl):
     id = "gd-global-normalized-control"
     title = "Control: normalised GD, neither B.1 nor B.2, started in a locally optimal cone (false)"
     control_of = "gd-global-normalized"
-    hypotheses_text = GDGlobalControl.hypotheses_text.replace(f"plain GD η = {GDGlobalControl.lr} ≤ 1/L̄_W",
+    hypotheses_text = GlobalGDControl.hypotheses_text.replace(f"plain GD η = {GlobalGDControl.lr} ≤ 1/L̄_W",
                                                                "normalised GD η = 0.1, 2000 steps")
