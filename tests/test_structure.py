@@ -17,7 +17,6 @@ THEOREMS = Path(__file__).resolve().parents[1] / "checks" / "theorems"
 #: pattern: move the base into a private module (as _gradients.py / _trends.py / _localpath.py do) and drop
 #: the entry. A new entry here needs a reason.
 KNOWN_SIBLING_IMPORTS = {
-    ("kq_chain_rule", "gradient_closed_form"),  # GradientClosedForm is its base
     ("rp_kq_nuclear", "rp_w_frobenius"),  # RPWFrobenius is its base
     # (from the TLZO work on main) judge_path, a trend rule: belongs in a private _paths.py
     ("p_nonlinear_head", "rp_w_frobenius"),

@@ -9,7 +9,7 @@ with K, Q in R^{d x m} and grad L(W) the closed form of THEORY.md §2.
 Hypotheses implemented (exactly): the loss is a smooth catalogue loss (sympy,
 :func:`theory.losses.assumption_a`);
 for the ReLU head, the activation pattern is constant on the finite-difference stencil (see
-:mod:`checks.theorems.gradient_closed_form`). There is no other hypothesis: the identity is the chain rule.
+:mod:`checks.theorems._gradient_check`). There is no other hypothesis: the identity is the chain rule.
 
 Predictions:
 
@@ -46,6 +46,7 @@ from numerics import attention as att
 from numerics.tolerances import GRAD_RTOL
 from theory import derivations, general
 
+from ._gradient_check import GradientCheck as _Base
 from ._gradients import (
     EPS,
     FD_STEP,
@@ -65,7 +66,6 @@ from ._gradients import (
     stencil_points,
     term_scale,
 )
-from .gradient_closed_form import GradientClosedForm as _Base
 
 #: Symbolic sizes (n, T, d, m); the (K, Q) proofs are costlier than the W ones, so quick uses the smallest.
 SYMBOLIC_SIZES = {
