@@ -13,15 +13,9 @@ import torch
 
 THEOREMS = Path(__file__).resolve().parents[1] / "checks" / "theorems"
 
-#: Theorem modules that still subclass a sibling's theorem (the base class lives in the sibling). Debt, not a
-#: pattern: move the base into a private module (as _gradients.py / _trends.py / _localpath.py do) and drop
-#: the entry. A new entry here needs a reason.
-KNOWN_SIBLING_IMPORTS = {
-    ("rp_kq_nuclear", "rp_w_frobenius"),  # RPWFrobenius is its base
-    # (from the TLZO work on main) judge_path, a trend rule: belongs in a private _paths.py
-    ("p_nonlinear_head", "rp_w_frobenius"),
-    ("p_rp_path", "rp_w_frobenius"),
-}
+#: Theorem modules that import another theorem module: none. A shared base or rule lives in a private module
+#: (_global.py, _gradient_check.py, _paths.py, _localpath.py, ...) that both subclass or call.
+KNOWN_SIBLING_IMPORTS: set[tuple[str, str]] = set()
 
 
 def _sibling_imports(path: Path) -> set[str]:

@@ -71,8 +71,8 @@ from checks import Criterion, Profile, Theorem, decide, register, undecided
 from numerics.prompt import head_value, prompt_head_excess, prompt_head_reg_path
 from numerics.svm import solve_p_svm
 
+from ._paths import judge_path
 from ._prompt import require_tight
-from .rp_w_frobenius import judge_path
 
 N, T, D, M = 2, 3, 5, 4
 RADII = 2.0 ** np.arange(0, 8)  # 1..128

@@ -87,8 +87,8 @@ from numerics import tolerances as tol
 from numerics.prompt import prompt_excess, prompt_reg_path
 from numerics.svm import solve_p_svm
 
+from ._paths import judge_path
 from ._prompt import require_tight
-from .rp_w_frobenius import judge_path
 
 RADII = 2.0 ** np.arange(0, 8)  # 1..128: E = L − L_∞ ~ e^{−1.4 R} stays a normal float64 up to R ≈ 500
 #: Final directional error allowed (measured ≤ 5e-10 global, ≤ 3e-9 local at R = 128).

@@ -45,7 +45,8 @@ from __future__ import annotations
 import numpy as np
 
 from checks import Criterion, Profile, decide, register
-from checks.theorems.rp_w_frobenius import RPWFrobenius, control_not_applicable, path_criteria
+
+from ._paths import PathCheck, control_not_applicable, path_criteria
 
 RADII = 2.0 ** np.arange(0, 7)  # 1..64, not THEORY.md's 128: see the module docstring
 GIVEN_RADII = RADII
@@ -73,7 +74,7 @@ PROFILES = {
 
 
 @register
-class RPKQNuclear(RPWFrobenius):
+class RPKQNuclear(PathCheck):
     id = "rp-kq-nuclear"
     depends_on = ("regpath", "svm-fro", "svm-nuc", "optimal-token")
     title = "The (K, Q) regularisation path converges in direction to the nuclear-norm Att-SVM⋆ solution"
