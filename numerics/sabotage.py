@@ -77,7 +77,7 @@ COMPONENTS: dict[str, str] = {
     "prompt-gd": "GD on the prompt p, numerics.prompt.run_prompt_gd",
     "seq-gd": "GD on the sequence / causal loss, numerics.sequence.run_seq_gd",
     "vp-path": "the joint (v, p) regularisation path, numerics.prompt.joint_vp_path",
-    "prompt-path": "the regularisation path of the prompt p, numerics.prompt.prompt_reg_path and "
+    "prompt-path": "the regularisation path of the prompt p, numerics.prompt_path.prompt_reg_path and "
     "prompt_head_reg_path (nonlinear head)",
     "gradient": "closed-form gradients of numerics.attention (grad_from_weights: grad_W, grad_KQ, GD steps)",
     "softmax": "the softmax maps numerics.tokens.softmax_probs, numerics.attention.softmax, gd._softmax_rows",

@@ -245,8 +245,9 @@ def _gd_patches(mode: str) -> list[Patch]:
             "run_prompt_gd",
             _within("numerics.prompt", "prompt_grad", mode, clear_stalled=noop),
         ),
-        ("numerics.prompt", "prompt_reg_path", _within("numerics.prompt", "prompt_grad", mode)),
-        ("numerics.prompt", "prompt_head_reg_path", _within("numerics.prompt", "prompt_head_grad", mode)),
+        ("numerics.prompt_path", "prompt_reg_path", _within("numerics.prompt_path", "prompt_grad", mode)),
+        ("numerics.prompt_path", "prompt_head_reg_path",
+         _within("numerics.prompt_path", "prompt_head_grad", mode)),
         (
             "numerics.sequence",
             "run_seq_gd",
