@@ -77,6 +77,7 @@ import numpy as np
 from checks import Criterion, Profile, Theorem, decide, register, undecided
 from numerics.prompt import joint_vp_path
 from numerics.svm import solve_joint_vp_svm, solve_p_svm
+from numerics.tokens import corr
 
 #: Radii R of the prompt (the head's radius is r = R² or r = R, see RATE). float64 resolves the p-dependence
 #: of log L only while r e^{−R·margin} ≫
@@ -111,11 +112,6 @@ PERTURB = 0.15
 
 Y_FIX = np.array([1.0, -1.0, 1.0])
 A_FIX = np.array([1.0, -1.0, 0.5])
-
-
-def _corr(a, b) -> np.ndarray:
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
 
 
 def _dataset(rng, tight: bool, exact: bool) -> np.ndarray:
@@ -216,7 +212,7 @@ class _JointBase(Theorem):
 
     # -- predictions -----------------------------------------------------------------------------
     def check_v_direction(self, inst, state, ctx):
-        gap = 1 - _corr(state["path"].v, state["v"].w)
+        gap = 1 - corr(state["path"].v, state["v"].w, axis=-1)
         return decide(gap[-1] < V_TOL and (gap[-1] <= gap[len(gap) // 2] or gap[-1] < self._floor()),
                       f"1−corr(v_R, v^mm) = {gap[-1]:.3g} at R = {RADII[-1]} (R = {RADII[0]}: {gap[0]:.3g})",
                       v_final_gap=float(gap[-1]), v_gap_curve=[float(x) for x in gap])
@@ -225,7 +221,7 @@ class _JointBase(Theorem):
         return state["p"].w
 
     def check_p_direction(self, inst, state, ctx):
-        gap = 1 - _corr(state["path"].p, self._p_target(state))
+        gap = 1 - corr(state["path"].p, self._p_target(state), axis=-1)
         mid = len(gap) // 2
         ok = gap[-1] < P_TOL and (gap[-1] <= gap[mid] or gap[-1] < self._floor())
         if not ok and gap[-1] < SLOW_TOL and gap[-1] <= SLOW_RATIO * gap[-2]:
@@ -239,7 +235,7 @@ class _JointBase(Theorem):
             f"1−corr(p_R, target) = {gap[-1]:.3g} at R = {RADII[-1]} (R = {RADII[0]}: {gap[0]:.3g})",
             p_final_gap=float(gap[-1]),
             p_gap_curve=[float(x) for x in gap],
-            relaxed_full_gap=float(1 - _corr(state["p"].w, state["full"].w)),
+            relaxed_full_gap=float(1 - corr(state["p"].w, state["full"].w, axis=-1)),
         )
 
 
@@ -278,7 +274,7 @@ class JointVPPathControl(_JointBase):
         return False
 
     def assume_relaxed_differs(self, inst, state, ctx):
-        c = float(_corr(state["p"].w, state["full"].w))
+        c = float(corr(state["p"].w, state["full"].w, axis=-1))
         return decide(1 - c >= 2 * P_TOL, "relaxed and full p-SVM directions are too close to tell apart",
                       relaxed_full_gap=1 - c)
 

@@ -54,6 +54,7 @@ from numerics.data import AttentionData
 from numerics.gd import run_gd
 from numerics.prompt import prompt_scores, run_prompt_gd
 from numerics.svm import solve_att_svm, solve_p_svm
+from numerics.tokens import corr
 
 #: GD budget: q moves by LR per normalised step, so ‖q(STEPS)‖ ≈ 100, where 1 − corr(q, q^mm) < 1e-3 on B.2
 #: data (measured 3e-5 – 1e-3) and 1 − corr(W, W^mm) < 2e-3 (the off-family part adds ≈
@@ -90,9 +91,8 @@ NORM_GROWTH_MIN = 0.5
 
 
 def _corr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    axes = tuple(range(-(b.ndim), 0))
-    return (a * b).sum(axes) / (np.sqrt((a * a).sum(axes)) * np.sqrt((b * b).sum(axes)))
+    """numerics.tokens.corr over b's axes (a may carry leading batch/record axes)."""
+    return corr(a, b, axis=tuple(range(-np.ndim(b), 0)))
 
 
 class _EquivBase(Theorem):

@@ -70,6 +70,7 @@ import torch
 from checks import Criterion, Profile, Theorem, decide, register, undecided
 from numerics.prompt import head_value, prompt_head_excess, prompt_head_reg_path
 from numerics.svm import solve_p_svm
+from numerics.tokens import corr
 
 from ._paths import judge_path
 from ._prompt import require_tight
@@ -93,11 +94,6 @@ STAT_TOL = 1e-3
 #: E may not be beaten by the target's ball point by more than this relative amount (p_rp_path.CAND_RTOL).
 CAND_RTOL = 1e-3
 JUDGED_FROM = len(RADII) // 2 - 1
-
-
-def _corr(a, b) -> np.ndarray:
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
 
 
 def selection(X, Y, V, a) -> dict:
@@ -203,7 +199,7 @@ class _HeadBase(Theorem):
         lin = state["lin"]
         if lin is None or not lin.feasible:
             return 2.0
-        return float(1 - _corr(state["sol"].w, lin.w))
+        return float(1 - corr(state["sol"].w, lin.w, axis=-1))
 
     def _unreliable(self, state) -> tuple[str, dict]:
         """Why the path numerics failed on the judged radii ('' when they did not), with metrics."""
@@ -226,7 +222,7 @@ class _HeadBase(Theorem):
 
     def check_direction(self, inst, state, ctx):
         target = self._target(state)
-        err = 1 - _corr(state["p"], target)
+        err = 1 - corr(state["p"], target, axis=-1)
         sep = self._sep(state)
         thr = min(CORR_TOL, sep / SEPARATION_K)
         E, E0 = state["excess"][JUDGED_FROM:], state["start_excess"][JUDGED_FROM:]

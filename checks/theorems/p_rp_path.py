@@ -86,6 +86,7 @@ from checks import Criterion, Profile, Theorem, decide, register, undecided
 from numerics import tolerances as tol
 from numerics.prompt import prompt_excess, prompt_reg_path
 from numerics.svm import solve_p_svm
+from numerics.tokens import corr
 
 from ._paths import judge_path
 from ._prompt import require_tight
@@ -126,11 +127,6 @@ JUDGED_FROM = len(RADII) // 2 - 1
 R0_LOCAL = 4.0
 
 BASE_KEYS = np.array([[-1.0, 1.0], [1.0, 0.0], [0.0, 0.0]])
-
-
-def _corr(a, b) -> np.ndarray:
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
 
 
 class _RPBase(Theorem):
@@ -251,7 +247,7 @@ class _RPBase(Theorem):
 
     # -- predictions -----------------------------------------------------------------------------
     def _threshold(self, inst, state) -> tuple[float, float]:
-        sep = float(1 - _corr(state["sol"].w, state["other"].w)) if state["other"].feasible else 2.0
+        sep = float(1 - corr(state["sol"].w, state["other"].w, axis=-1)) if state["other"].feasible else 2.0
         thr = min(CORR_TOL, sep / SEPARATION_K)
         if inst["kind"] == "local":
             thr = min(thr, LOCAL_MU / SEPARATION_K)
@@ -277,7 +273,7 @@ class _RPBase(Theorem):
         return decide(not why, "", **metrics)
 
     def check_direction(self, inst, state, ctx):
-        err = 1 - _corr(state["p"], state["sol"].w)
+        err = 1 - corr(state["p"], state["sol"].w, axis=-1)
         thr, sep = self._threshold(inst, state)
         E, E0 = state["excess"][JUDGED_FROM:], state["start_excess"][JUDGED_FROM:]
         if np.all(E >= E0):  # the optimiser never improved on its starting points: no progress refutes
@@ -353,7 +349,7 @@ class PRPPathControl(_RPBase):
         inner = RADII >= R0_LOCAL  # the path points that lie in C_{μ,R0}
         E = state["excess"][inner]
         if float(E.min()) < 0:
-            err = 1 - _corr(state["p"], state["sol"].w)
+            err = 1 - corr(state["p"], state["sol"].w, axis=-1)
             return decide(
                 False,
                 f"certified: a point of the cone C_(μ,R0) has L < L_∞(α) (E = {float(E.min()):.3g} at "
