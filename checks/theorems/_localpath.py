@@ -101,9 +101,12 @@ def candidate_loss(data, Ws: np.ndarray, radii: np.ndarray, centre: np.ndarray, 
     choose: R_j · centre/‖centre‖ and every other path point rescaled to radius R_j (a cone is closed under
     positive scaling, so all lie in the feasible set). A lower loss than the path's certifies a missed minimiser."""
     J = len(radii)
-    dirs = [centre / norm_of(centre, norm)] + [W / norm_of(W, norm) for W in Ws]
+    nrm = np.array([norm_of(centre, norm)] + [norm_of(W, norm) if np.all(np.isfinite(W)) else 0.0 for W in Ws])
+    ok = np.isfinite(nrm) & (nrm > 0)
+    dirs = [D / n if k else np.zeros_like(D) for D, n, k in zip([centre, *Ws], nrm, ok, strict=True)]
     cands = np.array([[r * D for D in dirs] for r in radii])  # (J, J+1, d, d)
     L = path_losses(data, cands.reshape(-1, *centre.shape)).reshape(J, J + 1)
+    L[:, ~ok] = np.inf  # a zero or non-finite path point proposes no candidate
     L[np.arange(J), np.arange(J) + 1] = np.inf  # the path point itself
     return L.min(axis=1)
 
