@@ -41,6 +41,7 @@ import numpy as np
 
 from checks import Outcome, Theorem, decide, failed, held, undecided
 from checks import hypotheses as hyp
+from numerics import tolerances as tol
 from numerics.gd import regularization_path
 from numerics.svm import is_locally_optimal, solve_att_svm
 from numerics.tokens import corr, margins, optimal_tokens, scores
@@ -67,6 +68,10 @@ MIN_RESOLVED = 3
 CAND_RTOL = 1e-9
 #: "Inside the cone" up to rounding (corr of 6×6 float64 matrices is exact to ~1e-15).
 CONE_RTOL = 1e-12
+#: The asymptotic regime is reached on the judged grid when δ⁺·M ≥ REGIME_MIN at the largest resolved M (the
+#: higher-scoring tokens' share e^{−δ⁺M} ≤ 1e-7, δ⁺ = 0.5 at M = 32). A path stalled on the cone boundary before
+#: that is undecided, not refuted (full profile, seed 0, instance 16: δ⁺ = 0.505, the loss resolved only to M = 16).
+REGIME_MIN = 16.0
 #: The family draws up to this many (data, α) before giving up (then the instance is vacuous).
 FAMILY_TRIES = 40
 
@@ -80,6 +85,14 @@ def delta_plus(data, alpha, W_alpha) -> float:
     slack = marg[higher] - 1.0
     slack = slack[slack > 1e-6]  # active (tied) higher tokens: the control's business, not local optimality
     return float(slack.min()) if slack.size else float("inf")
+
+
+def global_alpha(data, alpha) -> np.ndarray:
+    """The optimal tokens, a tie with α_i broken away from α_i (the control's tied token is then the global one;
+    with unique optimal tokens this is opt)."""
+    g = scores(data).copy()
+    g[np.arange(data.n), alpha] -= tol.TIE_TOL / 2  # moves only ties (scores within TIE_TOL count as tied)
+    return np.argmax(g, axis=1)
 
 
 def norm_of(W: np.ndarray, norm: str) -> float:
@@ -156,15 +169,15 @@ class LocalPathBase(Theorem):
         for inst, ctx in zip(instances, ctxs, strict=True):
             data, alpha = inst["data"], inst["alpha"]
             sol = solve_att_svm(data, alpha, norm=self.norm)
-            glob = solve_att_svm(data, norm=self.norm)
-            st = {"sol": sol, "glob": glob, "W": None}
+            glob = solve_att_svm(data, global_alpha(data, alpha), norm=self.norm)
+            st = {"sol": sol, "glob": glob, "W": None, "delta_plus": np.inf}
             if sol.feasible and glob.feasible:
                 radii = MULTIPLES * norm_of(sol.W, self.norm)
                 rp = regularization_path([data], radii, param=self.param, steps=self.path_steps,
                                          restarts=self.restarts, seed=[inst["seed"]], cone=(sol.W, MU),
                                          device=ctx.device)
                 Ws = rp.W[:, 0]
-                st.update(W=Ws, radii=radii, loss=rp.loss[:, 0], norms=rp.norms[:, 0],
+                st.update(W=Ws, radii=radii, delta_plus=delta_plus(data, alpha, sol.W), loss=rp.loss[:, 0], norms=rp.norms[:, 0],
                           active=rp.constraint_active[:, 0],
                           cand_loss=candidate_loss(data, Ws, radii, sol.W, self.norm))
             out.append(st)
@@ -219,9 +232,18 @@ class LocalPathBase(Theorem):
         if not (np.all(np.diff(st["loss"][:J]) < 0) and np.all(st["loss"][:J] <= st["cand_loss"][:J] * (1 + CAND_RTOL))):
             return undecided("the path missed the constrained minimiser (loss not decreasing in R, or R·W^mm_α/‖W^mm_α‖ "
                              "or a rescaled path point has a lower loss)", **m)
-        return judge(err, self.threshold(), **m)
+        out = judge(err, self.threshold(), **m)
+        reach = st["delta_plus"] * MULTIPLES[J - 1]
+        if out.status == "failed" and "stalled" in out.reason and reach < REGIME_MIN:
+            return undecided(f"on the cone boundary up to M = {MULTIPLES[J - 1]:g}, but δ⁺·M = {reach:.3g} < {REGIME_MIN:g}: "
+                             "the asymptotic regime is not reached where the loss resolves", **out.metrics)
+        return out
 
     def check_constraint_active(self, inst, st, ctx):
         J = self.resolved(st)
-        return decide(bool(np.all(st["active"][:J])), "the norm constraint is inactive at some resolved radius",
-                      norm_ratio_min=float(np.min(st["norms"][:J] / st["radii"][:J])))
+        ok = bool(np.all(st["active"][:J]))
+        m = {"norm_ratio_min": float(np.min(st["norms"][:J] / st["radii"][:J]))}
+        if not ok and st["delta_plus"] * MULTIPLES[J - 1] < REGIME_MIN:  # as check_direction (full, seed 0, 16)
+            return undecided("the norm constraint is inactive at a resolved radius before the asymptotic regime "
+                             f"(δ⁺·M < {REGIME_MIN:g})", **m)
+        return decide(ok, "the norm constraint is inactive at some resolved radius", **m)
