@@ -88,3 +88,40 @@ def test_local_path_detects_sabotage(tid, name):
     with sabotage(name):
         r = run_theorem(REGISTRY[tid], profile="quick", seed=0)
     assert r.verdict != "PASS", (name, r.reasons)
+
+
+# -- overparam-support ---------------------------------------------------------------------------------
+def test_overparam_support_threshold_and_closed_form():
+    from checks.theorems.overparam_support import closed_form, threshold_d
+
+    assert threshold_d(2, 3) == 45 and threshold_d(2, 3, 1.0) == 6  # ⌈8·4·ln 4⌉, ⌈4 ln 4⌉
+    from numerics.svm import solve_att_svm
+
+    data = random_unit_sphere(2, 3, 45, rng=np.random.default_rng(5))
+    lam, Wcf, gap = closed_form(data)
+    sol = solve_att_svm(data)
+    assert gap > 1e-3 and lam.min() > 0
+    assert np.linalg.norm(sol.W - Wcf) / np.linalg.norm(Wcf) < 1e-6  # W^mm = A^T (A A^T)^{-1} 1 under B.1
+
+
+def test_overparam_support_passes_and_reports_the_rate_per_d():
+    r = run_theorem(REGISTRY["overparam-support"], profile="quick", seed=0)
+    assert r.verdict == "PASS", r.reasons
+    # the rate over d: below the threshold's constant B.1 fails on a positive share, at C = 8 it does not
+    assert r.metrics["b1_rate_c1"]["mean"] < r.metrics["b1_rate_c8"]["mean"]
+    assert r.metrics["b1_rate_c8"]["min"] == 1.0
+
+
+def test_overparam_support_control_fails_below_the_threshold():
+    r = run_theorem(REGISTRY["overparam-support-control"], profile="quick", seed=0)
+    assert r.verdict == "FAIL"
+    assert any("B.1 fails" in why for why in r.reasons), r.reasons
+
+
+@pytest.mark.parametrize("name", ["scaled-svm-uncertified", "dropped-constraint-svm-uncertified",
+                                  "argmin-optimal-token"])
+def test_overparam_support_detects_sabotage_even_with_certificates_silenced(name):
+    """The independent closed form refutes a wrong solver answer that the (silenced) certificate let through."""
+    with sabotage(name):
+        r = run_theorem(REGISTRY["overparam-support"], profile="quick", seed=0)
+    assert r.verdict == "FAIL", (name, r.reasons)

@@ -173,8 +173,11 @@ class LocalPathBase(Theorem):
             st = {"sol": sol, "glob": glob, "W": None, "delta_plus": np.inf}
             if sol.feasible and glob.feasible:
                 radii = MULTIPLES * norm_of(sol.W, self.norm)
-                rp = regularization_path([data], radii, param=self.param, steps=self.path_steps,
-                                         restarts=self.restarts, seed=[inst["seed"]], cone=(sol.W, MU),
+                # the path budget: the profile's (``path_steps`` / ``restarts`` params) or the theorem's default
+                rp = regularization_path([data], radii, param=self.param,
+                                         steps=int(ctx.params.get("path_steps", self.path_steps)),
+                                         restarts=int(ctx.params.get("restarts", self.restarts)),
+                                         seed=[inst["seed"]], cone=(sol.W, MU),
                                          device=ctx.device)
                 Ws = rp.W[:, 0]
                 st.update(W=Ws, radii=radii, delta_plus=delta_plus(data, alpha, sol.W), loss=rp.loss[:, 0], norms=rp.norms[:, 0],
