@@ -21,13 +21,18 @@ Predictions: (1) ``direction``: 1 − corr(W̄_R, W^mm_α) non-increasing in R (
 min(1e-2, μ/4) = 2.5e-3 at the largest resolved R; above it and still shrinking → undecided (grid too short), stalled
 → failed (the path sits on the cone boundary). A path that provably missed the constrained minimiser (loss not
 decreasing in R, or R·Ŵ^mm_α or a rescaled path point has lower loss) or left the cone is undecided, never refuted.
-(2) ``constraint_active``: ‖W̄_R‖_F = R at every resolved radius. Measured (seed 0, 12 draws): every instance ends at
-1 − corr ≤ 3.7e-3 at M = 32, 11 of 12 below 2.5e-3.
+A path stalled on the cone boundary before the regime is reached (δ⁺·M < 16 at the largest resolved M,
+_localpath.REGIME_MIN) is undecided. (2) ``constraint_active``: ‖W̄_R‖_F = R at every resolved radius (same regime
+rule). Measured: full profile, seed 0: 41 of 48 confirmed, 7 inconclusive (1 − corr 2.5e-3..5.4e-3 at M = 32, still
+shrinking by ×0.3–0.5 per doubling), none refuted.
 
 Control (``rp-w-local-control``), at the boundary of "locally optimal": the same claim, same cone, same path, for an α
 with a support token scoring EXACTLY as α_i (checks.strategies.tied_alpha_data). The loss is indifferent between the
-tied tokens, so nothing pulls the path to W^mm_α's centre: measured (seed 0, 10 draws) it stays on the cone boundary
-(1 − corr = μ) through M = 32 on all 10 — stalled → refuted.
+tied tokens, so nothing pulls the path to W^mm_α's centre: it stays on the cone boundary (1 − corr = μ) through M = 32
+— stalled → refuted (full profile, seed 0: 44 of 48 refuted, 2 inconclusive, 2 confirmed: a tied support token whose
+multiplier is (near) zero does not move W^mm_α when its constraint is dropped). The control's "global" solution is
+Att-SVM with the tie broken away from α_i (_localpath.global_alpha), so the cone-excludes-global hypothesis is tested
+against the other tied token's selection.
 """
 
 from __future__ import annotations
