@@ -754,7 +754,8 @@ def regularization_path(
     projection onto a closed convex cone intersected with a ball about 0 is the cone projection rescaled into
     the ball); for (K, Q) a step whose W = K Q^T leaves the cone is replaced by the balanced factors of the
     cone projection of W (K = U sqrt(S), Q = V sqrt(S): (||K||^2 + ||Q||^2)/2 = ||W'||_* <= ||K Q^T||_*), then
-    scaled into the ball. Inside the cone the path is the unrestricted one.
+    scaled into the ball; that step is not an exact projection in factor space (at the cone boundary it can raise
+    the loss), so each (K, Q) candidate keeps its best iterate. Inside the cone the path is the unrestricted one.
 
     Projected normalised GD, batched over instances and candidates: at radius R_j the candidates are
     ``restarts`` random starts on the sphere (ball boundary) plus, for j > 0, the previous radius's
@@ -888,6 +889,9 @@ def _regpath(batch, head, radii, param, loss, steps, lr, restarts, seed, m, dtyp
                 Kp, Qp = prev
                 sp = math.sqrt(rad / radii[j - 1])
                 K, Q = torch.cat([K, Kp * sp]), torch.cat([Q, Qp * sp])
+            if cc is not None:  # the cone step is not an exact projection in factor space: keep the best iterate
+                Kb_, Qb_ = K.clone(), Q.clone()
+                Lb_ = att.loss(Xc, Yc, Zc, torch.bmm(K, Q.mT), hc, loss)
             for k in range(steps):
                 eta = lr * math.sqrt(rad) * (1.0 - k / steps)
                 gK, gQ = _kq_grads(Xc, Yc, Zc, K, Q, hc, loss, gamma, direction_only=True)
@@ -899,6 +903,12 @@ def _regpath(batch, head, radii, param, loss, steps, lr, restarts, seed, m, dtyp
                 sc = torch.clamp(torch.sqrt(2 * rad / tot.clamp_min_(tiny)), max=1.0)
                 K.mul_(sc)
                 Q.mul_(sc)
+                if cc is not None:
+                    Lk = att.loss(Xc, Yc, Zc, torch.bmm(K, Q.mT), hc, loss)
+                    better = Lk < Lb_
+                    Kb_[better], Qb_[better], Lb_ = K[better], Q[better], torch.minimum(Lk, Lb_)
+            if cc is not None:
+                K, Q = Kb_, Qb_
             W = torch.bmm(K, Q.mT)
             Lc = att.loss(Xc, Yc, Zc, W, hc, loss).view(C, R)
             best = Lc.argmin(0)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import Criterion, Profile, decide, register
+from checks import Criterion, Profile, decide, register, undecided
 
 from ._localpath import MU, LocalPathBase
 
@@ -75,7 +75,10 @@ class RPKQLocal(LocalPathBase):
 
     def check_nuclear_norm(self, inst, st, ctx):
         J = self.resolved(st)
-        ratio = np.array([np.linalg.svd(W, compute_uv=False).sum() for W in st["W"][:J]]) / st["radii"][:J]
+        ok = self.reliable(st, J)  # as check_direction: a path point that provably missed the minimiser decides nothing
+        if not ok.any():
+            return undecided("the path missed the constrained minimiser at every resolved radius")
+        ratio = (np.array([np.linalg.svd(W, compute_uv=False).sum() for W in st["W"][:J]]) / st["radii"][:J])[ok]
         ok = bool(np.all(ratio >= NUC_RATIO_MIN) and np.all(ratio <= 1 + NUC_RATIO_SLACK))
         return decide(ok, f"‖K_R Q_R^T‖_⋆ / R outside [{NUC_RATIO_MIN}, 1]: min {ratio.min():.4f}, max {ratio.max():.6f}",
                       nuc_ratio_min=float(ratio.min()))
