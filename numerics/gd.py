@@ -750,9 +750,9 @@ def regularization_path(
 
     ``cone=(centre, mu)``: the *local* path, restricted to the convex cone C_mu(centre) = {W : corr(W, centre)
     >= 1 - mu} (centre (d, d) or one per instance (R, d, d); mu a float or one per instance, in (0, 1)). Every
-    start and every step is projected onto it: for W exactly (:func:`project_cone`, then the ball: the
-    projection onto a closed convex cone intersected with a ball about 0 is the cone projection rescaled into
-    the ball); for (K, Q) a step whose W = K Q^T leaves the cone is replaced by the balanced factors of the
+    start is put on the cone's boundary (:func:`_into_cone_start`) and every step projected onto it: for W
+    exactly (:func:`project_cone`, then the ball: the projection onto a closed convex cone intersected with a
+    ball about 0 is the cone projection rescaled into the ball); for (K, Q) a step whose W = K Q^T leaves the cone is replaced by the balanced factors of the
     cone projection of W (K = U sqrt(S), Q = V sqrt(S): (||K||^2 + ||Q||^2)/2 = ||W'||_* <= ||K Q^T||_*), then
     scaled into the ball; that step is not an exact projection in factor space (at the cone boundary it can raise
     the loss), so each (K, Q) candidate keeps its best iterate. Inside the cone the path is the unrestricted one.
@@ -822,12 +822,14 @@ def project_cone(W: torch.Tensor, centre: torch.Tensor, mu: torch.Tensor) -> tor
 
 
 def _into_cone_start(P: torch.Tensor, centre: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
-    """A random start projected onto the cone (the centre where the projection is 0), same Frobenius norm."""
-    nP = torch.linalg.matrix_norm(P, keepdim=True)
-    Pc = project_cone(P, centre, mu)
-    nc = torch.linalg.matrix_norm(Pc, keepdim=True)
-    Pc = torch.where(nc > 0, Pc / nc.clamp_min(torch.finfo(P.dtype).tiny), centre)
-    return Pc * nP
+    """A random start moved onto the cone's BOUNDARY, same Frobenius norm: ||P|| (cos(th) centre + sin(th) U/||U||),
+    U the part of P orthogonal to the centre (a random boundary direction). Never the centre itself: a start at the
+    limit direction would let an optimiser that does not move pass for one that converges."""
+    a = (P * centre).sum((1, 2))
+    U = P - a[:, None, None] * centre
+    Uh = U / torch.linalg.matrix_norm(U, keepdim=True).clamp_min(torch.finfo(P.dtype).tiny)
+    c = (1.0 - mu)[:, None, None]
+    return torch.linalg.matrix_norm(P, keepdim=True) * (c * centre + torch.sqrt(1.0 - c * c) * Uh)
 
 
 def _regpath(batch, head, radii, param, loss, steps, lr, restarts, seed, m, dtype, cone=None) -> RegPathResult:
@@ -881,8 +883,10 @@ def _regpath(batch, head, radii, param, loss, steps, lr, restarts, seed, m, dtyp
         else:
             K = draw((d, m)).to(dev, dtype)
             Q = draw((d, m)).to(dev, dtype)
-            if cone is not None:
-                K, Q = _cone_factors(K, Q, cone[0].repeat(restarts, 1, 1), cone[1].repeat(restarts), m)
+            if cone is not None:  # balanced factors of a start on the cone boundary (see _into_cone_start)
+                W0 = _into_cone_start(torch.bmm(K, Q.mT), cone[0].repeat(restarts, 1, 1), cone[1].repeat(restarts))
+                U0, S0, Vh0 = torch.linalg.svd(W0)
+                K, Q = U0[:, :, :m] * S0[:, None, :m].sqrt(), Vh0.mT[:, :, :m] * S0[:, None, :m].sqrt()
             s0 = torch.sqrt(2 * rad / (K.square().sum((1, 2), keepdim=True) + Q.square().sum((1, 2), keepdim=True)))
             K, Q = K * s0, Q * s0
             if prev is not None:
