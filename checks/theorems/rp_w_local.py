@@ -21,8 +21,9 @@ Predictions: (1) ``direction``: 1 − corr(W̄_R, W^mm_α) non-increasing in R (
 min(1e-2, μ/4) = 2.5e-3 at the largest resolved R; above it and still shrinking → undecided (grid too short), stalled
 → failed (the path sits on the cone boundary). A path that provably missed the constrained minimiser (loss not
 decreasing in R, or R·Ŵ^mm_α or a rescaled path point has lower loss) or left the cone is undecided, never refuted.
-A path stalled on the cone boundary before the regime is reached (δ⁺·M < 16 at the largest resolved M,
-_localpath.REGIME_MIN) is undecided. (2) ``constraint_active``: ‖W̄_R‖_F = R at every resolved radius (same regime
+Reliability is judged per radius: the decision needs the two largest resolved radii reliable, the trend is
+judged between reliable radii; a stall is judged on the last two resolved radii only when both are in the regime
+δ⁺·M ≥ 16 (_localpath.REGIME_MIN), undecided before. Random starts lie on the cone boundary, never at its centre. (2) ``constraint_active``: ‖W̄_R‖_F = R at every resolved radius (same regime
 rule). Measured: full profile, seed 0: 41 of 48 confirmed, 7 inconclusive (1 − corr 2.5e-3..5.4e-3 at M = 32, still
 shrinking by ×0.3–0.5 per doubling), none refuted.
 
