@@ -149,6 +149,7 @@ class LocalPathBase(Theorem):
     control sets ``locally_optimal = False`` (tied support token: checks.strategies.tied_alpha_data)."""
 
     param, norm = "W", "fro"
+    mu = MU
     path_steps, restarts = 300, 2
     locally_optimal = True
     n, T, d = 3, 4, 6
@@ -180,7 +181,7 @@ class LocalPathBase(Theorem):
                 rp = regularization_path([data], radii, param=self.param,
                                          steps=int(ctx.params.get("path_steps", self.path_steps)),
                                          restarts=int(ctx.params.get("restarts", self.restarts)),
-                                         seed=[inst["seed"]], cone=(sol.W, MU),
+                                         seed=[inst["seed"]], cone=(sol.W, self.mu),
                                          device=ctx.device)
                 Ws = rp.W[:, 0]
                 st.update(W=Ws, radii=radii, delta_plus=delta_plus(data, alpha, sol.W), loss=rp.loss[:, 0], norms=rp.norms[:, 0],
@@ -212,7 +213,7 @@ class LocalPathBase(Theorem):
 
     def assume_cone_excludes_global(self, inst, st, ctx):
         sep = float(1 - corr(st["sol"].W, st["glob"].W))
-        return decide(sep >= SEPARATION_K * MU, f"1 − corr(W^mm_α, W^mm) = {sep:.3g} < {SEPARATION_K:g}μ: the global "
+        return decide(sep >= SEPARATION_K * self.mu, f"1 − corr(W^mm_α, W^mm) = {sep:.3g} < {SEPARATION_K:g}μ: the global "
                       "direction is (nearly) inside the cone", separation=sep)
 
     # -- predictions -----------------------------------------------------------------------------
@@ -234,7 +235,7 @@ class LocalPathBase(Theorem):
         return ok
 
     def threshold(self) -> float:
-        return min(CORR_ERR_MAX, MU / SEPARATION_K)
+        return min(CORR_ERR_MAX, self.mu / SEPARATION_K)
 
     def check_direction(self, inst, st, ctx):
         J = self.resolved(st)
@@ -244,7 +245,7 @@ class LocalPathBase(Theorem):
                  corr_err_global=float(1 - corr(Ws[-1], st["glob"].W)), corr_threshold=self.threshold())
         if J < MIN_RESOLVED:
             return undecided(f"the path's loss is flat at float64 resolution beyond M = {MULTIPLES[J - 1]:g}", **m)
-        if not np.all(err <= MU + CONE_RTOL):
+        if not np.all(err <= self.mu + CONE_RTOL):
             return undecided(f"the path left the cone (1 − corr up to {err.max():.3g} > μ): not the local path", **m)
         ok = self.reliable(st, J)
         m["reliable_radii"] = int(ok.sum())
