@@ -25,7 +25,7 @@ Reliability is judged per radius: the decision needs the two largest resolved ra
 judged between reliable radii; a stall is judged on the last two resolved radii only when both are in the regime
 δ⁺·M ≥ 16 (_localpath.REGIME_MIN), undecided before. Random starts lie on the cone boundary, never at its centre. (2) ``constraint_active``: ‖W̄_R‖_F = R at every resolved radius (same regime
 rule). Measured: full profile, seed 0: 41 of 48 confirmed, 7 inconclusive (1 − corr 2.5e-3..5.4e-3 at M = 32, still
-shrinking by ×0.3–0.5 per doubling), none refuted.
+shrinking by ×0.3–0.5 per doubling), none refuted; paper profile: 126 of 150 confirmed, 23 inconclusive, none refuted.
 
 Control (``rp-w-local-control``), at the boundary of "locally optimal": the same claim, same cone, same path, for an α
 with a support token scoring EXACTLY as α_i (checks.strategies.tied_alpha_data). The loss is indifferent between the
