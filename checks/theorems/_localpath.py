@@ -211,6 +211,22 @@ class LocalPathBase(Theorem):
         return decide(dp >= DELTA_MIN, f"δ⁺ = {dp:.3g} < {DELTA_MIN}: the path's regime lies beyond float64 "
                       "resolution of the loss", delta_plus=min(dp, 1e9))
 
+    def assume_cone_selects_alpha(self, inst, st, ctx):
+        """"μ small enough", certified exactly: every W of the cone selects α (so the cone holds no other selection's
+        max-margin direction). A unit W in C_μ(Ŵ) is cos φ Ŵ + sin φ U with φ ≤ θ, cos θ = 1 − μ, U ⊥ Ŵ unit, so
+        ⟨a_it, W⟩ ≥ cos θ ⟨a_it, Ŵ⟩ − sin θ ‖a_it‖_F for a_it = (x_iα_i − x_it) z_i^T; all > 0 ⟹ α_i has the largest
+        logit in every direction of the cone. (Paper profile, seed 0, rp-kq-local 89 and 115 at μ = 0.015: the
+        certificate is negative and the path settles at 1 − corr ≈ 0.0124 inside the cone.)"""
+        data, a = inst["data"], inst["alpha"]
+        Wh = st["sol"].W / np.linalg.norm(st["sol"].W)
+        c = 1.0 - self.mu
+        s = float(np.sqrt(1.0 - c * c))
+        rows = [np.outer(data.X[i, a[i]] - data.X[i, t], data.Z[i]) for i in range(data.n) for t in range(data.T)
+                if t != a[i]]
+        cert = min(c * float(np.sum(A * Wh)) - s * float(np.linalg.norm(A)) for A in rows)
+        return decide(cert > 0, f"some direction of the cone does not select α (certificate {cert:.3g} ≤ 0): μ = "
+                      f"{self.mu} is not small enough for this instance", cone_certificate=cert)
+
     def assume_cone_excludes_global(self, inst, st, ctx):
         sep = float(1 - corr(st["sol"].W, st["glob"].W))
         return decide(sep >= SEPARATION_K * self.mu, f"1 − corr(W^mm_α, W^mm) = {sep:.3g} < {SEPARATION_K:g}μ: the global "
