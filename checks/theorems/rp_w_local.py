@@ -10,7 +10,8 @@ a small enough μ > 0
 Hypotheses implemented (exactly): logistic loss (Assumption A, sympy proof); α ≠ opt; Att-SVM(α) and Att-SVM(opt)
 feasible (certified); α locally optimal (numerics.svm.is_locally_optimal on the certified support); δ⁺ ≥ 0.5 (the
 higher-scoring non-support tokens' slack: the path's regime lies within float64 resolution, _localpath.DELTA_MIN);
-the cone excludes W^mm: 1 − corr(W^mm_α, W^mm) ≥ 4μ. μ = 0.01. Instance family: checks.strategies.local_alpha_data
+μ small enough, certified: every direction of the cone selects α (_localpath ``cone_selects_alpha``, a Cauchy–Schwarz
+bound); the cone excludes W^mm: 1 − corr(W^mm_α, W^mm) ≥ 4μ. μ = 0.01. Instance family: checks.strategies.local_alpha_data
 (unit-sphere data n = 3, T = 4, d = 6, α = opt except one example on its second-best token), redrawn until δ⁺ ≥ 0.5.
 
 The path: numerics.gd.regularization_path(param="W", cone=(W^mm_α, μ)) — projected normalised GD onto the exact
