@@ -18,12 +18,13 @@ restarts + warm start per radius (full / paper: 1500 steps, 4 restarts), on R = 
 Predictions: (1) ``direction`` as rp-w-local against W^mm_⋆,α (threshold min(1e-2, μ/4) = 3.75e-3); (2)
 ``constraint_active``: (‖K‖² + ‖Q‖²)/2 = R; (3) ``nuclear_norm``: ‖K̄_R Q̄_R^T‖_⋆ / R ∈ [0.95, 1 + 1e-9] (≤ 1 by
 AM–GM, ≈ 1 when the factors balance), on the radii where the path is reliable. Measured: full profile, seed 0
-(1500 steps, 4 restarts): 35 of 48 confirmed, 10 vacuous (δ⁺ < 0.5 or α not locally optimal on W^mm_⋆,α — the family
-filters on the Frobenius solution), 3 inconclusive (1 − corr 4.4e-3..9.7e-3 at M = 32, still shrinking), none refuted.
+(1500 steps, 4 restarts): 32 of 48 confirmed, 14 vacuous (δ⁺ < 0.5 or α not locally optimal on W^mm_⋆,α — the family
+filters on the Frobenius solution — or cone_selects_alpha unmet), 2 inconclusive (still shrinking at M = 32), none
+refuted.
 
 Control (``rp-kq-local-control``): the same claim for α with a support token tied with α_i (tied_alpha_data; not
 locally optimal, decided on W^mm_⋆,α's support): the path stays on the cone boundary → refuted (full profile, seed 0:
-40 of 48 refuted, 2 confirmed, 2 inconclusive, 4 vacuous).
+34 of 48 refuted, 2 confirmed, 2 inconclusive, 10 vacuous).
 """
 
 from __future__ import annotations
