@@ -20,7 +20,7 @@ Predictions: (1) ``direction`` as rp-w-local against W^mm_⋆,α (threshold min(
 AM–GM, ≈ 1 when the factors balance), on the radii where the path is reliable. Measured: full profile, seed 0
 (1500 steps, 4 restarts): 32 of 48 confirmed, 14 vacuous (δ⁺ < 0.5 or α not locally optimal on W^mm_⋆,α — the family
 filters on the Frobenius solution — or cone_selects_alpha unmet), 2 inconclusive (still shrinking at M = 32), none
-refuted; paper profile: 92 of 150 confirmed (min 90: a third of the family is vacuous), 49 vacuous, 9 inconclusive, none
+refuted; paper profile: 92 of 150 confirmed (min 80: a third of the family is vacuous), 49 vacuous, 9 inconclusive, none
 refuted (control: 113 of 150 refuted, 9 confirmed).
 
 Control (``rp-kq-local-control``): the same claim for α with a support token tied with α_i (tied_alpha_data; not
@@ -53,7 +53,7 @@ PROFILES = {
     # min_confirmed below rp-w-local's: ~20 % of the family is vacuous here (δ⁺ and local optimality are decided on
     # W^mm_⋆,α while the family filters on the Frobenius solution; ~12 % of cones of width 0.015 fail cone_selects_alpha)
     "full": Profile(instances=48, min_confirmed=28, batch=16, params=BIG_BUDGET),
-    "paper": Profile(instances=150, min_confirmed=90, batch=25, params=BIG_BUDGET),
+    "paper": Profile(instances=150, min_confirmed=80, batch=25, params=BIG_BUDGET),
 }
 
 
