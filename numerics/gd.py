@@ -334,8 +334,18 @@ def regularization_path(
     head: att.Head | None = None,
     m: int | None = None,
     dtype: torch.dtype = torch.float64,
+    cone: Any = None,
 ) -> RegPathResult:
     """W_R = argmin_{||W||_F <= R} L(W) for each radius (for "KQ": ||K||_F^2 + ||Q||_F^2 <= 2R).
+
+    ``cone=(centre, mu)``: the *local* path, restricted to the convex cone C_mu(centre) = {W : corr(W, centre)
+    >= 1 - mu} (centre (d, d) or one per instance (R, d, d); mu a float or one per instance, in (0, 1)). Every
+    start is put on the cone's boundary (:func:`_into_cone_start`) and every step projected onto it: for W
+    exactly (:func:`project_cone`, then the ball: the projection onto a closed convex cone intersected with a
+    ball about 0 is the cone projection rescaled into the ball); for (K, Q) a step whose W = K Q^T leaves the cone is replaced by the balanced factors of the
+    cone projection of W (K = U sqrt(S), Q = V sqrt(S): (||K||^2 + ||Q||^2)/2 = ||W'||_* <= ||K Q^T||_*), then
+    scaled into the ball; that step is not an exact projection in factor space (at the cone boundary it can raise
+    the loss), so each (K, Q) candidate keeps its best iterate. Inside the cone the path is the unrestricted one.
 
     Projected normalised GD, batched over instances and candidates: at radius R_j the candidates are
     ``restarts`` random starts on the sphere (ball boundary) plus, for j > 0, the previous radius's
@@ -362,10 +372,57 @@ def regularization_path(
     with torch.inference_mode():
         if not isinstance(seed, (int, np.integer)) and len(seed) != R:
             raise InvalidInputError(f"seed must be an int or a sequence of {R} ints (one per instance), got {seed!r}")
-        return _regpath(batch, h, r, param, loss, steps, lr, int(restarts), seed, int(m or d), dtype)
+        cone_t = None if cone is None else _cone_arg(cone, R, d, dev=batch.X.device, dtype=dtype)
+        return _regpath(batch, h, r, param, loss, steps, lr, int(restarts), seed, int(m or d), dtype, cone_t)
 
 
-def _regpath(batch, head, radii, param, loss, steps, lr, restarts, seed, m, dtype) -> RegPathResult:
+def _cone_arg(cone: Any, R: int, d: int, *, dev, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validated (unit centres (R, d, d), mu (R,)) of the ``cone`` argument of :func:`regularization_path`."""
+    if not (isinstance(cone, (tuple, list)) and len(cone) == 2):
+        raise InvalidInputError(f"cone must be a pair (centre, mu), got {type(cone).__name__}")
+    A = np.asarray(cone[0], dtype=np.float64)
+    if A.shape == (d, d):
+        A = np.broadcast_to(A, (R, d, d))
+    if A.shape != (R, d, d) or not np.all(np.isfinite(A)):
+        raise InvalidInputError(f"cone centre must be a finite ({d}, {d}) or ({R}, {d}, {d}) array, got {A.shape}")
+    nA = np.linalg.norm(A, axis=(1, 2))
+    if np.any(nA == 0):
+        raise InvalidInputError("cone centre must be non-zero")
+    mu = np.broadcast_to(np.asarray(cone[1], dtype=np.float64), (R,))
+    if not np.all((mu > 0) & (mu < 1)):
+        raise InvalidInputError(f"cone mu must lie in (0, 1), got {cone[1]!r}")
+    return (torch.as_tensor(A / nA[:, None, None], dtype=dtype, device=dev),
+            torch.as_tensor(np.array(mu), dtype=dtype, device=dev))
+
+
+def project_cone(W: torch.Tensor, centre: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
+    """Frobenius projection of W (B, d, d) onto the convex cone {corr(W, centre) >= 1 - mu} (centre unit (B, d, d),
+    mu (B,)): W itself inside; otherwise max(0, <W, e>) e with e = cos(th) centre + sin(th) U/||U||, cos(th) = 1 - mu,
+    U the part of W orthogonal to the centre (the nearest boundary ray, in the plane of the centre and W)."""
+    a = (W * centre).sum((1, 2))
+    U = W - a[:, None, None] * centre
+    u = torch.linalg.matrix_norm(U)
+    c = 1.0 - mu
+    sn = torch.sqrt(1.0 - c * c)
+    inside = u * c <= a * sn
+    Uh = U / u.clamp_min(torch.finfo(W.dtype).tiny)[:, None, None]
+    e = c[:, None, None] * centre + sn[:, None, None] * Uh
+    P = (a * c + u * sn).clamp_min(0.0)[:, None, None] * e
+    return torch.where(inside[:, None, None], W, P)
+
+
+def _into_cone_start(P: torch.Tensor, centre: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
+    """A random start moved onto the cone's BOUNDARY, same Frobenius norm: ||P|| (cos(th) centre + sin(th) U/||U||),
+    U the part of P orthogonal to the centre (a random boundary direction). Never the centre itself: a start at the
+    limit direction would let an optimiser that does not move pass for one that converges."""
+    a = (P * centre).sum((1, 2))
+    U = P - a[:, None, None] * centre
+    Uh = U / torch.linalg.matrix_norm(U, keepdim=True).clamp_min(torch.finfo(P.dtype).tiny)
+    c = (1.0 - mu)[:, None, None]
+    return torch.linalg.matrix_norm(P, keepdim=True) * (c * centre + torch.sqrt(1.0 - c * c) * Uh)
+
+
+def _regpath(batch, head, radii, param, loss, steps, lr, restarts, seed, m, dtype, cone=None) -> RegPathResult:
     X, Y, Z = batch.X, batch.Y, batch.Z
     R, n, T, d = X.shape
     dev = X.device
@@ -393,8 +450,11 @@ def _regpath(batch, head, radii, param, loss, steps, lr, restarts, seed, m, dtyp
         Xc, Yc, Zc = X.repeat(C, 1, 1, 1), Y.repeat(C, 1), Z.repeat(C, 1, 1)
         hc = head.repeat(C)
         gamma = hc.fixed_scores(Xc, Yc)
+        cc = None if cone is None else (cone[0].repeat(C, 1, 1), cone[1].repeat(C))
         if param == "W":
             P = draw((d, d)).to(dev, dtype)
+            if cone is not None:
+                P = _into_cone_start(P, cone[0].repeat(restarts, 1, 1), cone[1].repeat(restarts))
             P = P * (rad / torch.linalg.matrix_norm(P, keepdim=True))
             if prev is not None:
                 P = torch.cat([P, prev * (rad / torch.linalg.matrix_norm(prev, keepdim=True).clamp_min(tiny))])
@@ -403,6 +463,8 @@ def _regpath(batch, head, radii, param, loss, steps, lr, restarts, seed, m, dtyp
                 eta = lr * rad * (1.0 - k / steps)
                 G = _grad_dir(Xc, Yc, Zc, W, hc, loss, gamma)  # (C*R, d, d)
                 W.addcdiv_(G, torch.linalg.matrix_norm(G, keepdim=True).clamp_min_(tiny), value=-eta)
+                if cc is not None:
+                    W = project_cone(W, *cc)
                 W.mul_(torch.clamp(rad / torch.linalg.matrix_norm(W, keepdim=True).clamp_min_(tiny), max=1.0))
             Lc = att.loss(Xc, Yc, Zc, W, hc, loss).view(C, R)  # (C, R)
             best = Lc.argmin(0)  # (R,)
@@ -415,21 +477,36 @@ def _regpath(batch, head, radii, param, loss, steps, lr, restarts, seed, m, dtyp
         else:
             K = draw((d, m)).to(dev, dtype)
             Q = draw((d, m)).to(dev, dtype)
+            if cone is not None:  # balanced factors of a start on the cone boundary (see _into_cone_start)
+                W0 = _into_cone_start(torch.bmm(K, Q.mT), cone[0].repeat(restarts, 1, 1), cone[1].repeat(restarts))
+                U0, S0, Vh0 = torch.linalg.svd(W0)
+                K, Q = U0[:, :, :m] * S0[:, None, :m].sqrt(), Vh0.mT[:, :, :m] * S0[:, None, :m].sqrt()
             s0 = torch.sqrt(2 * rad / (K.square().sum((1, 2), keepdim=True) + Q.square().sum((1, 2), keepdim=True)))
             K, Q = K * s0, Q * s0
             if prev is not None:
                 Kp, Qp = prev
                 sp = math.sqrt(rad / radii[j - 1])
                 K, Q = torch.cat([K, Kp * sp]), torch.cat([Q, Qp * sp])
+            if cc is not None:  # the cone step is not an exact projection in factor space: keep the best iterate
+                Kb_, Qb_ = K.clone(), Q.clone()
+                Lb_ = att.loss(Xc, Yc, Zc, torch.bmm(K, Q.mT), hc, loss)
             for k in range(steps):
                 eta = lr * math.sqrt(rad) * (1.0 - k / steps)
                 gK, gQ = _kq_grads(Xc, Yc, Zc, K, Q, hc, loss, gamma, direction_only=True)
                 K.addcdiv_(gK, torch.linalg.matrix_norm(gK, keepdim=True).clamp_min_(tiny), value=-eta)
                 Q.addcdiv_(gQ, torch.linalg.matrix_norm(gQ, keepdim=True).clamp_min_(tiny), value=-eta)
+                if cc is not None:
+                    K, Q = _cone_factors(K, Q, *cc, m)
                 tot = K.square().sum((1, 2), keepdim=True) + Q.square().sum((1, 2), keepdim=True)
                 sc = torch.clamp(torch.sqrt(2 * rad / tot.clamp_min_(tiny)), max=1.0)
                 K.mul_(sc)
                 Q.mul_(sc)
+                if cc is not None:
+                    Lk = att.loss(Xc, Yc, Zc, torch.bmm(K, Q.mT), hc, loss)
+                    better = Lk < Lb_
+                    Kb_[better], Qb_[better], Lb_ = K[better], Q[better], torch.minimum(Lk, Lb_)
+            if cc is not None:
+                K, Q = Kb_, Qb_
             W = torch.bmm(K, Q.mT)
             Lc = att.loss(Xc, Yc, Zc, W, hc, loss).view(C, R)
             best = Lc.argmin(0)
@@ -454,6 +531,25 @@ def _regpath(batch, head, radii, param, loss, steps, lr, restarts, seed, m, dtyp
         Q=np.stack([_np(q) for q in Qs]) if param == "KQ" else None,
         param=param,
     )
+
+
+def _cone_factors(K, Q, centre, mu, m):
+    """(K, Q) with W = K Q^T kept where W is in the cone; elsewhere the balanced factors (U sqrt(S), V sqrt(S),
+    first m singular triplets) of the cone projection of W (see :func:`regularization_path`)."""
+    W = torch.bmm(K, Q.mT)
+    P = project_cone(W, centre, mu)
+    out = ~torch.all((P == W).flatten(1), dim=1)
+    if not bool(out.any()):
+        return K, Q
+    Pn = P[out]
+    nP = torch.linalg.matrix_norm(Pn, keepdim=True)
+    Pn = torch.where(nP > 0, Pn, centre[out] * torch.linalg.matrix_norm(W[out], keepdim=True))  # polar: centre
+    U, S, Vh = torch.linalg.svd(Pn)
+    r = S[:, :m].sqrt()
+    K, Q = K.clone(), Q.clone()
+    K[out] = U[:, :, :m] * r[:, None, :]
+    Q[out] = Vh.mT[:, :, :m] * r[:, None, :]
+    return K, Q
 
 
 def _grad_dir(X, Y, Z, W, head, loss, gamma):

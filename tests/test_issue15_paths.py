@@ -1,0 +1,127 @@
+"""Issue 15 (part): the local regularisation paths rp-w-local / rp-kq-local and overparam-support.
+
+For each theorem: PASS on quick/seed 0, its boundary control FAILs, and the relevant sabotages of the
+numerics it depends on (numerics.sabotage.sabotage) change its verdict. Also the cone projection used by
+numerics.gd.regularization_path(cone=...), checked against its defining properties.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from checks import catalogue
+from checks.harness import run_theorem
+from checks.theorem import REGISTRY
+from numerics.data import random_unit_sphere
+from numerics.errors import InvalidInputError
+from numerics.gd import project_cone, regularization_path
+from numerics.sabotage import sabotage
+from numerics.tokens import corr
+
+catalogue.load_builtin()
+
+
+# -- the cone projection -------------------------------------------------------------------------------
+def test_project_cone_is_the_euclidean_projection():
+    """P(W) lies in the cone, is idempotent, W − P(W) is orthogonal to P(W) and P(W) is nearer to W than
+    sampled cone points (the variational characterisation of a projection onto a closed convex cone)."""
+    rng = np.random.default_rng(3)
+    d, mu = 4, 0.05
+    A = rng.standard_normal((d, d))
+    A /= np.linalg.norm(A)
+    W = torch.as_tensor(rng.standard_normal((64, d, d)))
+    c = torch.as_tensor(np.broadcast_to(A, (64, d, d)).copy())
+    m = torch.full((64,), mu, dtype=torch.float64)
+    P = project_cone(W, c, m)
+    Pn = P.numpy()
+    nz = np.linalg.norm(Pn, axis=(1, 2)) > 0
+    assert np.all(np.asarray(corr(Pn[nz], A[None])) >= 1 - mu - 1e-12)
+    assert torch.allclose(project_cone(P, c, m), P, atol=1e-12)
+    assert np.allclose(np.einsum("bij,bij->b", W.numpy() - Pn, Pn), 0, atol=1e-10)
+    # random cone points are never nearer to W than P(W)
+    for b in range(8):
+        for _ in range(50):
+            U = rng.standard_normal((d, d))
+            U -= np.sum(U * A) * A
+            U /= np.linalg.norm(U)
+            th = np.arccos(1 - mu) * rng.uniform()
+            Q = rng.uniform(0, 3) * (np.cos(th) * A + np.sin(th) * U)
+            assert np.linalg.norm(W[b].numpy() - Q) >= np.linalg.norm(W[b].numpy() - Pn[b]) - 1e-12
+
+
+def test_cone_path_stays_in_the_cone_and_rejects_bad_cones():
+    data = random_unit_sphere(3, 4, 6, rng=np.random.default_rng(0))
+    A = np.random.default_rng(1).standard_normal((6, 6))
+    for param in ("W", "KQ"):
+        rp = regularization_path([data], [1.0, 4.0], param=param, steps=30, restarts=2, cone=(A, 0.02))
+        assert np.all(np.asarray(corr(rp.W[:, 0], A[None])) >= 1 - 0.02 - 1e-9)
+    with pytest.raises(InvalidInputError):
+        regularization_path([data], [1.0], cone=(A, 1.5))
+    with pytest.raises(InvalidInputError):
+        regularization_path([data], [1.0], cone=(np.zeros((6, 6)), 0.1))
+    with pytest.raises(InvalidInputError):
+        regularization_path([data], [1.0], cone=A)
+
+
+# -- rp-w-local / rp-kq-local --------------------------------------------------------------------------
+@pytest.mark.parametrize("tid", ["rp-w-local", "rp-kq-local"])
+def test_local_path_passes(tid):
+    r = run_theorem(REGISTRY[tid], profile="quick", seed=0)
+    assert r.verdict == "PASS", r.reasons
+    assert r.metrics["corr_err"]["max"] < REGISTRY[tid]().threshold()  # min(1e-2, μ/4): 2.5e-3 (W), 3.75e-3 (K, Q)
+
+
+@pytest.mark.parametrize("tid", ["rp-w-local-control", "rp-kq-local-control"])
+def test_local_path_control_fails_on_the_cone_boundary(tid):
+    r = run_theorem(REGISTRY[tid], profile="quick", seed=0)
+    assert r.verdict == "FAIL"
+    assert r.counts["refuted"] >= 2
+    assert any("stalled" in why for why in r.reasons), r.reasons
+
+
+@pytest.mark.parametrize("tid", ["rp-w-local", "rp-kq-local"])
+@pytest.mark.parametrize("name", ["noop-gd", "ascent-gd", "transposed-gradient", "softmax-no-normaliser",
+                                  "scaled-svm"])
+def test_local_path_detects_sabotage(tid, name):
+    with sabotage(name):
+        r = run_theorem(REGISTRY[tid], profile="quick", seed=0)
+    assert r.verdict != "PASS", (name, r.reasons)
+
+
+# -- overparam-support ---------------------------------------------------------------------------------
+def test_overparam_support_threshold_and_closed_form():
+    from checks.theorems.overparam_support import closed_form, threshold_d
+
+    assert threshold_d(2, 3) == 45 and threshold_d(2, 3, 1.0) == 6  # ⌈8·4·ln 4⌉, ⌈4 ln 4⌉
+    from numerics.svm import solve_att_svm
+
+    data = random_unit_sphere(2, 3, 45, rng=np.random.default_rng(5))
+    lam, Wcf, gap = closed_form(data)
+    sol = solve_att_svm(data)
+    assert gap > 1e-3 and lam.min() > 0
+    assert np.linalg.norm(sol.W - Wcf) / np.linalg.norm(Wcf) < 1e-6  # W^mm = A^T (A A^T)^{-1} 1 under B.1
+
+
+def test_overparam_support_passes_and_reports_the_rate_per_d():
+    r = run_theorem(REGISTRY["overparam-support"], profile="quick", seed=0)
+    assert r.verdict == "PASS", r.reasons
+    # the rate over d: below the threshold's constant B.1 fails on a positive share, at C = 8 it does not
+    assert r.metrics["b1_rate_c1"]["mean"] < r.metrics["b1_rate_c8"]["mean"]
+    assert r.metrics["b1_rate_c8"]["min"] == 1.0
+
+
+def test_overparam_support_control_fails_below_the_threshold():
+    r = run_theorem(REGISTRY["overparam-support-control"], profile="quick", seed=0)
+    assert r.verdict == "FAIL"
+    assert any("B.1 fails" in why for why in r.reasons), r.reasons
+
+
+@pytest.mark.parametrize("name", ["scaled-svm-uncertified", "dropped-constraint-svm-uncertified",
+                                  "argmin-optimal-token"])
+def test_overparam_support_detects_sabotage_even_with_certificates_silenced(name):
+    """The independent closed form refutes a wrong solver answer that the (silenced) certificate let through."""
+    with sabotage(name):
+        r = run_theorem(REGISTRY["overparam-support"], profile="quick", seed=0)
+    assert r.verdict == "FAIL", (name, r.reasons)
