@@ -92,7 +92,7 @@ CANONICAL_ORDER = (
     "gd-global-normalized",
     # issue 15: the rest of both papers
     "smoothness-step", "cone-no-stationary", "kq-divergence", "nuclear-factorisation",
-    "rp-w-local", "rp-kq-local", "gen-svm-finite", "overparam-support", "gd-global-assumption-d",
+    "rp-w-local", "rp-kq-local", "overparam-support",
     "p-rp-path", "p-gd-equivalence", "p-nonlinear-head", "joint-vp-path-equal-radii",
 )
 

@@ -342,10 +342,13 @@ def regularization_path(
     >= 1 - mu} (centre (d, d) or one per instance (R, d, d); mu a float or one per instance, in (0, 1)). Every
     start is put on the cone's boundary (:func:`_into_cone_start`) and every step projected onto it: for W
     exactly (:func:`project_cone`, then the ball: the projection onto a closed convex cone intersected with a
-    ball about 0 is the cone projection rescaled into the ball); for (K, Q) a step whose W = K Q^T leaves the cone is replaced by the balanced factors of the
+    ball about 0 is the cone projection rescaled into the ball); for (K, Q) a step whose W = K Q^T leaves the
+    cone is replaced by the balanced factors of the
     cone projection of W (K = U sqrt(S), Q = V sqrt(S): (||K||^2 + ||Q||^2)/2 = ||W'||_* <= ||K Q^T||_*), then
-    scaled into the ball; that step is not an exact projection in factor space (at the cone boundary it can raise
-    the loss), so each (K, Q) candidate keeps its best iterate. Inside the cone the path is the unrestricted one.
+    scaled into the ball; that step is not an exact projection in factor space (at the cone boundary it can
+    raise
+    the loss), so each (K, Q) candidate keeps its best iterate. Inside the cone the path is the unrestricted
+    one.
 
     Projected normalised GD, batched over instances and candidates: at radius R_j the candidates are
     ``restarts`` random starts on the sphere (ball boundary) plus, for j > 0, the previous radius's
@@ -357,13 +360,21 @@ def regularization_path(
     steps, lr = _check_common(param, loss, steps, lr)
     if steps < 1:
         raise InvalidInputError(f"steps must be >= 1 for a regularisation path, got {steps}")
-    r = np.asarray(radii, dtype=np.float64) if not isinstance(radii, (int, float)) else np.array([float(radii)])
+    r = (
+        np.asarray(radii, dtype=np.float64)
+        if not isinstance(radii, (int, float))
+        else np.array([float(radii)])
+    )
     if r.ndim != 1 or r.size == 0 or not np.all(np.isfinite(r)) or np.any(r <= 0):
-        raise InvalidInputError(f"radii must be a non-empty 1-D sequence of finite numbers > 0, got {radii!r}")
+        raise InvalidInputError(
+            f"radii must be a non-empty 1-D sequence of finite numbers > 0, got {radii!r}"
+        )
     if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) or restarts < 1:
         raise InvalidInputError(f"restarts must be an integer >= 1, got {restarts!r}")
-    if isinstance(seed, bool) or not (isinstance(seed, (int, np.integer)) or (
-            isinstance(seed, (Sequence, np.ndarray)) and all(isinstance(v, (int, np.integer)) for v in seed))):
+    if isinstance(seed, bool) or not (
+        isinstance(seed, (int, np.integer))
+        or (isinstance(seed, (Sequence, np.ndarray)) and all(isinstance(v, (int, np.integer)) for v in seed))
+    ):
         raise InvalidInputError(f"seed must be an int or a sequence of ints (one per instance), got {seed!r}")
     batch, h = _prepare(data, head, device, dtype)
     R, n, T, d = batch.shape
@@ -371,7 +382,9 @@ def regularization_path(
         m = _check_m(m, d)
     with torch.inference_mode():
         if not isinstance(seed, (int, np.integer)) and len(seed) != R:
-            raise InvalidInputError(f"seed must be an int or a sequence of {R} ints (one per instance), got {seed!r}")
+            raise InvalidInputError(
+                f"seed must be an int or a sequence of {R} ints (one per instance), got {seed!r}"
+            )
         cone_t = None if cone is None else _cone_arg(cone, R, d, dev=batch.X.device, dtype=dtype)
         return _regpath(batch, h, r, param, loss, steps, lr, int(restarts), seed, int(m or d), dtype, cone_t)
 
@@ -384,7 +397,9 @@ def _cone_arg(cone: Any, R: int, d: int, *, dev, dtype) -> tuple[torch.Tensor, t
     if A.shape == (d, d):
         A = np.broadcast_to(A, (R, d, d))
     if A.shape != (R, d, d) or not np.all(np.isfinite(A)):
-        raise InvalidInputError(f"cone centre must be a finite ({d}, {d}) or ({R}, {d}, {d}) array, got {A.shape}")
+        raise InvalidInputError(
+            f"cone centre must be a finite ({d}, {d}) or ({R}, {d}, {d}) array, got {A.shape}"
+        )
     nA = np.linalg.norm(A, axis=(1, 2))
     if np.any(nA == 0):
         raise InvalidInputError("cone centre must be non-zero")
@@ -396,8 +411,10 @@ def _cone_arg(cone: Any, R: int, d: int, *, dev, dtype) -> tuple[torch.Tensor, t
 
 
 def project_cone(W: torch.Tensor, centre: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
-    """Frobenius projection of W (B, d, d) onto the convex cone {corr(W, centre) >= 1 - mu} (centre unit (B, d, d),
-    mu (B,)): W itself inside; otherwise max(0, <W, e>) e with e = cos(th) centre + sin(th) U/||U||, cos(th) = 1 - mu,
+    """Frobenius projection of W (B, d, d) onto the convex cone {corr(W, centre) >= 1 - mu} (centre unit (B,
+    d, d),
+    mu (B,)): W itself inside; otherwise max(0, <W, e>) e with e = cos(th) centre + sin(th) U/||U||, cos(th) =
+    1 - mu,
     U the part of W orthogonal to the centre (the nearest boundary ray, in the plane of the centre and W)."""
     a = (W * centre).sum((1, 2))
     U = W - a[:, None, None] * centre
@@ -412,8 +429,10 @@ def project_cone(W: torch.Tensor, centre: torch.Tensor, mu: torch.Tensor) -> tor
 
 
 def _into_cone_start(P: torch.Tensor, centre: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
-    """A random start moved onto the cone's BOUNDARY, same Frobenius norm: ||P|| (cos(th) centre + sin(th) U/||U||),
-    U the part of P orthogonal to the centre (a random boundary direction). Never the centre itself: a start at the
+    """A random start moved onto the cone's BOUNDARY, same Frobenius norm: ||P|| (cos(th) centre + sin(th)
+    U/||U||),
+    U the part of P orthogonal to the centre (a random boundary direction). Never the centre itself: a start
+    at the
     limit direction would let an optimiser that does not move pass for one that converges."""
     a = (P * centre).sum((1, 2))
     U = P - a[:, None, None] * centre
@@ -422,7 +441,11 @@ def _into_cone_start(P: torch.Tensor, centre: torch.Tensor, mu: torch.Tensor) ->
     return torch.linalg.matrix_norm(P, keepdim=True) * (c * centre + torch.sqrt(1.0 - c * c) * Uh)
 
 
-def _regpath(batch, head, radii, param, loss, steps, lr, restarts, seed, m, dtype, cone=None) -> RegPathResult:
+# C901: one projected-GD loop over radii x restarts for W and (K, Q), with and without the cone; exempt
+# until the cone variant gets its own step function.
+def _regpath(  # noqa: C901
+    batch, head, radii, param, loss, steps, lr, restarts, seed, m, dtype, cone=None
+) -> RegPathResult:
     X, Y, Z = batch.X, batch.Y, batch.Z
     R, n, T, d = X.shape
     dev = X.device
@@ -457,7 +480,9 @@ def _regpath(batch, head, radii, param, loss, steps, lr, restarts, seed, m, dtyp
                 P = _into_cone_start(P, cone[0].repeat(restarts, 1, 1), cone[1].repeat(restarts))
             P = P * (rad / torch.linalg.matrix_norm(P, keepdim=True))
             if prev is not None:
-                P = torch.cat([P, prev * (rad / torch.linalg.matrix_norm(prev, keepdim=True).clamp_min(tiny))])
+                P = torch.cat(
+                    [P, prev * (rad / torch.linalg.matrix_norm(prev, keepdim=True).clamp_min(tiny))]
+                )
             W = P
             for k in range(steps):
                 eta = lr * rad * (1.0 - k / steps)
@@ -478,16 +503,22 @@ def _regpath(batch, head, radii, param, loss, steps, lr, restarts, seed, m, dtyp
             K = draw((d, m)).to(dev, dtype)
             Q = draw((d, m)).to(dev, dtype)
             if cone is not None:  # balanced factors of a start on the cone boundary (see _into_cone_start)
-                W0 = _into_cone_start(torch.bmm(K, Q.mT), cone[0].repeat(restarts, 1, 1), cone[1].repeat(restarts))
+                W0 = _into_cone_start(
+                    torch.bmm(K, Q.mT), cone[0].repeat(restarts, 1, 1), cone[1].repeat(restarts)
+                )
                 U0, S0, Vh0 = torch.linalg.svd(W0)
                 K, Q = U0[:, :, :m] * S0[:, None, :m].sqrt(), Vh0.mT[:, :, :m] * S0[:, None, :m].sqrt()
-            s0 = torch.sqrt(2 * rad / (K.square().sum((1, 2), keepdim=True) + Q.square().sum((1, 2), keepdim=True)))
+            s0 = torch.sqrt(
+                2 * rad / (K.square().sum((1, 2), keepdim=True) + Q.square().sum((1, 2), keepdim=True))
+            )
             K, Q = K * s0, Q * s0
             if prev is not None:
                 Kp, Qp = prev
                 sp = math.sqrt(rad / radii[j - 1])
                 K, Q = torch.cat([K, Kp * sp]), torch.cat([Q, Qp * sp])
-            if cc is not None:  # the cone step is not an exact projection in factor space: keep the best iterate
+            if (
+                cc is not None
+            ):  # the cone step is not an exact projection in factor space: keep the best iterate
                 Kb_, Qb_ = K.clone(), Q.clone()
                 Lb_ = att.loss(Xc, Yc, Zc, torch.bmm(K, Q.mT), hc, loss)
             for k in range(steps):
@@ -534,7 +565,8 @@ def _regpath(batch, head, radii, param, loss, steps, lr, restarts, seed, m, dtyp
 
 
 def _cone_factors(K, Q, centre, mu, m):
-    """(K, Q) with W = K Q^T kept where W is in the cone; elsewhere the balanced factors (U sqrt(S), V sqrt(S),
+    """(K, Q) with W = K Q^T kept where W is in the cone; elsewhere the balanced factors (U sqrt(S), V
+    sqrt(S),
     first m singular triplets) of the cone projection of W (see :func:`regularization_path`)."""
     W = torch.bmm(K, Q.mT)
     P = project_cone(W, centre, mu)
@@ -543,7 +575,9 @@ def _cone_factors(K, Q, centre, mu, m):
         return K, Q
     Pn = P[out]
     nP = torch.linalg.matrix_norm(Pn, keepdim=True)
-    Pn = torch.where(nP > 0, Pn, centre[out] * torch.linalg.matrix_norm(W[out], keepdim=True))  # polar: centre
+    Pn = torch.where(
+        nP > 0, Pn, centre[out] * torch.linalg.matrix_norm(W[out], keepdim=True)
+    )  # polar: centre
     U, S, Vh = torch.linalg.svd(Pn)
     r = S[:, :m].sqrt()
     K, Q = K.clone(), Q.clone()

@@ -70,7 +70,9 @@ def test_cone_path_stays_in_the_cone_and_rejects_bad_cones():
 def test_local_path_passes(tid):
     r = run_theorem(REGISTRY[tid], profile="quick", seed=0)
     assert r.verdict == "PASS", r.reasons
-    assert r.metrics["corr_err"]["max"] < REGISTRY[tid]().threshold()  # min(1e-2, μ/4): 2.5e-3 (W), 3.75e-3 (K, Q)
+    assert (
+        r.metrics["corr_err"]["max"] < REGISTRY[tid]().threshold()
+    )  # min(1e-2, μ/4): 2.5e-3 (W), 3.75e-3 (K, Q)
 
 
 @pytest.mark.parametrize("tid", ["rp-w-local-control", "rp-kq-local-control"])
@@ -121,7 +123,8 @@ def test_overparam_support_control_fails_below_the_threshold():
 @pytest.mark.parametrize("name", ["scaled-svm-uncertified", "dropped-constraint-svm-uncertified",
                                   "argmin-optimal-token"])
 def test_overparam_support_detects_sabotage_even_with_certificates_silenced(name):
-    """The independent closed form refutes a wrong solver answer that the (silenced) certificate let through."""
+    """The independent closed form refutes a wrong solver answer that the (silenced) certificate let
+    through."""
     with sabotage(name):
         r = run_theorem(REGISTRY["overparam-support"], profile="quick", seed=0)
     assert r.verdict == "FAIL", (name, r.reasons)

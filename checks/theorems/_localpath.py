@@ -3,12 +3,14 @@ r"""Shared machinery of the *local* (cone-restricted) regularisation-path theore
 Not a theorem module (the leading underscore keeps ``catalogue.load_builtin`` from importing it as one).
 
 The local path (TLTO §3, local regularisation path; reconstructed, see docs/theory.md "rp-w-local"):
-for a locally optimal selection α ≠ opt with Att-SVM(α) feasible, and a cone C_μ(W^mm_α) = {W : corr(W, W^mm_α)
+for a locally optimal selection α ≠ opt with Att-SVM(α) feasible, and a cone C_μ(W^mm_α) = {W : corr(W,
+W^mm_α)
 ≥ 1 − μ} narrow enough to exclude the other selections' directions,
 
     W̄_R = argmin { L(W) : ‖W‖ ≤ R, W ∈ C_μ(W^mm_α) }   satisfies   W̄_R / R → W^mm_α / ‖W^mm_α‖   (R → ∞),
 
-with ‖·‖_F and W^mm_α for W, and ‖·‖_⋆ (the (K, Q) constraint ‖K‖_F² + ‖Q‖_F² ≤ 2R in disguise) and the nuclear
+with ‖·‖_F and W^mm_α for W, and ‖·‖_⋆ (the (K, Q) constraint ‖K‖_F² + ‖Q‖_F² ≤ 2R in disguise) and the
+nuclear
 solution W^mm_⋆,α for (K, Q). The paper's cone also bounds ‖W‖ ≥ R_0 from below; the constrained minimiser
 lies on the sphere ‖W‖ = R (prediction ``constraint_active``), so for R ≥ R_0 that bound is inactive and the
 convex cone above is the same problem. The path is numerics.gd.regularization_path(cone=(W^mm_α, μ)).
@@ -19,7 +21,8 @@ Why these constants (measured, seed 0, n = 3, T = 4, d = 6):
   the logit gaps R·margin/‖W^mm_α‖, not by R itself. Beyond M ≈ 32 the loss no longer resolves in float64
   (the non-selected tokens' shares e^{−M} fall below its last digit; measured drop 3e-15..1e-14 relative from
   M = 32 to 64), so only radii at which the loss still drops by > RES_RTOL are judged (as rp-w-frobenius).
-* δ⁺ = min{margin_it(W^mm_α) − 1 : t non-support, γ_it ≥ γ_iα_i}: the higher-scoring non-support tokens are the
+* δ⁺ = min{margin_it(W^mm_α) − 1 : t non-support, γ_it ≥ γ_iα_i}: the higher-scoring non-support tokens are
+the
   only ones whose attention lowers the loss, so they pull the finite-R path out of the cone's centre; their
   share relative to the support tokens is e^{−δ⁺ M}. The theorem's R depends on δ⁺ (as gd-local's); on the
   resolvable grid (M ≤ 32) the asymptotic regime is reached only when δ⁺ M is large there, so the family and
@@ -27,12 +30,17 @@ Why these constants (measured, seed 0, n = 3, T = 4, d = 6):
   μ = 0.01: every one of 12 instances with δ⁺ ≥ 0.5 leaves the cone boundary and ends at 1 − corr ≤ 3.7e-3 at
   M = 32, while 10 of 12 instances with δ⁺ < 0.35 stay on the boundary through M = 32 (their regime lies
   where the loss is flat in float64: not decidable in float64, so not in the family).
-* μ = MU = 0.01: the cone must contain no direction of another selection (TLTO: μ small enough); with μ = 0.1 on
+* μ = MU = 0.01: the cone must contain no direction of another selection (TLTO: μ small enough); with μ = 0.1
+on
   the same data the path rode the boundary towards W^mm on 7 of 8 instances. 0.01 is gd-local's μ.
-* The directional threshold is min(CORR_ERR_MAX, μ / SEPARATION_K) = 2.5e-3: the competing answers are the cone
-  boundary (1 − corr = μ, where a path pulled outwards, or a non-locally-optimal α, sits) and W^mm (outside the
-  cone: hypothesis ``cone_excludes_global``, 1 − corr(W^mm_α, W^mm) ≥ SEPARATION_K·μ). With K = 4 a path within
-  μ/4 of W^mm_α is provably more than μ/4 from every boundary point (rp_w_frobenius.SEPARATION_K's angle argument).
+* The directional threshold is min(CORR_ERR_MAX, μ / SEPARATION_K) = 2.5e-3: the competing answers are the
+cone
+  boundary (1 − corr = μ, where a path pulled outwards, or a non-locally-optimal α, sits) and W^mm (outside
+  the
+  cone: hypothesis ``cone_excludes_global``, 1 − corr(W^mm_α, W^mm) ≥ SEPARATION_K·μ). With K = 4 a path
+  within
+  μ/4 of W^mm_α is provably more than μ/4 from every boundary point (rp_w_frobenius.SEPARATION_K's angle
+  argument).
 """
 
 from __future__ import annotations
@@ -57,20 +65,25 @@ CORR_ERR_MAX, SEPARATION_K = 1e-2, 4.0
 #: Trend noise of a numerically minimised path (as rp-w-frobenius): a step may rise by 25 % relative or 2e-4
 #: absolute (a tenth of rp-w-frobenius's 2e-3: here the errors live below μ = 1e-2).
 TREND_REL, TREND_ABS = 0.25, 2e-4
-#: An error still converging to 0 shrinks by ~2x per doubling of M; one stuck on the cone boundary has ratio 1.
+#: An error still converging to 0 shrinks by ~2x per doubling of M; one stuck on the cone boundary has ratio
+#: 1.
 SHRINK_MAX = 0.8
 #: Resolved radius: the path's loss drops by more than this relative amount from the previous one (float64).
 RES_RTOL = 1e-10
 #: Radii needed to judge (the final value and a last ratio need two; three give a trend).
 MIN_RESOLVED = 3
-#: A candidate of the cone ∩ ball with a loss lower than the path's by more than this relative amount shows the
+#: A candidate of the cone ∩ ball with a loss lower than the path's by more than this relative amount shows
+#: the
 #: path missed the constrained minimiser (far above float64 loss rounding, far below any real gap).
 CAND_RTOL = 1e-9
 #: "Inside the cone" up to rounding (corr of 6×6 float64 matrices is exact to ~1e-15).
 CONE_RTOL = 1e-12
-#: The asymptotic regime holds at M when δ⁺·M ≥ REGIME_MIN (the higher-scoring tokens' share e^{−δ⁺M} ≤ 1e-7). A
-#: stall (last ratio > SHRINK_MAX) is judged on the last two resolved radii, so both must be in the regime; before
-#: that it is undecided, not refuted (full profile, seed 0: rp-w-local 16, δ⁺ = 0.505, the loss resolved only to
+#: The asymptotic regime holds at M when δ⁺·M ≥ REGIME_MIN (the higher-scoring tokens' share e^{−δ⁺M} ≤ 1e-7).
+#: A
+#: stall (last ratio > SHRINK_MAX) is judged on the last two resolved radii, so both must be in the regime;
+#: before
+#: that it is undecided, not refuted (full profile, seed 0: rp-w-local 16, δ⁺ = 0.505, the loss resolved only
+#: to
 #: M = 16; rp-kq-local 22, δ⁺ = 0.69, on the boundary to M = 16 and leaving it at 32).
 REGIME_MIN = 16.0
 #: The family draws up to this many (data, α) before giving up (then the instance is vacuous).
@@ -89,7 +102,8 @@ def delta_plus(data, alpha, W_alpha) -> float:
 
 
 def global_alpha(data, alpha) -> np.ndarray:
-    """The optimal tokens, a tie with α_i broken away from α_i (the control's tied token is then the global one;
+    """The optimal tokens, a tie with α_i broken away from α_i (the control's tied token is then the global
+    one;
     with unique optimal tokens this is opt)."""
     g = scores(data).copy()
     g[np.arange(data.n), alpha] -= tol.TIE_TOL / 2  # moves only ties (scores within TIE_TOL count as tied)
@@ -113,9 +127,12 @@ def path_losses(data, Ws: np.ndarray) -> np.ndarray:
 def candidate_loss(data, Ws: np.ndarray, radii: np.ndarray, centre: np.ndarray, norm: str) -> np.ndarray:
     """For every radius R_j, the least loss over points of the cone ∩ ball of radius R_j that the path did not
     choose: R_j · centre/‖centre‖ and every other path point rescaled to radius R_j (a cone is closed under
-    positive scaling, so all lie in the feasible set). A lower loss than the path's certifies a missed minimiser."""
+    positive scaling, so all lie in the feasible set). A lower loss than the path's certifies a missed
+    minimiser."""
     J = len(radii)
-    nrm = np.array([norm_of(centre, norm)] + [norm_of(W, norm) if np.all(np.isfinite(W)) else 0.0 for W in Ws])
+    nrm = np.array(
+        [norm_of(centre, norm)] + [norm_of(W, norm) if np.all(np.isfinite(W)) else 0.0 for W in Ws]
+    )
     ok = np.isfinite(nrm) & (nrm > 0)
     dirs = [D / n if k else np.zeros_like(D) for D, n, k in zip([centre, *Ws], nrm, ok, strict=True)]
     cands = np.array([[r * D for D in dirs] for r in radii])  # (J, J+1, d, d)
@@ -126,7 +143,8 @@ def candidate_loss(data, Ws: np.ndarray, radii: np.ndarray, centre: np.ndarray, 
 
 
 def judge(err: np.ndarray, threshold: float, reliable: np.ndarray | None = None, **metrics) -> Outcome:
-    """err(R) → 0 on a finite grid: not non-increasing (up to noise, between ``reliable`` radii) or stalled above the
+    """err(R) → 0 on a finite grid: not non-increasing (up to noise, between ``reliable`` radii) or stalled
+    above the
     threshold → failed; below it at the largest judged R → held; above it but still shrinking (last ratio ≤
     SHRINK_MAX) → undecided."""
     ratio = float(err[-1] / err[-2]) if err[-2] > 0 else 0.0
@@ -138,10 +156,16 @@ def judge(err: np.ndarray, threshold: float, reliable: np.ndarray | None = None,
     if err[-1] < threshold:
         return held(**metrics)
     if ratio <= SHRINK_MAX:
-        return undecided(f"1 − corr = {err[-1]:.3g} ≥ {threshold:.3g} at the largest resolved R but still shrinking "
-                         f"(ratio {ratio:.2f}): grid too short", **metrics)
-    return failed(f"1 − corr = {err[-1]:.3g} ≥ {threshold:.3g} and stalled (last ratio {ratio:.2f} > {SHRINK_MAX}): "
-                  "the path sits on the cone boundary or another direction", **metrics)
+        return undecided(
+            f"1 − corr = {err[-1]:.3g} ≥ {threshold:.3g} at the largest resolved R but still shrinking "
+            f"(ratio {ratio:.2f}): grid too short",
+            **metrics,
+        )
+    return failed(
+        f"1 − corr = {err[-1]:.3g} ≥ {threshold:.3g} and stalled (last ratio {ratio:.2f} > {SHRINK_MAX}): "
+        "the path sits on the cone boundary or another direction",
+        **metrics,
+    )
 
 
 class LocalPathBase(Theorem):
@@ -177,16 +201,23 @@ class LocalPathBase(Theorem):
             st = {"sol": sol, "glob": glob, "W": None, "delta_plus": np.inf}
             if sol.feasible and glob.feasible:
                 radii = MULTIPLES * norm_of(sol.W, self.norm)
-                # the path budget: the profile's (``path_steps`` / ``restarts`` params) or the theorem's default
+                # the path budget: the profile's (``path_steps`` / ``restarts`` params) or the theorem's
+                # default
                 rp = regularization_path([data], radii, param=self.param,
                                          steps=int(ctx.params.get("path_steps", self.path_steps)),
                                          restarts=int(ctx.params.get("restarts", self.restarts)),
                                          seed=[inst["seed"]], cone=(sol.W, self.mu),
                                          device=ctx.device)
                 Ws = rp.W[:, 0]
-                st.update(W=Ws, radii=radii, delta_plus=delta_plus(data, alpha, sol.W), loss=rp.loss[:, 0], norms=rp.norms[:, 0],
-                          active=rp.constraint_active[:, 0],
-                          cand_loss=candidate_loss(data, Ws, radii, sol.W, self.norm))
+                st.update(
+                    W=Ws,
+                    radii=radii,
+                    delta_plus=delta_plus(data, alpha, sol.W),
+                    loss=rp.loss[:, 0],
+                    norms=rp.norms[:, 0],
+                    active=rp.constraint_active[:, 0],
+                    cand_loss=candidate_loss(data, Ws, radii, sol.W, self.norm),
+                )
             out.append(st)
         return out
 
@@ -212,25 +243,40 @@ class LocalPathBase(Theorem):
                       "resolution of the loss", delta_plus=min(dp, 1e9))
 
     def assume_cone_selects_alpha(self, inst, st, ctx):
-        """"μ small enough", certified exactly: every W of the cone selects α (so the cone holds no other selection's
-        max-margin direction). A unit W in C_μ(Ŵ) is cos φ Ŵ + sin φ U with φ ≤ θ, cos θ = 1 − μ, U ⊥ Ŵ unit, so
-        ⟨a_it, W⟩ ≥ cos θ ⟨a_it, Ŵ⟩ − sin θ ‖a_it‖_F for a_it = (x_iα_i − x_it) z_i^T; all > 0 ⟹ α_i has the largest
+        """"μ small enough", certified exactly: every W of the cone selects α (so the cone holds no other
+        selection's
+        max-margin direction). A unit W in C_μ(Ŵ) is cos φ Ŵ + sin φ U with φ ≤ θ, cos θ = 1 − μ, U ⊥ Ŵ unit,
+        so
+        ⟨a_it, W⟩ ≥ cos θ ⟨a_it, Ŵ⟩ − sin θ ‖a_it‖_F for a_it = (x_iα_i − x_it) z_i^T; all > 0 ⟹ α_i has the
+        largest
         logit in every direction of the cone. (Paper profile, seed 0, rp-kq-local 89 and 115 at μ = 0.015: the
         certificate is negative and the path settles at 1 − corr ≈ 0.0124 inside the cone.)"""
         data, a = inst["data"], inst["alpha"]
         Wh = st["sol"].W / np.linalg.norm(st["sol"].W)
         c = 1.0 - self.mu
         s = float(np.sqrt(1.0 - c * c))
-        rows = [np.outer(data.X[i, a[i]] - data.X[i, t], data.Z[i]) for i in range(data.n) for t in range(data.T)
-                if t != a[i]]
+        rows = [
+            np.outer(data.X[i, a[i]] - data.X[i, t], data.Z[i])
+            for i in range(data.n)
+            for t in range(data.T)
+            if t != a[i]
+        ]
         cert = min(c * float(np.sum(A * Wh)) - s * float(np.linalg.norm(A)) for A in rows)
-        return decide(cert > 0, f"some direction of the cone does not select α (certificate {cert:.3g} ≤ 0): μ = "
-                      f"{self.mu} is not small enough for this instance", cone_certificate=cert)
+        return decide(
+            cert > 0,
+            f"some direction of the cone does not select α (certificate {cert:.3g} ≤ 0): μ = "
+            f"{self.mu} is not small enough for this instance",
+            cone_certificate=cert,
+        )
 
     def assume_cone_excludes_global(self, inst, st, ctx):
         sep = float(1 - corr(st["sol"].W, st["glob"].W))
-        return decide(sep >= SEPARATION_K * self.mu, f"1 − corr(W^mm_α, W^mm) = {sep:.3g} < {SEPARATION_K:g}μ: the global "
-                      "direction is (nearly) inside the cone", separation=sep)
+        return decide(
+            sep >= SEPARATION_K * self.mu,
+            f"1 − corr(W^mm_α, W^mm) = {sep:.3g} < {SEPARATION_K:g}μ: the global "
+            "direction is (nearly) inside the cone",
+            separation=sep,
+        )
 
     # -- predictions -----------------------------------------------------------------------------
     def resolved(self, st) -> int:
@@ -240,10 +286,14 @@ class LocalPathBase(Theorem):
         return len(loss) if bad.size == 0 else int(bad[0]) + 1
 
     def reliable(self, st, J: int) -> np.ndarray:
-        """Per resolved radius: the path point is not provably a missed minimiser — its loss is below the previous
-        radius's (a larger ball has a smaller minimum) and no candidate of the cone ∩ ball (``candidate_loss``) beats
-        it. The decision (final value, last ratio) needs the two largest resolved radii reliable; the trend is judged
-        between reliable radii only (the factored path can miss the minimiser by ~1e-4 relative at small M, where it
+        """Per resolved radius: the path point is not provably a missed minimiser — its loss is below the
+        previous
+        radius's (a larger ball has a smaller minimum) and no candidate of the cone ∩ ball
+        (``candidate_loss``) beats
+        it. The decision (final value, last ratio) needs the two largest resolved radii reliable; the trend is
+        judged
+        between reliable radii only (the factored path can miss the minimiser by ~1e-4 relative at small M,
+        where it
         sits on the cone boundary: full profile, seed 0, rp-kq-local 28 and 47 at M = 2, 4)."""
         loss, cand = st["loss"][:J], st["cand_loss"][:J]
         ok = loss <= cand * (1 + CAND_RTOL)
@@ -260,28 +310,44 @@ class LocalPathBase(Theorem):
         m = dict(corr_err=float(err[-1]), corr_err_curve=err.tolist(), resolved_M=float(MULTIPLES[J - 1]),
                  corr_err_global=float(1 - corr(Ws[-1], st["glob"].W)), corr_threshold=self.threshold())
         if J < MIN_RESOLVED:
-            return undecided(f"the path's loss is flat at float64 resolution beyond M = {MULTIPLES[J - 1]:g}", **m)
+            return undecided(
+                f"the path's loss is flat at float64 resolution beyond M = {MULTIPLES[J - 1]:g}", **m
+            )
         if not np.all(err <= self.mu + CONE_RTOL):
-            return undecided(f"the path left the cone (1 − corr up to {err.max():.3g} > μ): not the local path", **m)
+            return undecided(
+                f"the path left the cone (1 − corr up to {err.max():.3g} > μ): not the local path", **m
+            )
         ok = self.reliable(st, J)
         m["reliable_radii"] = int(ok.sum())
         if not (ok[-1] and ok[-2]):
-            return undecided("the path missed the constrained minimiser at the largest resolved radii (loss not "
-                             "decreasing in R, or R·W^mm_α/‖W^mm_α‖ or a rescaled path point has a lower loss)", **m)
+            return undecided(
+                "the path missed the constrained minimiser at the largest resolved radii (loss not "
+                "decreasing in R, or R·W^mm_α/‖W^mm_α‖ or a rescaled path point has a lower loss)",
+                **m,
+            )
         out = judge(err, self.threshold(), reliable=ok, **m)
         reach = st["delta_plus"] * MULTIPLES[J - 2]
         if out.status == "failed" and "stalled" in out.reason and reach < REGIME_MIN:
-            return undecided(f"stalled between M = {MULTIPLES[J - 2]:g} and {MULTIPLES[J - 1]:g}, but δ⁺·M = {reach:.3g} < "
-                             f"{REGIME_MIN:g} at the first of them: a stall is judged on two radii in the asymptotic "
-                             "regime (full profile, seed 0, rp-kq-local 22: on the boundary to M = 16, leaving it at 32, "
-                             "also with 5000 steps × 8 restarts)", **out.metrics)
+            return undecided(
+                f"stalled between M = {MULTIPLES[J - 2]:g} and {MULTIPLES[J - 1]:g}, but δ⁺·M = {reach:.3g} "
+                "< "
+                f"{REGIME_MIN:g} at the first of them: a stall is judged on two radii in the asymptotic "
+                "regime (full profile, seed 0, rp-kq-local 22: on the boundary to M = 16, leaving it at 32, "
+                "also with 5000 steps × 8 restarts)",
+                **out.metrics,
+            )
         return out
 
     def check_constraint_active(self, inst, st, ctx):
         J = self.resolved(st)
         ok = bool(np.all(st["active"][:J]))
         m = {"norm_ratio_min": float(np.min(st["norms"][:J] / st["radii"][:J]))}
-        if not ok and st["delta_plus"] * MULTIPLES[J - 1] < REGIME_MIN:  # as check_direction (full, seed 0, 16)
-            return undecided("the norm constraint is inactive at a resolved radius before the asymptotic regime "
-                             f"(δ⁺·M < {REGIME_MIN:g})", **m)
+        if (
+            not ok and st["delta_plus"] * MULTIPLES[J - 1] < REGIME_MIN
+        ):  # as check_direction (full, seed 0, 16)
+            return undecided(
+                "the norm constraint is inactive at a resolved radius before the asymptotic regime "
+                f"(δ⁺·M < {REGIME_MIN:g})",
+                **m,
+            )
         return decide(ok, "the norm constraint is inactive at some resolved radius", **m)
