@@ -73,7 +73,7 @@ ENV_VAR = "ATTNSVM_SABOTAGE"
 COMPONENTS: dict[str, str] = {
     "gd": "W-parametrised gradient descent, numerics.gd.run_gd(param='W') (torch path and numba kernels)",
     "kq-gd": "(K, Q)-parametrised gradient descent, numerics.gd.run_gd(param='KQ')",
-    "regpath": "the regularisation path, numerics.gd.regularization_path (W and (K, Q))",
+    "regpath": "the regularisation path, numerics.regpath.regularization_path (W and (K, Q))",
     "prompt-gd": "GD on the prompt p, numerics.prompt.run_prompt_gd",
     "seq-gd": "GD on the sequence / causal loss, numerics.sequence.run_seq_gd",
     "vp-path": "the joint (v, p) regularisation path, numerics.prompt.joint_vp_path",

@@ -185,10 +185,10 @@ def _within(
 def _regpath(mode: str) -> Callable[[Any], Callable]:
     def factory(original):
         def regularization_path(*args, **kwargs):
-            from . import gd
+            from . import regpath as rp
 
-            with _swapped(gd, "_grad_dir", _grad_transform(mode, gd._grad_dir)), \
-                    _swapped(gd, "_kq_grads", _grad_transform(mode, gd._kq_grads)):
+            with _swapped(rp, "_grad_dir", _grad_transform(mode, rp._grad_dir)), \
+                    _swapped(rp, "_kq_grads", _grad_transform(mode, rp._kq_grads)):
                 return original(*args, **kwargs)
 
         return regularization_path

@@ -1,0 +1,306 @@
+"""The regularisation path W_R = argmin_{‖W‖ ≤ R} L(W) (and the (K, Q) path under ‖K‖² + ‖Q‖² ≤ 2R),
+globally or restricted to a cone around a direction: batched projected GD over radii × restarts
+(numerics.gd has GD itself; the path is re-exported there)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import attention as att
+from .data import AttentionData
+from .errors import InvalidInputError
+from .gd_common import (
+    ACTIVE_RTOL,
+    RegPathResult,
+    _check_common,
+    _check_m,
+    _np,
+    _prepare,
+    _softmax_rows,
+)
+from .gd_torch import (
+    _kq_grads,
+    _maxabs,
+)
+
+# run_gd's pieces live in gd_common (results, checks, driver) and gd_torch (the tensor programs); every
+# name this module had before the split stays importable from here.
+
+
+def regularization_path(
+    data: AttentionData | Sequence[AttentionData],
+    radii: Any,
+    *,
+    param: str = "W",
+    loss: str = "logistic",
+    steps: int = 500,
+    lr: float = 0.05,
+    restarts: int = 3,
+    seed: int | Sequence[int] = 0,
+    device: Any = "cpu",
+    head: att.Head | None = None,
+    m: int | None = None,
+    dtype: torch.dtype = torch.float64,
+    cone: Any = None,
+) -> RegPathResult:
+    """W_R = argmin_{||W||_F <= R} L(W) for each radius (for "KQ": ||K||_F^2 + ||Q||_F^2 <= 2R).
+
+    ``cone=(centre, mu)``: the *local* path, restricted to the convex cone C_mu(centre) = {W : corr(W, centre)
+    >= 1 - mu} (centre (d, d) or one per instance (R, d, d); mu a float or one per instance, in (0, 1)). Every
+    start is put on the cone's boundary (:func:`_into_cone_start`) and every step projected onto it: for W
+    exactly (:func:`project_cone`, then the ball: the projection onto a closed convex cone intersected with a
+    ball about 0 is the cone projection rescaled into the ball); for (K, Q) a step whose W = K Q^T leaves the
+    cone is replaced by the balanced factors of the
+    cone projection of W (K = U sqrt(S), Q = V sqrt(S): (||K||^2 + ||Q||^2)/2 = ||W'||_* <= ||K Q^T||_*), then
+    scaled into the ball; that step is not an exact projection in factor space (at the cone boundary it can
+    raise
+    the loss), so each (K, Q) candidate keeps its best iterate. Inside the cone the path is the unrestricted
+    one.
+
+    Projected normalised GD, batched over instances and candidates: at radius R_j the candidates are
+    ``restarts`` random starts on the sphere (ball boundary) plus, for j > 0, the previous radius's
+    solution rescaled to R_j (warm start); the best final loss wins per instance. Step k of ``steps``
+    moves each parameter by lr * scale * (1 - k/steps) along its normalised gradient, scale = R_j for W
+    and sqrt(R_j) for K, Q (their norms at the boundary), a linearly decaying schedule so the last
+    iterate settles on the constrained minimiser instead of oscillating at the step size.
+    """
+    steps, lr = _check_common(param, loss, steps, lr)
+    if steps < 1:
+        raise InvalidInputError(f"steps must be >= 1 for a regularisation path, got {steps}")
+    r = (
+        np.asarray(radii, dtype=np.float64)
+        if not isinstance(radii, (int, float))
+        else np.array([float(radii)])
+    )
+    if r.ndim != 1 or r.size == 0 or not np.all(np.isfinite(r)) or np.any(r <= 0):
+        raise InvalidInputError(
+            f"radii must be a non-empty 1-D sequence of finite numbers > 0, got {radii!r}"
+        )
+    if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) or restarts < 1:
+        raise InvalidInputError(f"restarts must be an integer >= 1, got {restarts!r}")
+    if isinstance(seed, bool) or not (
+        isinstance(seed, (int, np.integer))
+        or (isinstance(seed, (Sequence, np.ndarray)) and all(isinstance(v, (int, np.integer)) for v in seed))
+    ):
+        raise InvalidInputError(f"seed must be an int or a sequence of ints (one per instance), got {seed!r}")
+    batch, h = _prepare(data, head, device, dtype)
+    R, n, T, d = batch.shape
+    if param == "KQ":
+        m = _check_m(m, d)
+    with torch.inference_mode():
+        if not isinstance(seed, (int, np.integer)) and len(seed) != R:
+            raise InvalidInputError(
+                f"seed must be an int or a sequence of {R} ints (one per instance), got {seed!r}"
+            )
+        cone_t = None if cone is None else _cone_arg(cone, R, d, dev=batch.X.device, dtype=dtype)
+        return _regpath(batch, h, r, param, loss, steps, lr, int(restarts), seed, int(m or d), dtype, cone_t)
+
+
+def _cone_arg(cone: Any, R: int, d: int, *, dev, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validated (unit centres (R, d, d), mu (R,)) of the ``cone`` argument of :func:`regularization_path`."""
+    if not (isinstance(cone, (tuple, list)) and len(cone) == 2):
+        raise InvalidInputError(f"cone must be a pair (centre, mu), got {type(cone).__name__}")
+    A = np.asarray(cone[0], dtype=np.float64)
+    if A.shape == (d, d):
+        A = np.broadcast_to(A, (R, d, d))
+    if A.shape != (R, d, d) or not np.all(np.isfinite(A)):
+        raise InvalidInputError(
+            f"cone centre must be a finite ({d}, {d}) or ({R}, {d}, {d}) array, got {A.shape}"
+        )
+    nA = np.linalg.norm(A, axis=(1, 2))
+    if np.any(nA == 0):
+        raise InvalidInputError("cone centre must be non-zero")
+    mu = np.broadcast_to(np.asarray(cone[1], dtype=np.float64), (R,))
+    if not np.all((mu > 0) & (mu < 1)):
+        raise InvalidInputError(f"cone mu must lie in (0, 1), got {cone[1]!r}")
+    return (torch.as_tensor(A / nA[:, None, None], dtype=dtype, device=dev),
+            torch.as_tensor(np.array(mu), dtype=dtype, device=dev))
+
+
+def project_cone(W: torch.Tensor, centre: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
+    """Frobenius projection of W (B, d, d) onto the convex cone {corr(W, centre) >= 1 - mu} (centre unit (B,
+    d, d),
+    mu (B,)): W itself inside; otherwise max(0, <W, e>) e with e = cos(th) centre + sin(th) U/||U||, cos(th) =
+    1 - mu,
+    U the part of W orthogonal to the centre (the nearest boundary ray, in the plane of the centre and W)."""
+    a = (W * centre).sum((1, 2))
+    U = W - a[:, None, None] * centre
+    u = torch.linalg.matrix_norm(U)
+    c = 1.0 - mu
+    sn = torch.sqrt(1.0 - c * c)
+    inside = u * c <= a * sn
+    Uh = U / u.clamp_min(torch.finfo(W.dtype).tiny)[:, None, None]
+    e = c[:, None, None] * centre + sn[:, None, None] * Uh
+    P = (a * c + u * sn).clamp_min(0.0)[:, None, None] * e
+    return torch.where(inside[:, None, None], W, P)
+
+
+def _into_cone_start(P: torch.Tensor, centre: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
+    """A random start moved onto the cone's BOUNDARY, same Frobenius norm: ||P|| (cos(th) centre + sin(th)
+    U/||U||),
+    U the part of P orthogonal to the centre (a random boundary direction). Never the centre itself: a start
+    at the
+    limit direction would let an optimiser that does not move pass for one that converges."""
+    a = (P * centre).sum((1, 2))
+    U = P - a[:, None, None] * centre
+    Uh = U / torch.linalg.matrix_norm(U, keepdim=True).clamp_min(torch.finfo(P.dtype).tiny)
+    c = (1.0 - mu)[:, None, None]
+    return torch.linalg.matrix_norm(P, keepdim=True) * (c * centre + torch.sqrt(1.0 - c * c) * Uh)
+
+
+# C901: one projected-GD loop over radii x restarts for W and (K, Q), with and without the cone; exempt
+# until the cone variant gets its own step function.
+def _regpath(  # noqa: C901
+    batch, head, radii, param, loss, steps, lr, restarts, seed, m, dtype, cone=None
+) -> RegPathResult:
+    X, Y, Z = batch.X, batch.Y, batch.Z
+    R, n, T, d = X.shape
+    dev = X.device
+    tiny = torch.finfo(dtype).tiny
+    if isinstance(seed, (int, np.integer)):  # one generator for the batch
+        gen = torch.Generator(device="cpu").manual_seed(int(seed))
+
+        def draw(shape):  # (restarts*R, *shape), candidate c of instance r at c*R + r
+            return torch.randn((restarts * R, *shape), generator=gen, dtype=torch.float64)
+    else:  # one generator per instance: an instance's path does not depend on its batch (exact replay)
+        gens = [torch.Generator(device="cpu").manual_seed(int(v)) for v in seed]
+
+        def draw(shape):
+            per = [torch.randn((restarts, *shape), generator=g, dtype=torch.float64) for g in gens]
+            return torch.stack(per, dim=1).reshape(restarts * R, *shape)
+    Ws: list[Any] = []
+    Ks: list[Any] = []
+    Qs: list[Any] = []
+    losses: list[Any] = []
+    norms: list[Any] = []
+    prev = None  # previous radius's solution: W (R,d,d) or (K, Q)
+    for j, rad in enumerate(radii):
+        C = restarts + (prev is not None)
+        # (C*R, ...) batch: candidate c of instance r sits at index c*R + r
+        Xc, Yc, Zc = X.repeat(C, 1, 1, 1), Y.repeat(C, 1), Z.repeat(C, 1, 1)
+        hc = head.repeat(C)
+        gamma = hc.fixed_scores(Xc, Yc)
+        cc = None if cone is None else (cone[0].repeat(C, 1, 1), cone[1].repeat(C))
+        if param == "W":
+            P = draw((d, d)).to(dev, dtype)
+            if cone is not None:
+                P = _into_cone_start(P, cone[0].repeat(restarts, 1, 1), cone[1].repeat(restarts))
+            P = P * (rad / torch.linalg.matrix_norm(P, keepdim=True))
+            if prev is not None:
+                P = torch.cat(
+                    [P, prev * (rad / torch.linalg.matrix_norm(prev, keepdim=True).clamp_min(tiny))]
+                )
+            W = P
+            for k in range(steps):
+                eta = lr * rad * (1.0 - k / steps)
+                G = _grad_dir(Xc, Yc, Zc, W, hc, loss, gamma)  # (C*R, d, d)
+                W.addcdiv_(G, torch.linalg.matrix_norm(G, keepdim=True).clamp_min_(tiny), value=-eta)
+                if cc is not None:
+                    W = project_cone(W, *cc)
+                W.mul_(torch.clamp(rad / torch.linalg.matrix_norm(W, keepdim=True).clamp_min_(tiny), max=1.0))
+            Lc = att.loss(Xc, Yc, Zc, W, hc, loss).view(C, R)  # (C, R)
+            best = Lc.argmin(0)  # (R,)
+            Wb = W.view(C, R, d, d)[best, torch.arange(R, device=dev)]  # (R, d, d)
+            prev = Wb
+            Ws.append(Wb)
+            nrm = torch.linalg.matrix_norm(Wb)
+            Ks.append(None)
+            Qs.append(None)
+        else:
+            K = draw((d, m)).to(dev, dtype)
+            Q = draw((d, m)).to(dev, dtype)
+            if cone is not None:  # balanced factors of a start on the cone boundary (see _into_cone_start)
+                W0 = _into_cone_start(
+                    torch.bmm(K, Q.mT), cone[0].repeat(restarts, 1, 1), cone[1].repeat(restarts)
+                )
+                U0, S0, Vh0 = torch.linalg.svd(W0)
+                K, Q = U0[:, :, :m] * S0[:, None, :m].sqrt(), Vh0.mT[:, :, :m] * S0[:, None, :m].sqrt()
+            s0 = torch.sqrt(
+                2 * rad / (K.square().sum((1, 2), keepdim=True) + Q.square().sum((1, 2), keepdim=True))
+            )
+            K, Q = K * s0, Q * s0
+            if prev is not None:
+                Kp, Qp = prev
+                sp = math.sqrt(rad / radii[j - 1])
+                K, Q = torch.cat([K, Kp * sp]), torch.cat([Q, Qp * sp])
+            if (
+                cc is not None
+            ):  # the cone step is not an exact projection in factor space: keep the best iterate
+                Kb_, Qb_ = K.clone(), Q.clone()
+                Lb_ = att.loss(Xc, Yc, Zc, torch.bmm(K, Q.mT), hc, loss)
+            for k in range(steps):
+                eta = lr * math.sqrt(rad) * (1.0 - k / steps)
+                gK, gQ = _kq_grads(Xc, Yc, Zc, K, Q, hc, loss, gamma, direction_only=True)
+                K.addcdiv_(gK, torch.linalg.matrix_norm(gK, keepdim=True).clamp_min_(tiny), value=-eta)
+                Q.addcdiv_(gQ, torch.linalg.matrix_norm(gQ, keepdim=True).clamp_min_(tiny), value=-eta)
+                if cc is not None:
+                    K, Q = _cone_factors(K, Q, *cc, m)
+                tot = K.square().sum((1, 2), keepdim=True) + Q.square().sum((1, 2), keepdim=True)
+                sc = torch.clamp(torch.sqrt(2 * rad / tot.clamp_min_(tiny)), max=1.0)
+                K.mul_(sc)
+                Q.mul_(sc)
+                if cc is not None:
+                    Lk = att.loss(Xc, Yc, Zc, torch.bmm(K, Q.mT), hc, loss)
+                    better = Lk < Lb_
+                    Kb_[better], Qb_[better], Lb_ = K[better], Q[better], torch.minimum(Lk, Lb_)
+            if cc is not None:
+                K, Q = Kb_, Qb_
+            W = torch.bmm(K, Q.mT)
+            Lc = att.loss(Xc, Yc, Zc, W, hc, loss).view(C, R)
+            best = Lc.argmin(0)
+            idx = torch.arange(R, device=dev)
+            Kb, Qb = K.view(C, R, d, m)[best, idx], Q.view(C, R, d, m)[best, idx]
+            prev = (Kb, Qb)
+            Wb = torch.bmm(Kb, Qb.mT)
+            Ws.append(Wb)
+            Ks.append(Kb)
+            Qs.append(Qb)
+            nrm = 0.5 * (Kb.square().sum((1, 2)) + Qb.square().sum((1, 2)))
+        losses.append(Lc.gather(0, best.view(1, R)).view(R))
+        norms.append(nrm)
+    norms_np = np.stack([_np(v) for v in norms])  # (J, R)
+    return RegPathResult(
+        radii=radii.copy(),
+        W=np.stack([_np(w) for w in Ws]),
+        loss=np.stack([_np(v) for v in losses]),
+        constraint_active=norms_np >= (1.0 - ACTIVE_RTOL) * radii[:, None],
+        norms=norms_np,
+        K=np.stack([_np(k) for k in Ks]) if param == "KQ" else None,
+        Q=np.stack([_np(q) for q in Qs]) if param == "KQ" else None,
+        param=param,
+    )
+
+
+def _cone_factors(K, Q, centre, mu, m):
+    """(K, Q) with W = K Q^T kept where W is in the cone; elsewhere the balanced factors (U sqrt(S), V
+    sqrt(S),
+    first m singular triplets) of the cone projection of W (see :func:`regularization_path`)."""
+    W = torch.bmm(K, Q.mT)
+    P = project_cone(W, centre, mu)
+    out = ~torch.all((P == W).flatten(1), dim=1)
+    if not bool(out.any()):
+        return K, Q
+    Pn = P[out]
+    nP = torch.linalg.matrix_norm(Pn, keepdim=True)
+    Pn = torch.where(
+        nP > 0, Pn, centre[out] * torch.linalg.matrix_norm(W[out], keepdim=True)
+    )  # polar: centre
+    U, S, Vh = torch.linalg.svd(Pn)
+    r = S[:, :m].sqrt()
+    K, Q = K.clone(), Q.clone()
+    K[out] = U[:, :, :m] * r[:, None, :]
+    Q[out] = Vh.mT[:, :, :m] * r[:, None, :]
+    return K, Q
+
+
+def _grad_dir(X, Y, Z, W, head, loss, gamma):
+    """A positive per-instance multiple of grad L(W) (R, d, d), rescaled so max |c| = 1 (see _kq_grads)."""
+    s = _softmax_rows(torch.matmul(X, torch.bmm(Z, W.mT).unsqueeze(-1)).squeeze(-1))  # (R, n, T)
+    _, c = att.token_weights(X, Y, s, head, loss, gamma)
+    c = c / _maxabs(c, torch.finfo(c.dtype).tiny)
+    return att.grad_from_weights(X, Z, c)
