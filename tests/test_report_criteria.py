@@ -127,3 +127,15 @@ def test_statements_render_without_raw_latex_commands():
     for cls in _builtin():
         m = math_html(cls.statement)
         assert m.startswith("<math") and not re.search(r">\\[A-Za-z]+<", m), (cls.id, m[:200])
+
+
+def test_sizes_are_recorded_beyond_attention_data():
+    """The report's sizes: instances that carry token or key arrays (TLZO, sequences) or a gradient case
+    record n, T, d too (issue 16: sizes were missing for those families)."""
+    from checks.harness import run_instances
+    from checks.theorem import REGISTRY
+
+    catalogue.load_builtin()
+    for tid in ("p-svm-gd", "joint-vp-path", "gradient-closed-form"):
+        r = run_instances(REGISTRY[tid], [0], profile="quick", seed=0)[0]
+        assert all(isinstance(r.metrics.get(k), int) and r.metrics[k] >= 1 for k in ("n", "T", "d")), tid

@@ -215,7 +215,8 @@ class _JointBase(Theorem):
         gap = 1 - corr(state["path"].v, state["v"].w, axis=-1)
         return decide(gap[-1] < V_TOL and (gap[-1] <= gap[len(gap) // 2] or gap[-1] < self._floor()),
                       f"1−corr(v_R, v^mm) = {gap[-1]:.3g} at R = {RADII[-1]} (R = {RADII[0]}: {gap[0]:.3g})",
-                      v_final_gap=float(gap[-1]), v_gap_curve=[float(x) for x in gap])
+                      v_final_gap=float(gap[-1]), v_gap_curve=[float(x) for x in gap],
+                      v_gap_radii=list(RADII))
 
     def _p_target(self, state):
         return state["p"].w
@@ -228,13 +229,13 @@ class _JointBase(Theorem):
             return undecided(
                 f"still converging at the largest resolvable radius: 1−corr {gap[-2]:.3g} → {gap[-1]:.3g}",
                 p_final_gap=float(gap[-1]),
-                p_gap_curve=[float(x) for x in gap],
+                p_gap_curve=[float(x) for x in gap], p_gap_radii=list(RADII),
             )
         return decide(
             ok,
             f"1−corr(p_R, target) = {gap[-1]:.3g} at R = {RADII[-1]} (R = {RADII[0]}: {gap[0]:.3g})",
             p_final_gap=float(gap[-1]),
-            p_gap_curve=[float(x) for x in gap],
+            p_gap_curve=[float(x) for x in gap], p_gap_radii=list(RADII),
             relaxed_full_gap=float(1 - corr(state["p"].w, state["full"].w, axis=-1)),
         )
 

@@ -221,6 +221,7 @@ class _PromptBase(Theorem):
             final_norm=float(np.linalg.norm(state["traj"][-1])),
             max_gap=float(gap[1:].max()),
             gap_curve=[float(x) for x in gap],
+            gap_iterations=[int(k) for k in state["its"]],  # the figure's x-axis: the GD iteration
         )
         if inst["kind"] == "local-fixture":
             metrics["gamma3"] = float(inst["gamma"][0, 2])
