@@ -179,6 +179,13 @@ class LocalPathBase(Theorem):
     n, T, d = 3, 4, 6
     plot_metric = "corr_err"
 
+    def not_applicable(self, data):
+        return (
+            "needs a locally optimal selection alpha != opt with a slack delta+ >= 0.5 and a cone that "
+            "certifiably selects alpha, built on its own instance family; running it on given data is not "
+            "implemented"
+        )
+
     def instance(self, rng, ctx):
         from checks.strategies import local_alpha_data, tied_alpha_data
 

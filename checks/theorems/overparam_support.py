@@ -155,6 +155,12 @@ class OverparamSupport(Theorem):
     )
     c_threshold = C_THRESHOLD
 
+    def not_applicable(self, data):
+        return (
+            "a statement about almost every dataset once d >= ceil(8 N ln N) (N = n(T - 1)): it draws its "
+            "own datasets at and below that threshold; one given dataset cannot show a rate over d"
+        )
+
     def dimension(self, n: int, T: int, k: int) -> int:
         d = threshold_d(n, T, self.c_threshold)
         return d if k % 2 == 0 else math.ceil(1.5 * d)
