@@ -315,6 +315,7 @@ class LocalPathBase(Theorem):
         Ws, centre = st["W"][:J], st["sol"].W
         err = 1 - np.asarray(corr(Ws, centre[None]))
         m = dict(corr_err=float(err[-1]), corr_err_curve=err.tolist(), resolved_M=float(MULTIPLES[J - 1]),
+                 corr_err_radii=[float(x) for x in st["radii"][:J]],  # the figure's x-axis: R
                  corr_err_global=float(1 - corr(Ws[-1], st["glob"].W)), corr_threshold=self.threshold())
         if J < MIN_RESOLVED:
             return undecided(

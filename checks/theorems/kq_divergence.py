@@ -324,7 +324,7 @@ class KQDivergence(Theorem):
             "final_Q_norm": float(nQ[-1]),
             "final_margin": float(rho[-1]),
             "energy_curve": E.tolist(),
-            "energy_curve_iterations": checkpoints(),
+            "energy_iterations": checkpoints(),
             "loss_drop": float(L[0] - L[-1]),
         }
         if not (np.all(e_rate[-2:] >= RATE_MIN) and np.all(m_rate[-2:] >= RATE_MIN)):

@@ -255,9 +255,9 @@ class _EquivBase(Theorem):
             w_final_gap=float(wg[-1]),
             q_norm_growth=growth,
             w_gap_curve=[float(x) for x in wg],
-            w_gap_curve_iterations=[int(k) for k in state["its"]],
+            w_gap_iterations=[int(k) for k in state["its"]],
             q_gap_curve=[float(x) for x in qg],
-            q_gap_curve_iterations=[int(k) for k in state["its"]],
+            q_gap_iterations=[int(k) for k in state["its"]],
         )
         if growth < NORM_GROWTH_MIN * LR * STEPS:
             return decide(

@@ -301,7 +301,8 @@ class SmoothnessStep(Theorem):
         slack = (Ls[1:] - Ls[:-1]) + 0.5 * eta * g2  # ≤ 0 by the descent lemma
         k = int(np.argmax(slack))
         m = {"lemma_worst_slack": float(slack.max()), "loss_drop": float(Ls[0] - Ls[-1]),
-             "first_guaranteed_drop": float(0.5 * eta * g2[0]), "loss_curve": Ls[::10].tolist()}
+             "first_guaranteed_drop": float(0.5 * eta * g2[0]), "loss_curve": Ls[::10].tolist(),
+             "loss_iterations": list(range(0, len(Ls), 10))}  # the figure's x-axis: the GD step k
         if slack.max() > LOSS_ATOL:
             return decide(
                 False,
