@@ -262,3 +262,13 @@ def test_markdown_summary_first(toy_run):
         r"- \[report-toy\]\(#report-toy\): UNEXPECTED, FAIL \(expected PASS\)\n  - refuted: ", md
     )
     assert Path(out / "report.md").exists()
+
+
+def test_curve_series_against_radius_and_dimension():
+    results = [
+        InstanceResult("t", 0, "confirmed", metrics={"gap_curve": [0.3, 0.1], "gap_radii": [1.0, 2.0]}),
+        InstanceResult("t", 1, "confirmed", metrics={"share_curve": [0.6, 0.9], "share_d": [3, 16]}),
+    ]
+    r, d = curve_series(results[:1], "gap_curve")[0], curve_series(results[1:], "share_curve")[0]
+    assert r["x"] == [1.0, 2.0] and r["xlabel"] == "radius R"
+    assert d["x"] == [3.0, 16.0] and d["xlabel"] == "d"  # overparam-global: the share against d

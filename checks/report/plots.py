@@ -27,8 +27,9 @@ def _num(y: Any) -> float:
 
 def curve_series(results: Sequence[InstanceResult], curve: str) -> list[dict[str, Any]]:
     """The data of one ``*_curve`` panel: per instance, x (the GD iteration when the instance records
-    ``<name>_iterations`` or ``iterations`` of the same length; the radius R of a regularisation path when it
-    records ``<name>_radii``; else the record index), y, outcome, and ``xlabel``."""
+    ``<name>_iterations`` or ``iterations`` of the same length; the radius R of a regularisation path
+    when it records ``<name>_radii``; the dimension d when it records ``<name>_d``; else the record
+    index), y, outcome, and ``xlabel``."""
     base = curve[: -len("_curve")] if curve.endswith("_curve") else curve
     out = []
     for r in results:
@@ -39,6 +40,9 @@ def curve_series(results: Sequence[InstanceResult], curve: str) -> list[dict[str
         radii = r.metrics.get(f"{base}_radii")
         if not (isinstance(xs, list) and len(xs) == len(ys)) and isinstance(radii, list):
             xs, label = radii, "radius R"
+        dims = r.metrics.get(f"{base}_d")
+        if not (isinstance(xs, list) and len(xs) == len(ys)) and isinstance(dims, list):
+            xs, label = dims, "d"
         by_iter = isinstance(xs, list) and len(xs) == len(ys)
         out.append(
             {

@@ -226,7 +226,9 @@ class OverparamGlobal(Theorem):
         _, hi = newcombe_interval(s["reached"], ms, la["reached"] + la["undecided"], ml)
         lo_s, hi_s = wilson_interval(s["reached"], ms)
         lo_l, hi_l = wilson_interval(la["reached"], ml)
-        m = dict(share_small=s["reached"] / ms, share_large=la["reached"] / ml, share_small_lo=lo_s,
+        m = dict(share_curve=[s["reached"] / ms, la["reached"] / ml],  # the claim: the share against d
+                 share_d=[self.d_small, self.d_large],
+                 share_small=s["reached"] / ms, share_large=la["reached"] / ml, share_small_lo=lo_s,
                  share_small_hi=hi_s, share_large_lo=lo_l, share_large_hi=hi_l, diff_lo=lo, diff_hi=hi,
                  feasible_small=ms, feasible_large=ml, undecided_small=s["undecided"],
                  undecided_large=la["undecided"])
