@@ -454,3 +454,23 @@ def refine_control(out: Outcome, other: float, st) -> Outcome:
             **out.metrics,
         )
     return out
+
+
+#: ‖K Q^T‖_⋆ ≤ (‖K‖² + ‖Q‖²)/2 = R (AM–GM); a balanced minimiser attains it. 5 % covers the finite-step
+#: imbalance of the factors at small R; the upper slack is rounding. (rp-kq-nuclear and rp-kq-local.)
+NUC_RATIO_MIN, NUC_RATIO_SLACK = 0.95, 1e-9
+
+
+def nuclear_ratio(Ws: np.ndarray, radii: np.ndarray) -> np.ndarray:
+    """‖W_R‖_⋆ / R along a (K, Q) path (W_R = K_R Q_R^T)."""
+    return np.array([np.linalg.svd(W, compute_uv=False).sum() for W in Ws]) / radii
+
+
+def judge_nuclear_ratio(ratio: np.ndarray) -> Outcome:
+    """The (K, Q) path's nuclear-norm identity: ‖K_R Q_R^T‖_⋆ / R in [NUC_RATIO_MIN, 1 + NUC_RATIO_SLACK]."""
+    ok = bool(np.all(ratio >= NUC_RATIO_MIN) and np.all(ratio <= 1 + NUC_RATIO_SLACK))
+    return decide(
+        ok,
+        f"‖K_R Q_R^T‖_⋆ / R outside [{NUC_RATIO_MIN}, 1]: min {ratio.min():.4f}, max {ratio.max():.6f}",
+        nuc_ratio_min=float(ratio.min()),
+    )

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from checks import decide, undecided
 from numerics import tolerances as tol
 from numerics.errors import SolverError
+
+from ._paths import judge_path
 
 
 def least_margin(keys: np.ndarray, alpha: np.ndarray, p: np.ndarray) -> float:
@@ -26,3 +29,17 @@ def require_tight(keys: np.ndarray, alpha: np.ndarray, sol) -> float:
         raise SolverError(f"p-SVM answer is not tight: least margin {m:.9g} ≠ 1", status="not-tight",
                           solver=sol.solver)
     return m
+
+
+def judge_prompt_path(err: np.ndarray, thr: float, sep: float, state: dict, why: str, what: str,
+                      judged_from: int):
+    """The direction prediction of a prompt path: no progress over the starting points refutes; a path the
+    numerics did not find (``why``) decides nothing; otherwise :func:`judge_path` on 1 − corr ``err``."""
+    curve = dict(err_final=float(err[-1]), err_curve=[float(x) for x in err])
+    E, E0 = state["excess"][judged_from:], state["start_excess"][judged_from:]
+    if np.all(E >= E0):  # the optimiser never improved on its starting points: no progress refutes
+        return decide(False, "no progress: at every judged radius the path point is no better than the best "
+                      "starting point", **curve)
+    if why:  # a path the numerics did not find cannot refute (nor confirm) the claim
+        return undecided(f"path numerics failed: {why}", **curve)
+    return judge_path(err, thr, what, err_threshold=thr, sep=sep, **curve)

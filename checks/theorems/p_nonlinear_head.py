@@ -72,8 +72,7 @@ from numerics.prompt import head_value, prompt_head_excess, prompt_head_reg_path
 from numerics.svm import solve_p_svm
 from numerics.tokens import corr
 
-from ._paths import judge_path
-from ._prompt import require_tight
+from ._prompt import judge_prompt_path, require_tight
 
 N, T, D, M = 2, 3, 5, 4
 RADII = 2.0 ** np.arange(0, 8)  # 1..128
@@ -225,29 +224,8 @@ class _HeadBase(Theorem):
         err = 1 - corr(state["p"], target, axis=-1)
         sep = self._sep(state)
         thr = min(CORR_TOL, sep / SEPARATION_K)
-        E, E0 = state["excess"][JUDGED_FROM:], state["start_excess"][JUDGED_FROM:]
-        if np.all(E >= E0):  # the optimiser never improved on its starting points: no progress refutes
-            return decide(
-                False,
-                "no progress: at every judged radius the path point is no better than the best "
-                "starting point",
-                err_final=float(err[-1]),
-                err_curve=[float(x) for x in err],
-            )
         why, _ = self._unreliable(state)
-        if why:  # a path the numerics did not find cannot refute (nor confirm) the claim
-            return undecided(
-                f"path numerics failed: {why}", err_final=float(err[-1]), err_curve=[float(x) for x in err]
-            )
-        return judge_path(
-            err,
-            thr,
-            "1 − corr(p_R, target)",
-            err_final=float(err[-1]),
-            err_threshold=thr,
-            sep=sep,
-            err_curve=[float(x) for x in err],
-        )
+        return judge_prompt_path(err, thr, sep, state, why, "1 − corr(p_R, target)", JUDGED_FROM)
 
 
 @register

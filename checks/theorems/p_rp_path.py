@@ -88,8 +88,7 @@ from numerics.prompt import prompt_excess, prompt_reg_path
 from numerics.svm import solve_p_svm
 from numerics.tokens import corr
 
-from ._paths import judge_path
-from ._prompt import require_tight
+from ._prompt import judge_prompt_path, require_tight
 
 RADII = 2.0 ** np.arange(0, 8)  # 1..128: E = L − L_∞ ~ e^{−1.4 R} stays a normal float64 up to R ≈ 500
 #: Final directional error allowed (measured ≤ 5e-10 global, ≤ 3e-9 local at R = 128).
@@ -275,29 +274,8 @@ class _RPBase(Theorem):
     def check_direction(self, inst, state, ctx):
         err = 1 - corr(state["p"], state["sol"].w, axis=-1)
         thr, sep = self._threshold(inst, state)
-        E, E0 = state["excess"][JUDGED_FROM:], state["start_excess"][JUDGED_FROM:]
-        if np.all(E >= E0):  # the optimiser never improved on its starting points: no progress refutes
-            return decide(
-                False,
-                "no progress: at every judged radius the path point is no better than the best "
-                "starting point",
-                err_final=float(err[-1]),
-                err_curve=[float(x) for x in err],
-            )
         why, _ = self._unreliable(state)
-        if why:  # a path the numerics did not find cannot refute (nor confirm) the claim
-            return undecided(
-                f"path numerics failed: {why}", err_final=float(err[-1]), err_curve=[float(x) for x in err]
-            )
-        return judge_path(
-            err,
-            thr,
-            "1 − corr(p_R, p^mm_α)",
-            err_final=float(err[-1]),
-            err_threshold=thr,
-            sep=sep,
-            err_curve=[float(x) for x in err],
-        )
+        return judge_prompt_path(err, thr, sep, state, why, "1 − corr(p_R, p^mm_α)", JUDGED_FROM)
 
 
 @register

@@ -42,11 +42,10 @@ seed 0:
 
 from __future__ import annotations
 
-import numpy as np
-
 from checks import Criterion, Profile, decide, register, undecided
 
 from ._localpath import LocalPathBase
+from ._paths import NUC_RATIO_MIN, NUC_RATIO_SLACK, judge_nuclear_ratio, nuclear_ratio
 
 #: The (K, Q) cone is a little wider than rp-w-local's (threshold μ/4 = 3.75e-3): the factored path's 1 − corr
 #: at
@@ -54,10 +53,6 @@ from ._localpath import LocalPathBase
 #: 0.01
 #: (still shrinking ×0.26–0.45 per doubling, the next doubling beyond float64): inconclusive at μ/4 = 2.5e-3.
 MU_KQ = 0.015
-#: ‖K Q^T‖_⋆ ≤ (‖K‖² + ‖Q‖²)/2 = R (AM–GM); a balanced minimiser attains it. 5 % covers the finite-step
-#: imbalance
-#: of the factors (as rp-kq-nuclear); the upper slack is rounding.
-NUC_RATIO_MIN, NUC_RATIO_SLACK = 0.95, 1e-9
 
 #: The larger profiles give the factored path rp-kq-nuclear's budget (1500 steps, 4 restarts per radius): at
 #: the
@@ -120,15 +115,7 @@ class RPKQLocal(LocalPathBase):
         )  # as check_direction: a path point that provably missed the minimiser decides nothing
         if not ok.any():
             return undecided("the path missed the constrained minimiser at every resolved radius")
-        ratio = (np.array([np.linalg.svd(W, compute_uv=False).sum() for W in st["W"][:J]]) / st["radii"][:J])[
-            ok
-        ]
-        ok = bool(np.all(ratio >= NUC_RATIO_MIN) and np.all(ratio <= 1 + NUC_RATIO_SLACK))
-        return decide(
-            ok,
-            f"‖K_R Q_R^T‖_⋆ / R outside [{NUC_RATIO_MIN}, 1]: min {ratio.min():.4f}, max {ratio.max():.6f}",
-            nuc_ratio_min=float(ratio.min()),
-        )
+        return judge_nuclear_ratio(nuclear_ratio(st["W"][:J], st["radii"][:J])[ok])
 
 
 @register

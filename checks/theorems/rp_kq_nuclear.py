@@ -46,7 +46,15 @@ import numpy as np
 
 from checks import Criterion, Profile, decide, register
 
-from ._paths import PathCheck, control_not_applicable, path_criteria
+from ._paths import (
+    NUC_RATIO_MIN,
+    NUC_RATIO_SLACK,
+    PathCheck,
+    control_not_applicable,
+    judge_nuclear_ratio,
+    nuclear_ratio,
+    path_criteria,
+)
 
 RADII = 2.0 ** np.arange(0, 7)  # 1..64, not THEORY.md's 128: see the module docstring
 GIVEN_RADII = RADII
@@ -62,9 +70,6 @@ CORR_ERR_MAX = 3e-2
 #: budget (full profile, seed 0: 61 of 72 instances have sep ≥ 0.04; with the path's errors at R = 64 the
 #: threshold sep/4 is met on ~85 % of them, the rest still shrinking: undecided).
 SEP_MIN = 0.04
-#: ‖K Q^T‖_⋆ ≤ (‖K‖² + ‖Q‖²)/2 = R (AM–GM); a balanced minimiser attains it. 5% covers the finite-step
-#: imbalance of the factors at small R; the upper slack is rounding.
-NUC_RATIO_MIN, NUC_RATIO_SLACK = 0.95, 1e-9
 
 PROFILES = {
     "quick": Profile(instances=12, min_confirmed=6, batch=12),
@@ -122,13 +127,7 @@ class RPKQNuclear(PathCheck):
 
     def check_nuclear_norm(self, inst, st, ctx):
         J = self.resolved(st)  # the resolved radii only, as every prediction (see rp-w-frobenius)
-        ratio = np.array([np.linalg.svd(W, compute_uv=False).sum() for W in st["W"][:J]]) / st["radii"][:J]
-        ok = bool(np.all(ratio >= NUC_RATIO_MIN) and np.all(ratio <= 1 + NUC_RATIO_SLACK))
-        return decide(
-            ok,
-            f"‖K_R Q_R^T‖_⋆ / R outside [{NUC_RATIO_MIN}, 1]: min {ratio.min():.4f}, max {ratio.max():.6f}",
-            nuc_ratio_min=float(ratio.min()),
-        )
+        return judge_nuclear_ratio(nuclear_ratio(st["W"][:J], st["radii"][:J]))
 
 
 @register
