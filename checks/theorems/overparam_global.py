@@ -167,6 +167,11 @@ class OverparamGlobal(Theorem):
             "fixed d"
         )
 
+    def sizes(self, inst):
+        """n and T of every dataset of the cell comparison; d is the claim's variable (d_small, d_large),
+        shown against the share in the figure."""
+        return {"n": N, "T": T}
+
     def instance(self, rng, ctx):
         out = {}
         for key, d, runs in (
