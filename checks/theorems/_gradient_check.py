@@ -30,6 +30,7 @@ from ._gradients import (
     gradient_cases,
     gradient_discrepancy,
     hypothesis_search,
+    judge_symbolic,
     lib_grad_W,
     reference_loss,
     rel_err,
@@ -161,22 +162,8 @@ class GradientCheck(Theorem):
         n, T, d, head = symbolic_size(ctx)
         r = derivations.gradient_closed_form(n, T, d, head=head, variant=self.variant)
         m = {"symbolic_size": n * T * d, "symbolic_seconds": r.seconds}
-        gen = general.gradient_general(
-            self.variant
-        )  # the same identity for every size (theory.general, cached)
-        m["proved_all_sizes"] = gen.holds
-        if r.holds and not gen.holds:
-            return failed("the all-size proof (theory.general) did not go through: "
-                          + "; ".join(s.what for s in gen.steps if not s.holds), **m)
-        if r.holds:
-            return held(**m)
-        cv = r.counter_value
-        return failed(
-            f"sympy: identity fails at (n,T,d)=({n},{T},{d}), {head} head; counter-value residual "
-            f"{cv.residual_value:.3e} at entry {cv.entry}",
-            symbolic_residual=cv.residual_value,
-            **m,
-        )
+        gen = general.gradient_general(self.variant)  # every size (theory.general, cached)
+        return judge_symbolic(r, gen, m, f"(n,T,d)=({n},{T},{d}), {head} head", entry="")
 
     def check_closed_vs_autograd(self, inst, state, ctx):
         if inst.case is None:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 from hypothesis.extra import numpy as hnp
 
-from checks import decide
+from checks import decide, failed, held
 from checks.strategies import attention_datasets
 from numerics import attention as att
 from numerics.data import AttentionData, random_unit_sphere
@@ -340,3 +340,20 @@ def gradient_discrepancy(variant: str) -> Callable[[Case], tuple[float, float]]:
         return float(np.linalg.norm(G_cf - G_ad)), tol
 
     return fn
+
+
+def judge_symbolic(r: Any, gen: Any, metrics: dict[str, Any], where: str, entry: str | None = None):
+    """An identity checked by sympy at one small size (``r``) and proved for all sizes (``gen``,
+    theory.general): held when both go through; failed when the all-size proof does not, or when the identity
+    fails at the small size (``where`` names the size; with ``entry`` not None the counter-value's entry is
+    named, followed by ``entry``). Records ``proved_all_sizes`` (and ``symbolic_residual``) in ``metrics``."""
+    metrics["proved_all_sizes"] = gen.holds
+    if r.holds and not gen.holds:
+        return failed("the all-size proof (theory.general) did not go through: "
+                      + "; ".join(s.what for s in gen.steps if not s.holds), **metrics)
+    if r.holds:
+        return held(**metrics)
+    cv = r.counter_value
+    at = "" if entry is None else f" at entry {cv.entry}{entry}"
+    return failed(f"sympy: identity fails at {where}; counter-value residual {cv.residual_value:.3e}{at}",
+                  symbolic_residual=cv.residual_value, **metrics)

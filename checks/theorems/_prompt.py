@@ -31,6 +31,28 @@ def require_tight(keys: np.ndarray, alpha: np.ndarray, sol) -> float:
     return m
 
 
+def path_unreliable(state: dict, judged_from: int, cand_rtol: float, stat_bound: float) -> tuple[str, dict]:
+    """Why a prompt path's numerics failed on the judged radii ('' when they did not), with metrics: the
+    excess E = L − L_∞ must fall radius by radius, no candidate (the target's ball point) may beat the path
+    point by more than ``cand_rtol`` relative, and the final stationarity must be at most ``stat_bound``."""
+    E, cand, stat = state["excess"], state["cand"], float(state["stat"][-1])
+    dec = bool(np.all(np.diff(E[judged_from:]) < 0))
+    beaten = bool(np.any((cand < E - cand_rtol * np.abs(E))[judged_from:]))
+    metrics = dict(final_stationarity=stat, excess_final=float(E[-1]), excess_list=[float(x) for x in E])
+    why = ("E = L − L_∞ does not decrease over the judged radii" if not dec else
+           "the target's ball point has a lower loss than the path point" if beaten else
+           f"the path point is not a constrained minimiser (stationarity {stat:.3g} > {stat_bound:.3g})"
+           if stat > stat_bound else "")
+    return why, metrics
+
+
+def path_reliable(why: str, metrics: dict):
+    """The path_reliable prediction: undecided (never refuted) when the path numerics failed."""
+    if why:
+        return undecided(f"path numerics failed: {why}", **metrics)
+    return decide(not why, "", **metrics)
+
+
 def judge_prompt_path(err: np.ndarray, thr: float, sep: float, state: dict, why: str, what: str,
                       judged_from: int):
     """The direction prediction of a prompt path: no progress over the starting points refutes; a path the

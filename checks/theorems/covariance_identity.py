@@ -58,6 +58,7 @@ from ._gradients import (
     draw_data,
     draw_matrix,
     effective_scores,
+    judge_symbolic,
     lib_grad_W,
     loss_prime_np,
     reference_loss,
@@ -253,18 +254,8 @@ class CovarianceIdentity(Theorem):
         n, T, d = sizes[ctx.instance % len(sizes)]
         r = derivations.covariance_identity(n, T, d, variant=self.variant)
         m = {"symbolic_size": n * T * d, "symbolic_seconds": r.seconds}
-        gen = general.covariance_general(
-            self.variant
-        )  # the same identity for every size (theory.general, cached)
-        m["proved_all_sizes"] = gen.holds
-        if r.holds and not gen.holds:
-            return failed("the all-size proof (theory.general) did not go through: "
-                          + "; ".join(s.what for s in gen.steps if not s.holds), **m)
-        if r.holds:
-            return held(**m)
-        cv = r.counter_value
-        return failed(f"sympy: identity fails at (n,T,d)=({n},{T},{d}); counter-value residual "
-                      f"{cv.residual_value:.3e}", symbolic_residual=cv.residual_value, **m)
+        gen = general.covariance_general(self.variant)  # every size (theory.general, cached)
+        return judge_symbolic(r, gen, m, f"(n,T,d)=({n},{T},{d})")
 
 
 @register

@@ -60,6 +60,7 @@ from ._gradients import (
     fd_grad,
     gradient_cases,
     hypothesis_search,
+    judge_symbolic,
     lib_grad_W,
     reference_loss,
     relu_pattern_ok,
@@ -197,19 +198,8 @@ class KQChainRule(_Base):
         n, T, d, m = sizes[ctx.instance % len(sizes)]
         r = derivations.kq_chain_rule(n, T, d, m, variant=self.variant)
         metrics = {"symbolic_size": n * T * d * m, "symbolic_seconds": r.seconds}
-        gen = general.kq_chain_rule_general(
-            self.variant
-        )  # the same identity for every size (theory.general, cached)
-        metrics["proved_all_sizes"] = gen.holds
-        if r.holds and not gen.holds:
-            return failed("the all-size proof (theory.general) did not go through: "
-                          + "; ".join(s.what for s in gen.steps if not s.holds), **metrics)
-        if r.holds:
-            return held(**metrics)
-        cv = r.counter_value
-        return failed(f"sympy: identity fails at (n,T,d,m)=({n},{T},{d},{m}); counter-value residual "
-                      f"{cv.residual_value:.3e} at entry {cv.entry} of [grad_K; grad_Q]",
-                      symbolic_residual=cv.residual_value, **metrics)
+        gen = general.kq_chain_rule_general(self.variant)  # every size (theory.general, cached)
+        return judge_symbolic(r, gen, metrics, f"(n,T,d,m)=({n},{T},{d},{m})", entry=" of [grad_K; grad_Q]")
 
     def _search(self, inst, ctx):
         disc = kq_discrepancy(self.variant)

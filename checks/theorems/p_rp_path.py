@@ -82,13 +82,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from checks import Criterion, Profile, Theorem, decide, register, undecided
+from checks import Criterion, Profile, Theorem, decide, register
 from numerics import tolerances as tol
 from numerics.prompt import prompt_excess, prompt_reg_path
 from numerics.svm import solve_p_svm
 from numerics.tokens import corr
 
-from ._prompt import judge_prompt_path, require_tight
+from ._prompt import judge_prompt_path, path_reliable, path_unreliable, require_tight
 
 RADII = 2.0 ** np.arange(0, 8)  # 1..128: E = L − L_∞ ~ e^{−1.4 R} stays a normal float64 up to R ≈ 500
 #: Final directional error allowed (measured ≤ 5e-10 global, ≤ 3e-9 local at R = 128).
@@ -254,22 +254,10 @@ class _RPBase(Theorem):
 
     def _unreliable(self, state) -> tuple[str, dict]:
         """Why the path numerics failed on the judged radii ('' when they did not), with metrics."""
-        E, cand, stat = state["excess"], state["cand"], float(state["stat"][-1])
-        dec = bool(np.all(np.diff(E[JUDGED_FROM:]) < 0))
-        beaten = bool(np.any((cand < E - CAND_RTOL * np.abs(E))[JUDGED_FROM:]))
-        bound = STAT_TOL
-        metrics = dict(final_stationarity=stat, excess_final=float(E[-1]), excess_list=[float(x) for x in E])
-        why = ("E = L − L_∞ does not decrease over the judged radii" if not dec else
-               "the target's ball point has a lower loss than the path point" if beaten else
-               f"the path point is not a constrained minimiser (stationarity {stat:.3g} > {bound:.3g})"
-               if stat > bound else "")
-        return why, metrics
+        return path_unreliable(state, JUDGED_FROM, CAND_RTOL, STAT_TOL)
 
     def check_path_reliable(self, inst, state, ctx):
-        why, metrics = self._unreliable(state)
-        if why:
-            return undecided(f"path numerics failed: {why}", **metrics)
-        return decide(not why, "", **metrics)
+        return path_reliable(*self._unreliable(state))
 
     def check_direction(self, inst, state, ctx):
         err = 1 - corr(state["p"], state["sol"].w, axis=-1)
