@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize, minimize_scalar
+from scipy.optimize import minimize
 
 from .data import AttentionData
 from .errors import InvalidInputError
@@ -64,8 +64,10 @@ THETA_MAX = 8.0
 #: O(1)) / curvature, so a flat optimum (measured: 1e-5 on one quick draw, whose iterate drifted away from
 #: it for 20000 steps) cannot be reached within a budget; 5e-4 keeps ~95 % of draws.
 DESIGN_CURVATURE = 5e-4
-#: θ grid of the design search: spacing 5e-3 brackets the minimiser; minimize_scalar refines it to 1e-12.
+#: θ grid on which rule (3) of :func:`coupled_selection` is imposed (spacing 5e-3 along the (a, b) edge).
 _GRID = np.linspace(-10.0, 10.0, 4001)
+#: σ(θ) at the ends of that grid: rule (1) is decided on the same range of the edge.
+_S_LO, _S_HI = 1.0 / (1.0 + np.exp(10.0)), 1.0 / (1.0 + np.exp(-10.0))
 
 
 def relu_head(V: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -184,6 +186,45 @@ class CoupledInstance:
     attempts: int
 
 
+def edge_optimum(alpha: np.ndarray, beta: np.ndarray, n_pos: int, n_neg: int) -> float | None:
+    """θ⋆ = argmin F on θ ∈ [−10, 10], decided exactly; None unless F is unimodal there (rule (1) of
+    :func:`coupled_selection`).
+
+    Along the edge u(θ) = (1 − s) a + s b, s = σ(θ), every example sees the same head value
+    h(s) = Σ_j ReLU(α_j + s (β_j − α_j)) with α = V^T a, β = V^T b: piecewise linear and convex in s, with
+    kinks where a pre-activation changes sign. So F = Σ_i ℓ(y_i h) = G(h(s)) with G(h) = n₊ ℓ(h) + n₋ ℓ(−h),
+    strictly convex with its minimum at h⋆ = ln(n₊/n₋) for the logistic loss. On each piece between kinks
+    F = G(affine) is convex, and it is monotone on each side of the point where h = h⋆. Evaluating F at the
+    ends of the range, at every kink and at every crossing h = h⋆ therefore gives a finite sequence that is
+    unimodal exactly when F is, with the same minimiser: no grid, no line search (a grid of spacing 5e-3
+    misses two minima closer than that, and each line search cost ~20 evaluations of h).
+
+    >>> a, b = np.array([1.0, -1.0]), np.array([-1.0, 2.0])  # h(s) = max(1 − 2s, 0) + max(3s − 1, 0)
+    >>> edge_optimum(a, b, 2, 1) is None  # min h = 1/3 < ln 2 at the kink s = 1/3: two crossings, two minima
+    True
+    >>> th = edge_optimum(np.array([1.0]), np.array([-1.0]), 2, 1)  # h = max(1 − 2s, 0) = ln 2 once
+    >>> round(th, 12) == round(float(np.log((1 - np.log(2)) / (1 + np.log(2)))), 12)
+    True
+    """
+    delta = beta - alpha
+    nz = delta != 0
+    kinks = -alpha[nz] / delta[nz]
+    pts = np.unique(np.concatenate(([_S_LO, _S_HI], kinks[(kinks > _S_LO) & (kinks < _S_HI)])))
+    h_star = float(np.log(n_pos / n_neg))
+    r = np.maximum(alpha + pts[:, None] * delta, 0.0).sum(1) - h_star
+    j = np.nonzero(r[:-1] * r[1:] < 0)[0]  # h is linear on [pts[j], pts[j + 1]] and crosses h⋆ inside it
+    s = np.sort(np.concatenate((pts, pts[j] + (pts[j + 1] - pts[j]) * r[j] / (r[j] - r[j + 1]))))
+    h = np.maximum(alpha + s[:, None] * delta, 0.0).sum(1)
+    F = n_pos * LOSS_NP["logistic"](h) + n_neg * LOSS_NP["logistic"](-h)
+    k = int(np.argmin(F))
+    dF = np.diff(F)
+    flat = 1e-12 * float(np.max(np.abs(F)))  # rounding, not a second mode
+    if np.any(dF[:k] > flat) or np.any(dF[k:] < -flat):
+        return None
+    theta = float(np.log(s[k]) - np.log1p(-s[k]))
+    return theta if abs(theta) <= THETA_MAX else None
+
+
 def _place_masked(E: np.ndarray, gh: np.ndarray, hU: np.ndarray, Y: np.ndarray, T: int) -> np.ndarray | None:
     """Tokens X (n, T, d): a = E[0], b = E[1], then one direction E[k] per masked token, signed and scaled so
     that y_i ∇h(u)·(c − u) ≤ −MASK_MARGIN at every grid point u of the (a, b) edge (∇h(u)·u = h(u): ReLU is
@@ -219,7 +260,8 @@ def coupled_selection(rng: np.random.Generator, d: int, n_pos: int, n_neg: int, 
     Tokens: a = e_1, b = e_2 and example i's masked tokens r·e_k (k ≥ 3, one direction each), all rotated by
     one random orthogonal matrix; one shared unit query z; y = +1 for the first ``n_pos`` examples, −1 for
     the last ``n_neg`` (n_neg < n_pos); V (d × d) with N(0, 1/d) entries. A draw is kept when
-    (1) F(θ) = Σ_i ℓ(y_i h(u(θ))) is unimodal on [−10, 10] with its minimiser θ⋆ inside |θ⋆| ≤ THETA_MAX;
+    (1) F(θ) = Σ_i ℓ(y_i h(u(θ))) is unimodal on [−10, 10] with its minimiser θ⋆ inside |θ⋆| ≤ THETA_MAX
+        (decided exactly by :func:`edge_optimum`, which also gives θ⋆ in closed form);
     (2) every ReLU pre-activation at u⋆ = u(θ⋆) is at least KINK_MARGIN |u⋆|/√d away from 0 (they are
         ~N(0, |u⋆|²/d): 2 % of their spread, so the optimum is off every kink and L_O is smooth near it);
     (3) every masked token c of example i is worse than every point u of the (a, b) edge by MASK_MARGIN:
@@ -242,25 +284,14 @@ def coupled_selection(rng: np.random.Generator, d: int, n_pos: int, n_neg: int, 
         V = rng.standard_normal((d, d)) / np.sqrt(d)
         z = rng.standard_normal(d)
         z /= np.linalg.norm(z)
-        U = (1 - sig)[:, None] * a + sig[:, None] * b
-        hU = relu_head(V, U)
-        F = LOSS_NP["logistic"](Y[None, :] * hU[:, None]).sum(1)
-        k = int(np.argmin(F))
-        dF = np.diff(F)
-        flat = 1e-12 * float(np.max(np.abs(F)))  # rounding where σ(θ) saturates, not a second mode
-        if abs(_GRID[k]) > THETA_MAX or np.any(dF[:max(k - 1, 0)] > flat) or np.any(dF[k + 1:] < -flat):
+        theta = edge_optimum(a @ V, b @ V, n_pos, n_neg)  # rule (1), the cheap test first
+        if theta is None:
             continue
-
-        def F1(t, a=a, b=b, V=V):
-            u = (1 - 1 / (1 + np.exp(-t))) * a + b / (1 + np.exp(-t))
-            return float(LOSS_NP["logistic"](Y * relu_head(V, u)).sum())
-
-        theta = float(minimize_scalar(F1, bounds=(_GRID[max(k - 1, 0)], _GRID[min(k + 1, len(_GRID) - 1)]),
-                                      method="bounded", options={"xatol": 1e-12}).x)
         ustar = (1 - 1 / (1 + np.exp(-theta))) * a + b / (1 + np.exp(-theta))
         if np.min(np.abs(ustar @ V)) < KINK_MARGIN * np.linalg.norm(ustar) / np.sqrt(d):
             continue
-        X = _place_masked(E, relu_head_grad(V, U), hU, Y, T)
+        U = (1 - sig)[:, None] * a + sig[:, None] * b
+        X = _place_masked(E, relu_head_grad(V, U), relu_head(V, U), Y, T)
         if X is None:
             continue
         data = AttentionData(X, Y, np.tile(z, (n, 1)))
