@@ -39,6 +39,24 @@ def test_loss_control_refuted_by_lipschitz_only():
     assert run_theorem(REGISTRY["loss-assumptions-control"], profile="quick", seed=0).verdict == "FAIL"
 
 
+@pytest.mark.parametrize("expr, ok", [
+    (sp.exp(-3 * U), True),  # l' = -3e^{-3u}: float64 overflows at u < -237 and underflows at u > 248
+    # l' = e^{-u}(u - 900) > 0 for u > 900, where e^{-u} < 1e-390
+    (-sp.exp(-U) * (U - 900) - sp.exp(-U), False),
+])
+def test_sign_cross_check_is_exact_where_float64_is_out_of_range(expr, ok, monkeypatch):
+    """The grid cross-check of l' < 0 (with the proof forced to claim "decreasing") decides the points where
+    float64 under- or overflows with mpmath: a true negative tail is not a fake 0, a positive one is found."""
+    from checks.theorems.loss_assumptions import LossAssumptions, LossInstance
+
+    thm = LossAssumptions()
+    monkeypatch.setattr(thm, "proof", lambda inst: assumption_a(sp.exp(-U), B=1))  # "decreasing"
+    res = thm.check_decreasing(LossInstance("t", expr, 20), None, None)
+    assert res.status == ("held" if ok else "failed")
+    if not ok:  # found by mpmath (l' ~ 1e-390 > 0 there; float64 would round the grid maximum to 0)
+        assert "grid finds" in res.reason
+
+
 # -- svm-feasibility ------------------------------------------------------------------------------
 def test_feasibility_control_at_boundary_refuted_by_farkas():
     cls = REGISTRY["svm-feasibility-control"]

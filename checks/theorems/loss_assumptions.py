@@ -52,9 +52,12 @@ from theory.model import U
 #: Grid points used to cross-check the sympy proof numerically.
 GRID_POINTS = 20001
 
-#: Grid points of the sign cross-check on [-50 B, 50 B], evaluated with mpmath (float64 underflows e^{-u} to 0
-#: at u > 745, which would fake a non-negative derivative).
+#: Grid points of the sign cross-check on [-50 B, 50 B]. Float64 underflows e^{-u} to 0 at u > 745 (which
+#: would fake a non-negative derivative) and overflows e^{u} at u > 709, so every point whose float64 value is
+#: not a normal number far from underflow (|l'| < SIGN_FLOAT_MIN, 0, ±inf or nan) is evaluated again with
+#: mpmath (53-bit mantissa like float64, unbounded exponent: the same arithmetic without the range limits).
 SIGN_GRID_POINTS = 2001
+SIGN_FLOAT_MIN = 1e-280
 
 #: Relative slack when comparing grid values with sympy's exact sup|l'| and sup|l''|: float64 evaluation
 #: of exp/log at |u| <= 20 c is accurate to a few ulps, 1e-9 leaves ample room and catches any real excess.
@@ -108,7 +111,8 @@ class LossAssumptions(Theorem):
     criteria = (
         Criterion("sympy (theory.losses.assumption_a): ℓ'(u) < 0 for all u", "proved", "exact"),
         Criterion(
-            f"max of ℓ' on a {SIGN_GRID_POINTS}-point mpmath grid of [−50B, 50B] (cross-check)", "<", 0.0
+            f"max of ℓ' on a {SIGN_GRID_POINTS}-point grid of [−50B, 50B], float64 and mpmath where float64 "
+            "under- or overflows (cross-check)", "<", 0.0
         ),
         Criterion("sympy: ℓ' bounded and Lipschitz on [−B, B] (ℓ'' continuous)", "proved", "exact"),
         Criterion(
@@ -159,8 +163,12 @@ class LossAssumptions(Theorem):
         fmp = sp.lambdify(U, d1, "mpmath")
         grid = np.linspace(-50 * inst.B, 50 * inst.B, SIGN_GRID_POINTS)
         with np.errstate(all="ignore"):
-            vals = [fmp(mpmath.mpf(float(u))) for u in grid]
-        top = max(vals)  # mpmath: no underflow, no overflow
+            fl = np.broadcast_to(np.asarray(f1(grid), dtype=float), grid.shape)
+        out_of_range = ~np.isfinite(fl) | (np.abs(fl) < SIGN_FLOAT_MIN)
+        vals = [fmp(mpmath.mpf(float(u))) for u in grid[out_of_range]]  # mpmath: no underflow, no overflow
+        if (~out_of_range).any():
+            vals.append(mpmath.mpf(float(fl[~out_of_range].max())))
+        top = max(vals)
         grid_max = float(top) if top != 0 else 0.0
         m = {"grid_max_derivative": grid_max, "B": inst.B}
         if not r.decreasing:
