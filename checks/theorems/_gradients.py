@@ -278,8 +278,8 @@ def gradient_cases(draw, *, min_d: int = 1, with_kq: bool = False):
 #: unbounded and can take seconds); the result is always a verified counterexample, just not necessarily the
 #: minimum. Each call costs ~2 property-free draws of Hypothesis's strategy, most of a control's time.
 #: Measured on the full profile (15 searches each): 100 calls gave kq-chain-rule-control counterexamples of
-#: 12 cells on average (n·T·d) in 7.2 s, 50 calls 19 cells in 3.8 s, 25 calls 20 cells in 2.1 s; the
-#: smallest ones (4 and 2 cells) are found by all three.
+#: 12 cells on average (n·T·d, smallest 4) in 7.2 s, 50 calls 19 cells (smallest 6) in 3.8 s, 25 calls 20
+#: cells in 2.1 s; gradient-closed-form-control's smallest (2 cells) is found by all three.
 SHRINK_BUDGET = 50
 
 
