@@ -46,6 +46,22 @@ def test_bench_quick_writes_table_json_csv_and_figure(tmp_path, capsys, monkeypa
     assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "bench.md").read_text().startswith("attnsvm bench (quick)")
     assert not list(out.glob(".*.tmp"))  # atomic writes leave no temporaries
+    assert "full-profile" not in res and "paper-profile" not in res  # opt-in only
+
+
+def test_bench_profiles_group_runs_full_and_paper_against_their_goals(tmp_path, capsys, monkeypatch):
+    import checks.bench.system as bench_system
+
+    monkeypatch.setattr(bench_system, "CATALOGUE_IDS", ("softmax-simplex",))  # the catalogue takes minutes
+    out = tmp_path / "bench"
+    assert main(["bench", "--quick", "--only", "profiles", "--out", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "| full-profile | full profile" in table and "| paper-profile | paper profile" in table
+    res = json.loads((out / "bench.json").read_text())
+    for key, profile in (("full-profile", "full"), ("paper-profile", "paper")):
+        r = res[key]
+        assert r["profile"] == profile and r["exit_code"] == 0 and r["wall_s"] > 0 and r["cpu_s"] > 0
+        assert set(r["per_theorem_s"]) == {"softmax-simplex", "softmax-simplex-control"}
 
 
 def test_bench_catalogue_reads_results_jsonl(tmp_path):

@@ -18,6 +18,8 @@ Groups (``--only GROUP``, repeatable; default: all but a *fresh* catalogue run):
                singular-value gap on a certified solution; naive: #sigma > 1e-7) and time ratio.
 ``gd-curve``   time per instance-step of batched GD from 1 to 10^4 instances (log grid), per backend.
 ``svm-curve``  SVM solve time vs (n, T, d), both norms, ours and naive.
+``profiles``   (opt-in, only with ``--only profiles``, ~6 min) the full and paper profiles of the whole
+               catalogue in fresh processes: wall and CPU time against issue 17's 90 s and 4 min goals.
 ``catalogue``  quick-profile time of the whole theorem catalogue and where it goes, read from
                reports/latest/results.jsonl (per-theorem sum of ``seconds``); with ``--only catalogue``
                and no such file, ``attnsvm check --profile quick`` is run in a subprocess first.
@@ -40,12 +42,15 @@ from __future__ import annotations
 from .core import (  # noqa: F401
     _CLOCK,
     FULL,
+    FULL_PROFILE_GOAL_S,
     GD_CORR_MIN,
     GD_FRESH_TARGET,
     GD_LR,
     GD_TARGET,
     GROUPS,
     NAIVE_RANK_ABS,
+    OPT_IN_GROUPS,
+    PAPER_PROFILE_GOAL_S,
     QUICK,
     QUICK_PROFILE_GOAL_S,
     STARTUP_GOAL_S,
@@ -88,5 +93,6 @@ from .system import (  # noqa: F401
     _child_env,
     _wall_min,
     bench_catalogue,
+    bench_profiles,
     bench_startup,
 )

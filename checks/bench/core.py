@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 
 GROUPS = ("gd", "svm", "gd-curve", "svm-curve", "catalogue", "startup")
+#: Groups that run only when named with ``--only`` (the full and paper profiles take ~6 minutes).
+OPT_IN_GROUPS = ("profiles",)
 
 # -- targets and tolerances (each with its reason) -------------------------------------------------
 
@@ -32,8 +34,11 @@ SVM_NUC_TARGET = 5.0
 SVM_NUC_LARGE = (20, 20, 40)
 #: `attnsvm list` and `attnsvm --help` wall time (fresh process, catalogue metadata cached);
 STARTUP_GOAL_S = 0.5
-#: the quick profile's wall time for the whole catalogue (fresh process, default --workers);
+#: the quick profile's wall time for the whole catalogue (fresh process, default --workers); the full and
+#: paper profiles' (group ``profiles``, opt-in);
 QUICK_PROFILE_GOAL_S = 25.0
+FULL_PROFILE_GOAL_S = 90.0
+PAPER_PROFILE_GOAL_S = 240.0
 #: GD in a fresh process, including interpreter start, imports and loading the compiled kernels from the
 #: disk cache, against the naive loop (same instances, steps, per-instance naive time of this run).
 GD_FRESH_TARGET = 150.0

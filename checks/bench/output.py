@@ -21,6 +21,7 @@ from .core import (
     GD_CORR_MIN,
     GD_TARGET,
     GROUPS,
+    OPT_IN_GROUPS,
     QUICK,
     SVM_FRO_TARGET,
     SVM_NUC_MAX_SLOWDOWN,
@@ -31,7 +32,7 @@ from .core import (
 )
 from .gd import bench_gd, bench_gd_curve
 from .svm import bench_svm, bench_svm_curve
-from .system import bench_catalogue, bench_startup
+from .system import bench_catalogue, bench_profiles, bench_startup
 
 # -- outputs ------------------------------------------------------------------------------------------
 
@@ -140,10 +141,11 @@ def write_outputs(b: Bench) -> None:
 def run_bench(*, quick: bool = False, device: str = "cpu", out: str | os.PathLike = "reports/bench",
               only: list[str] | tuple[str, ...] = ()) -> Bench:
     """Run the selected groups and write the outputs; returns the :class:`Bench` with every number."""
-    bad = [g for g in only if g not in GROUPS]
+    bad = [g for g in only if g not in GROUPS + OPT_IN_GROUPS]
     if bad:
         raise InvalidInputError(
-            f"unknown bench group(s) {', '.join(map(repr, bad))}; expected some of {', '.join(GROUPS)}"
+            f"unknown bench group(s) {', '.join(map(repr, bad))}; expected some of "
+            f"{', '.join(GROUPS + OPT_IN_GROUPS)}"
         )
     if device.startswith("cuda"):
         import torch
@@ -165,7 +167,7 @@ def run_bench(*, quick: bool = False, device: str = "cpu", out: str | os.PathLik
     b.results["machine"]["clock"] = _CLOCK["name"]
     t0 = time.perf_counter()
     with _one_thread():
-        for g in GROUPS:
+        for g in GROUPS + OPT_IN_GROUPS:
             if g not in groups:
                 continue
             _log(f"group {g}")
@@ -179,6 +181,8 @@ def run_bench(*, quick: bool = False, device: str = "cpu", out: str | os.PathLik
                 bench_svm_curve(b)
             elif g == "startup":
                 bench_startup(b)
+            elif g == "profiles":
+                bench_profiles(b)
             else:
                 bench_catalogue(b)
             write_outputs(b)  # after every group: an interrupted bench keeps what finished
