@@ -225,6 +225,35 @@ def edge_optimum(alpha: np.ndarray, beta: np.ndarray, n_pos: int, n_neg: int) ->
     return theta if abs(theta) <= THETA_MAX else None
 
 
+def _edge_optima(alpha: np.ndarray, beta: np.ndarray, n_pos: int, n_neg: int) -> np.ndarray:
+    """``edge_optimum(alpha[b], beta[b], n_pos, n_neg)`` (nan for None) for a block of draws (B, d) at
+    once: the same point sequences with repeated copies of the left end in place of the kinks and crossings
+    a draw does not have (repeats add zero steps to F's sequence and change neither its minimiser nor the
+    test), the same elementwise arithmetic, so the same decisions (tested against the scalar function)."""
+    B = len(alpha)
+    delta = beta - alpha
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kinks = -alpha / delta
+    kinks = np.where((delta != 0) & (kinks > _S_LO) & (kinks < _S_HI), kinks, _S_LO)
+    pts = np.sort(np.concatenate((np.full((B, 1), _S_LO), np.full((B, 1), _S_HI), kinks), axis=1), axis=1)
+    h_star = float(np.log(n_pos / n_neg))
+    r = np.maximum(alpha[:, None, :] + pts[:, :, None] * delta[:, None, :], 0.0).sum(2) - h_star
+    lo, hi, rl, rh = pts[:, :-1], pts[:, 1:], r[:, :-1], r[:, 1:]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cross = np.where(rl * rh < 0, lo + (hi - lo) * rl / (rl - rh), _S_LO)
+    s = np.sort(np.concatenate((pts, cross), axis=1), axis=1)
+    h = np.maximum(alpha[:, None, :] + s[:, :, None] * delta[:, None, :], 0.0).sum(2)
+    F = n_pos * LOSS_NP["logistic"](h) + n_neg * LOSS_NP["logistic"](-h)
+    k = np.argmin(F, axis=1)
+    dF = np.diff(F, axis=1)
+    flat = 1e-12 * np.max(np.abs(F), axis=1, keepdims=True)
+    before = np.arange(dF.shape[1])[None, :] < k[:, None]
+    unimodal = ~np.any((before & (dF > flat)) | (~before & (dF < -flat)), axis=1)
+    sk = s[np.arange(B), k]
+    theta = np.log(sk) - np.log1p(-sk)
+    return np.where(unimodal & (np.abs(theta) <= THETA_MAX), theta, np.nan)
+
+
 def _place_masked(E: np.ndarray, gh: np.ndarray, hU: np.ndarray, Y: np.ndarray, T: int) -> np.ndarray | None:
     """Tokens X (n, T, d): a = E[0], b = E[1], then one direction E[k] per masked token, signed and scaled so
     that y_i ∇h(u)·(c − u) ≤ −MASK_MARGIN at every grid point u of the (a, b) edge (∇h(u)·u = h(u): ReLU is
@@ -278,13 +307,14 @@ def coupled_selection(rng: np.random.Generator, d: int, n_pos: int, n_neg: int, 
                                 f"got T = {T}, d = {d}")
     Y = np.array([1.0] * n_pos + [-1.0] * n_neg)
     sig = 1.0 / (1.0 + np.exp(-_GRID))
-    for attempt in range(1, max_attempts + 1):
-        E = np.linalg.qr(rng.standard_normal((d, d)))[0].T  # orthonormal rows
+    per = 2 * d * d + d  # normals per attempt: the rotation's d × d, V's d × d, z's d (in this order)
+    for attempt, raw, settle in _attempts(rng, per, max_attempts, lambda raw: _pretest(raw, d, n_pos, n_neg)):
+        E = np.linalg.qr(raw[: d * d].reshape(d, d))[0].T  # orthonormal rows
         a, b = E[0], E[1]
-        V = rng.standard_normal((d, d)) / np.sqrt(d)
-        z = rng.standard_normal(d)
+        V = raw[d * d: 2 * d * d].reshape(d, d) / np.sqrt(d)
+        z = raw[2 * d * d:].copy()
         z /= np.linalg.norm(z)
-        theta = edge_optimum(a @ V, b @ V, n_pos, n_neg)  # rule (1), the cheap test first
+        theta = edge_optimum(a @ V, b @ V, n_pos, n_neg)  # rule (1) (the pre-test dropped most failures)
         if theta is None:
             continue
         ustar = (1 - 1 / (1 + np.exp(-theta))) * a + b / (1 + np.exp(-theta))
@@ -300,6 +330,50 @@ def coupled_selection(rng: np.random.Generator, d: int, n_pos: int, n_neg: int, 
         if not fp.unique or fp.curvature < DESIGN_CURVATURE:
             continue
         msk = tuple(np.arange(2, T) for _ in range(n))
+        settle()
         return CoupledInstance(data, V, theta, sel, msk, attempt)
     raise InvalidInputError(f"coupled_selection found no qualifying draw in {max_attempts} attempts "
                             f"(d = {d}, n_pos = {n_pos}, n_neg = {n_neg}, T = {T})")
+
+
+#: Draws examined per block by :func:`_attempts` (rule (1) is decided for a whole block at once).
+_BLOCK = 64
+
+
+def _pretest(raw: np.ndarray, d: int, n_pos: int, n_neg: int) -> np.ndarray:
+    """Which draws of a block (B, 2d² + d) of raw attempts can pass rules (1) and (2): rule (1) exactly
+    (:func:`_edge_optima` on (α, β) = (V^T a, V^T b), computed as the one-draw code computes them,
+    np.linalg.qr per matrix and a @ V: bit for bit the same, tested), rule (2) with a 1e-9 relative slack,
+    so that a draw it drops is one the exact test drops too (the one-draw code decides every draw let
+    through)."""
+    B = len(raw)
+    E = np.swapaxes(np.linalg.qr(raw[:, : d * d].reshape(B, d, d))[0], -1, -2)
+    V = raw[:, d * d: 2 * d * d].reshape(B, d, d) / np.sqrt(d)
+    a, b = E[:, :1], E[:, 1:2]  # (B, 1, d)
+    theta = _edge_optima(np.matmul(a, V)[:, 0], np.matmul(b, V)[:, 0], n_pos, n_neg)
+    ok = ~np.isnan(theta)
+    sig = 1 / (1 + np.exp(-np.where(ok, theta, 0.0)))[:, None, None]
+    ustar = (1 - sig) * a + sig * b
+    pre = np.abs(np.matmul(ustar, V)[:, 0]).min(1)
+    return ok & (pre >= (1 - 1e-9) * KINK_MARGIN * np.linalg.norm(ustar[:, 0], axis=1) / np.sqrt(d))
+
+
+def _attempts(rng: np.random.Generator, per: int, max_attempts: int, keep):
+    """Yield (attempt number, its ``per`` standard normals, settle) for the draws that ``keep`` (a vectorised
+    pre-test on a (B, per) block) lets through, in order, exactly as if each attempt had drawn its normals
+    one after another: a block is drawn ahead (numpy's Generator fills an array with the same normals as
+    successive draws, tested), and ``settle()`` re-positions the generator after the attempt yielded, so a
+    caller that accepts attempt k and calls it leaves ``rng`` where k sequential draws would have left it."""
+    done = 0
+    while done < max_attempts:
+        B = min(_BLOCK, max_attempts - done)
+        state = rng.bit_generator.state
+        raw = rng.standard_normal(B * per).reshape(B, per)
+        for j in np.nonzero(keep(raw))[0]:
+
+            def settle(j=j, state=state):
+                rng.bit_generator.state = state
+                rng.standard_normal((j + 1) * per)
+
+            yield done + j + 1, raw[j], settle
+        done += B

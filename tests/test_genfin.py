@@ -118,6 +118,39 @@ def test_edge_optimum_agrees_with_a_fine_grid():
     assert min(seen.values()) >= 50  # both verdicts exercised
 
 
+def test_block_pretest_decides_rule_one_exactly_and_keeps_the_stream():
+    """The vectorised pre-test of coupled_selection: rule (1) decided per block gives the one-draw
+    decision and θ⋆ bit for bit on 2000 draws, rule (2) never drops a draw the exact test keeps, and drawing
+    ahead leaves the generator where one-by-one draws leave it."""
+    from numerics.genfin import KINK_MARGIN, _attempts, _edge_optima, _pretest
+
+    for d in (6, 8, 10, 12):
+        rng = np.random.default_rng(d)
+        per = 2 * d * d + d
+        raw = rng.standard_normal((500, per))
+        E = np.linalg.qr(raw[:, : d * d].reshape(-1, d, d))[0]
+        V = raw[:, d * d: 2 * d * d].reshape(-1, d, d) / np.sqrt(d)
+        al = np.stack([E[i].T[0] @ V[i] for i in range(500)])
+        be = np.stack([E[i].T[1] @ V[i] for i in range(500)])
+        th = _edge_optima(al, be, 3, 1)
+        one = [edge_optimum(al[i], be[i], 3, 1) for i in range(500)]
+        assert [t is None for t in one] == list(np.isnan(th))
+        assert all(t is None or t == th[i] for i, t in enumerate(one))
+        keep = _pretest(raw, d, 3, 1)
+        for i in np.nonzero(~np.isnan(th) & ~keep)[0]:  # dropped by rule (2): the exact test drops it too
+            s = 1 / (1 + np.exp(-one[i]))
+            u = (1 - s) * E[i].T[0] + s * E[i].T[1]
+            assert np.min(np.abs(u @ V[i])) < KINK_MARGIN * np.linalg.norm(u) / np.sqrt(d)
+        assert 0 < keep.sum() < (~np.isnan(th)).sum()
+    a, b = np.random.default_rng(1), np.random.default_rng(1)
+    gen = _attempts(a, 5, 200, lambda r: r[:, 0] > 1.5)
+    for _ in range(4):
+        attempt, raw_k, settle = next(gen)
+    settle()
+    seq = [b.standard_normal(5) for _ in range(attempt)]
+    assert np.array_equal(seq[-1], raw_k) and a.random() == b.random()
+
+
 def test_coupled_selection_is_reproducible():
     a = coupled_selection(np.random.default_rng(7), 6, 2, 1)
     b = coupled_selection(np.random.default_rng(7), 6, 2, 1)
