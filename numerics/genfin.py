@@ -116,24 +116,34 @@ def fin_basis(data: AttentionData, selected) -> np.ndarray:
 
 
 def _restricted(data, V, selected, basis, loss):
-    """L_O and its gradient in the coordinates β of W = Σ_k β_k B_k."""
-    ex = [(i, np.asarray(O)) for i, O in enumerate(selected) if len(O) >= 2]
-    n = data.n
+    """L_O and its gradient in the coordinates β of W = Σ_k β_k B_k (examples with the same |O_i| evaluated
+    together)."""
+    groups: dict[int, list[int]] = {}
+    for i, O in enumerate(selected):
+        if len(O) >= 2:
+            groups.setdefault(len(O), []).append(i)
+    parts = []
+    for idx in groups.values():
+        ii = np.array(idx)
+        Os = np.array([np.asarray(selected[i]) for i in idx])  # (g, k)
+        parts.append((data.X[ii[:, None], Os], data.Z[ii], data.Y[ii]))  # Xo (g, k, d), z (g, d), y (g,)
+    n, ell, dell = data.n, LOSS_NP[loss], LOSS_DERIV_NP[loss]
 
     def f(beta):
         W = np.einsum("k,kde->de", beta, basis)
         val, G = 0.0, np.zeros_like(W)
-        for i, O in ex:
-            Xo, z, y = data.X[i, O], data.Z[i], data.Y[i]
-            lg = Xo @ W @ z
-            s = np.exp(lg - lg.max())
-            s /= s.sum()
-            u = s @ Xo
-            m = y * relu_head(V, u)
-            val += float(LOSS_NP[loss](m))
-            gam = y * (Xo @ relu_head_grad(V, u))  # γ_t = y x_t^T ∇h(u)
-            c = float(LOSS_DERIV_NP[loss](m)) * s * (gam - s @ gam)  # ℓ'·(diag s − s s^T) γ
-            G += np.outer(Xo.T @ c, z)
+        for Xo, z, y in parts:
+            lg = np.einsum("gkd,gd->gk", Xo, z @ W.T)  # x_it^T W z_i
+            s = np.exp(lg - lg.max(1, keepdims=True))
+            s /= s.sum(1, keepdims=True)
+            u = np.einsum("gk,gkd->gd", s, Xo)
+            pre = u @ V
+            m = y * np.maximum(pre, 0.0).sum(1)  # y_i h(u_i)
+            val += float(ell(m).sum())
+            gh = (pre > 0).astype(float) @ V.T  # ∇h(u_i)
+            gam = y[:, None] * np.einsum("gkd,gd->gk", Xo, gh)  # γ_t = y x_t^T ∇h(u)
+            c = dell(m)[:, None] * s * (gam - (s * gam).sum(1, keepdims=True))  # ℓ'·(diag s − s s^T) γ
+            G += np.einsum("gkd,gk,ge->de", Xo, c, z)
         return val / n, np.einsum("kde,de->k", basis, G) / n
 
     return f
