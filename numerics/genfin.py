@@ -216,30 +216,14 @@ def edge_optimum(alpha: np.ndarray, beta: np.ndarray, n_pos: int, n_neg: int) ->
     >>> round(th, 12) == round(float(np.log((1 - np.log(2)) / (1 + np.log(2)))), 12)
     True
     """
-    delta = beta - alpha
-    nz = delta != 0
-    kinks = -alpha[nz] / delta[nz]
-    pts = np.unique(np.concatenate(([_S_LO, _S_HI], kinks[(kinks > _S_LO) & (kinks < _S_HI)])))
-    h_star = float(np.log(n_pos / n_neg))
-    r = np.maximum(alpha + pts[:, None] * delta, 0.0).sum(1) - h_star
-    j = np.nonzero(r[:-1] * r[1:] < 0)[0]  # h is linear on [pts[j], pts[j + 1]] and crosses h⋆ inside it
-    s = np.sort(np.concatenate((pts, pts[j] + (pts[j + 1] - pts[j]) * r[j] / (r[j] - r[j + 1]))))
-    h = np.maximum(alpha + s[:, None] * delta, 0.0).sum(1)
-    F = n_pos * LOSS_NP["logistic"](h) + n_neg * LOSS_NP["logistic"](-h)
-    k = int(np.argmin(F))
-    dF = np.diff(F)
-    flat = 1e-12 * float(np.max(np.abs(F)))  # rounding, not a second mode
-    if np.any(dF[:k] > flat) or np.any(dF[k:] < -flat):
-        return None
-    theta = float(np.log(s[k]) - np.log1p(-s[k]))
-    return theta if abs(theta) <= THETA_MAX else None
+    th = float(_edge_optima(np.atleast_2d(alpha), np.atleast_2d(beta), n_pos, n_neg)[0])
+    return None if np.isnan(th) else th
 
 
 def _edge_optima(alpha: np.ndarray, beta: np.ndarray, n_pos: int, n_neg: int) -> np.ndarray:
-    """``edge_optimum(alpha[b], beta[b], n_pos, n_neg)`` (nan for None) for a block of draws (B, d) at
-    once: the same point sequences with repeated copies of the left end in place of the kinks and crossings
-    a draw does not have (repeats add zero steps to F's sequence and change neither its minimiser nor the
-    test), the same elementwise arithmetic, so the same decisions (tested against the scalar function)."""
+    """:func:`edge_optimum` for a block of draws (B, d) at once (nan for None). Draws have different numbers
+    of kinks in range and of crossings; the missing ones are filled with copies of the left end of the range,
+    which add zero steps to F's sequence and change neither its minimiser nor the unimodality test."""
     B = len(alpha)
     delta = beta - alpha
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -351,11 +335,10 @@ _BLOCK = 64
 
 
 def _pretest(raw: np.ndarray, d: int, n_pos: int, n_neg: int) -> np.ndarray:
-    """Which draws of a block (B, 2d² + d) of raw attempts can pass rules (1) and (2): rule (1) exactly
-    (:func:`_edge_optima` on (α, β) = (V^T a, V^T b), computed as the one-draw code computes them,
-    np.linalg.qr per matrix and a @ V: bit for bit the same, tested), rule (2) with a 1e-9 relative slack,
-    so that a draw it drops is one the exact test drops too (the one-draw code decides every draw let
-    through)."""
+    """Which draws of a block (B, 2d² + d) of raw attempts can pass rules (1) and (2): a cheap filter ahead of
+    the one-draw code, which decides every draw it lets through. Rule (1) as :func:`edge_optimum` decides it
+    (on (α, β) from a batched QR and matmul), rule (2) with a 1e-9 relative slack, so that no draw the
+    one-draw rules keep is dropped (tested)."""
     B = len(raw)
     E = np.swapaxes(np.linalg.qr(raw[:, : d * d].reshape(B, d, d))[0], -1, -2)
     V = raw[:, d * d: 2 * d * d].reshape(B, d, d) / np.sqrt(d)
