@@ -101,8 +101,8 @@ def _error_like(name: str) -> bool:
 
 def _plain_log_labels(ax: Any) -> None:
     """Plain-text tick labels ("0.001", "1e-05") on log and symlog axes instead of matplotlib's mathtext ones
-    ($10^{-5}$): the same ticks, and laying out mathtext was ~40 % of the time a figure took (text metrics of
-    every label, twice: tight_layout and savefig), a few seconds of every check run."""
+    ($10^{-5}$): the same ticks, and laying out mathtext was ~20 % of the time a figure took (text metrics of
+    every label, twice: tight_layout and savefig; 64 quick-profile figures 10.7 → 8.7 s of CPU)."""
     from matplotlib.ticker import LogFormatter
 
     for axis in (ax.xaxis, ax.yaxis):
