@@ -200,12 +200,11 @@ class Theorem:
     finding_seen: ClassVar[dict[tuple[str, int], tuple[int, ...]]] = {}
     #: metric plotted per instance in the report figure (defaults to the first numeric metric)
     plot_metric: ClassVar[str | None] = None
-    #: Numeric components the check relies on, by name from ``numerics.sabotage.COMPONENTS`` ("gd",
-    #: "kq-gd", "regpath", "prompt-gd", "prompt-path", "seq-gd", "vp-path", "gradient", "softmax",
-    #: "causal-mask",
-    #: "optimal-token", "svm-fro", "svm-nuc", "certificate", "rank"). ``attnsvm power`` runs the theorem
-    #: under every sabotage of these components and expects each to change its verdict (README, "Power
-    #: analysis"). Empty: nothing numeric to sabotage (e.g. a symbolic check).
+    #: Numeric components the check relies on, by name from ``numerics.sabotage.COMPONENTS`` ("gd", "kq-gd",
+    #: "regpath", "prompt-gd", "prompt-path", "seq-gd", "vp-path", "gradient", "softmax", "causal-mask",
+    #: "optimal-token", "svm-fro", "svm-nuc", "certificate", "rank"). ``attnsvm power`` runs the theorem under
+    #: every sabotage of these components and expects each to change its verdict (README, "Power analysis").
+    #: Empty: nothing numeric to sabotage (e.g. a symbolic check).
     depends_on: ClassVar[tuple[str, ...]] = ()
     #: Predictions (names of ``check_*`` methods) that certify the numerics the hypotheses are computed from,
     #: e.g. ``("is_gradient_descent",)`` where a hypothesis reads GD's output (its final token selection).

@@ -26,9 +26,8 @@ PARAMS = ("W", "KQ")
 #: the radius: every projected step that leaves the ball lands exactly on it (up to rounding).
 ACTIVE_RTOL = 1e-8
 
-#: Floor of the computed ||G||_F^2 = c^T M c, relative to its rounding-error bound
-#: eps * max|M| * ||c||_1^2 (with max |c| = 1, ||c||_1 <= nT): below it the gradient is zero at working
-#: precision, and the floor keeps
+#: Floor of the computed ||G||_F^2 = c^T M c, relative to its rounding-error bound eps * max|M| * ||c||_1^2
+#: (with max |c| = 1, ||c||_1 <= nT): below it the gradient is zero at working precision, and the floor keeps
 #: the normalised step bounded by lr instead of dividing rounding noise by rounding noise.
 NORM_FLOOR_FACTOR = 64.0
 

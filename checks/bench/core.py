@@ -47,13 +47,12 @@ GD_FRESH_TARGET = 150.0
 #: 0.98 is the issue's threshold for "same final direction".
 GD_CORR_MIN = 0.98
 
-#: Step sizes of the agreement/timing run. 2000 steps of 0.02 (W) keep ||W||_F <= 40, where the softmax is
-#: not yet saturated to round-off: the float64 gradient direction is still accurate in both codes, so
-#: their iterates agree to ~1e-10. At lr = 0.1 both reach ||W|| ~ 130, the computed gradient direction
-#: becomes round-off (cancellation in s_t (gamma_t - s^T gamma)) and the two trajectories separate
-#: chaotically (W: corr 0.975-0.99 at step 2000; (K, Q) at lr 0.02: corr down to 0.88) — a property of the
-#: problem, not a bug of either code.
-#: The time per step does not depend on lr.
+#: Step sizes of the agreement/timing run. 2000 steps of 0.02 (W) keep ||W||_F <= 40, where the softmax is not
+#: yet saturated to round-off: the float64 gradient direction is still accurate in both codes, so their
+#: iterates agree to ~1e-10. At lr = 0.1 both reach ||W|| ~ 130, the computed gradient direction becomes
+#: round-off (cancellation in s_t (gamma_t - s^T gamma)) and the two trajectories separate chaotically (W:
+#: corr 0.975-0.99 at step 2000; (K, Q) at lr 0.02: corr down to 0.88) — a property of the problem, not a bug
+#: of either code. The time per step does not depend on lr.
 GD_LR = {"W": 0.02, "KQ": 0.005}
 #: (For (K, Q) ||W|| = ||K Q^T|| grows quadratically in the steps: lr 0.005 keeps ||W|| <= ~80.)
 

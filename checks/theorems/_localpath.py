@@ -73,18 +73,14 @@ RES_RTOL = 1e-10
 #: Radii needed to judge (the final value and a last ratio need two; three give a trend).
 MIN_RESOLVED = 3
 #: A candidate of the cone ∩ ball with a loss lower than the path's by more than this relative amount shows
-#: the
-#: path missed the constrained minimiser (far above float64 loss rounding, far below any real gap).
+#: the path missed the constrained minimiser (far above float64 loss rounding, far below any real gap).
 CAND_RTOL = 1e-9
 #: "Inside the cone" up to rounding (corr of 6×6 float64 matrices is exact to ~1e-15).
 CONE_RTOL = 1e-12
 #: The asymptotic regime holds at M when δ⁺·M ≥ REGIME_MIN (the higher-scoring tokens' share e^{−δ⁺M} ≤ 1e-7).
-#: A
-#: stall (last ratio > SHRINK_MAX) is judged on the last two resolved radii, so both must be in the regime;
-#: before
-#: that it is undecided, not refuted (full profile, seed 0: rp-w-local 16, δ⁺ = 0.505, the loss resolved only
-#: to
-#: M = 16; rp-kq-local 22, δ⁺ = 0.69, on the boundary to M = 16 and leaving it at 32).
+#: A stall (last ratio > SHRINK_MAX) is judged on the last two resolved radii, so both must be in the regime;
+#: before that it is undecided, not refuted (full profile, seed 0: rp-w-local 16, δ⁺ = 0.505, the loss
+#: resolved only to M = 16; rp-kq-local 22, δ⁺ = 0.69, on the boundary to M = 16 and leaving it at 32).
 REGIME_MIN = 16.0
 #: The family draws up to this many (data, α) before giving up (then the instance is vacuous).
 FAMILY_TRIES = 40

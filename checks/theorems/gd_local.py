@@ -68,12 +68,10 @@ FALL_FACTOR = 10.0
 #: Final directional threshold (issue 14): 1 − corr(W(end), W^mm_α) < 1e-3 (measured ≤ 5.5e-4 at this budget).
 CORR_ERR_MAX = 1e-3
 #: A run that has not reached the ten-fold fall is inconclusive (too slow for the budget) only while it
-#: visibly
-#: converges: 1 − corr non-increasing at every recorded step, fallen ≥ PROGRESS_MIN× overall and ≥ TAIL_FALL×
-#: over
-#: the second half. Anything else (a no-op optimiser: 1×; a plateau; a rise) refutes. No constructed instance
-#: needs this (all fall ≥ 18×); on the digits (n = 60) the finite part of the GD iterate is large and the
-#: 2000-step run falls only ≈ 1.8× (1.25× over the second half), still falling.
+#: visibly converges: 1 − corr non-increasing at every recorded step, fallen ≥ PROGRESS_MIN× overall and ≥
+#: TAIL_FALL× over the second half. Anything else (a no-op optimiser: 1×; a plateau; a rise) refutes. No
+#: constructed instance needs this (all fall ≥ 18×); on the digits (n = 60) the finite part of the GD iterate
+#: is large and the 2000-step run falls only ≈ 1.8× (1.25× over the second half), still falling.
 PROGRESS_MIN, TAIL_FALL = 1.5, 1.2
 #: Rounding slack of "stays in the cone": corr of 8×8 float64 matrices is exact to ~1e-15.
 CONE_RTOL = 1e-12
@@ -89,8 +87,7 @@ SHARE_EXP = 10.0
 #: stay below ~700 (e^{-700} ≈ 1e-304, the float64 floor), so M·GROWTH ≤ 700.
 M_MIN, M_MAX = 40.0, 100.0
 #: Normalised GD: STEPS steps of lr = GROWTH_BUDGET·‖W(0)‖/STEPS, so ‖W‖ can grow to (1 + GROWTH_BUDGET)‖W(0)‖
-#: ≈ 7×
-#: (measured 6.95×): dilution alone then divides the start's 1 − corr by ~49 when the steps point along
+#: ≈ 7× (measured 6.95×): dilution alone then divides the start's 1 − corr by ~49 when the steps point along
 #: W^mm_α.
 GROWTH_BUDGET, STEPS, RECORD = 6.0, 2000, 100
 GROWTH = 1.0 + GROWTH_BUDGET

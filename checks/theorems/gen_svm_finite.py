@@ -79,8 +79,7 @@ FALL_MIN = 1.25
 #: fall.
 FIN_FLOOR = 1e-8
 #: The control is judged only where its exponential-loss optimum is this far (‖·‖_F) from W^fin⋆: ten times
-#: the
-#: convergence threshold, so that a run that meets the claim cannot also meet the control.
+#: the convergence threshold, so that a run that meets the claim cannot also meet the control.
 SEPARATION = 10 * FIN_TOL
 INIT_SCALE = 0.01
 #: Below this curvature of L_O at W^fin⋆ the budget cannot decide: GD's finite part sits ~(masked probability)

@@ -81,8 +81,8 @@ from numerics.svm import solve_joint_vp_svm, solve_p_svm
 from numerics.tokens import corr
 
 #: Radii R of the prompt (the head's radius is r = R² or r = R, see RATE). float64 resolves the p-dependence
-#: of log L only while r e^{−R·margin} ≫
-#: 1e-15 |log L|, i.e. up to R ≈ 20 here; 16 is the largest power of two safely inside.
+#: of log L only while r e^{−R·margin} ≫ 1e-15 |log L|, i.e. up to R ≈ 20 here; 16 is the largest power of two
+#: safely inside.
 RADII = (1.0, 2.0, 4.0, 8.0, 16.0)
 #: Final directional errors allowed at R = 16. Measured on the fixtures: v ≈ 1e-4, p ≈ 2e-4 (tight),
 #: 5e-4 (non-tight); the errors fall like 1/R² — 5e-3 leaves a 10x margin yet stays well under the
@@ -95,8 +95,7 @@ FLOOR = 1e-4
 #: At r = R² the v-sphere's curvature (∝ r = 256 at R = 16) dwarfs the p-dependence of log L (≈ 1e-3), so the
 #: optimiser resolves the p direction less finely: measured 1 − corr(p_R, p^rlx) ≤ 4.5e-4 on tight instances
 #: (non-monotone 7e-5 → 1.9e-4 between R = 4 and 16), where the limit is reached. Errors below RATE_FLOOR
-#: count as
-#: converged regardless of trend; 1e-3 stays 5x below P_TOL and 10x below the control's separation (≥
+#: count as converged regardless of trend; 1e-3 stays 5x below P_TOL and 10x below the control's separation (≥
 #: 2·P_TOL).
 RATE_FLOOR = 1e-3
 #: Budget rule: float64 caps the radius at 16 (see RADII). A p error above P_TOL that is below SLOW_TOL

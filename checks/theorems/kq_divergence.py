@@ -98,16 +98,14 @@ RATE_MIN = 0.5
 #: sampled scales; solves accurate to ~1e-13).
 TANGENT_RTOL = 1e-9
 #: Production (K, Q)-gradient inner product vs the exact log-space value (numerics.tolerances.GRAD_RTOL),
-#: judged
-#: where the value is above float64's floor (FLOAT_FLOOR × ‖W^mm‖).
+#: judged where the value is above float64's floor (FLOAT_FLOOR × ‖W^mm‖).
 GRAD_RTOL = tol.GRAD_RTOL
 FLOAT_FLOOR = 1e-250
 #: The chain-rule comparison is judged where |⟨∇L(W), W^mm⟩| ≥ JUDGE_RATIO × (‖∇_K L‖‖A‖ + ‖∇_Q L‖‖B‖): the
-#: float
-#: closed form errs by ~1e-14 of that Cauchy–Schwarz scale (O(nTd) roundings), so there GRAD_RTOL relative
-#: accuracy is
-#: meaningful; below it the inner product is a cancellation of much larger terms (saturated softmax at large
-#: ‖K‖, ‖Q‖: measured relative errors up to 200 at |value|/scale ~ 1e-16) and is not judged (counted).
+#: float closed form errs by ~1e-14 of that Cauchy–Schwarz scale (O(nTd) roundings), so there GRAD_RTOL
+#: relative accuracy is meaningful; below it the inner product is a cancellation of much larger terms
+#: (saturated softmax at large ‖K‖, ‖Q‖: measured relative errors up to 200 at |value|/scale ~ 1e-16) and is
+#: not judged (counted).
 JUDGE_RATIO = 1e-6
 #: Sampled (K, Q): Gaussian entries at these scales.
 KQ_SCALES = (0.3, 1.0, 3.0)
@@ -230,9 +228,8 @@ class KQDivergence(Theorem):
             for c, j in enumerate(idx):
                 inst = instances[j]
                 # fidelity at the start and the first checkpoint (k = S/64): the gradient is still resolvable
-                # there
-                # also on the control's data, whose GD reaches a stationary point (a step of rounding noise)
-                # later
+                # there also on the control's data, whose GD reaches a stationary point (a step of rounding
+                # noise) later
                 states[j].update(
                     K=Ks[:, c],
                     Q=Qs[:, c],

@@ -99,8 +99,8 @@ PROFILES = {
 #: "Still rising" (the budget, not the claim, is short) needs the second half's rise to cover at least this
 #: fraction of the remaining distance to the target: a plateau that creeps up by 1e-5 is not on its way (with
 #: the weight decay the direction settles: under the true claim no instance needs the excuse, and the
-#: control's
-#: Frobenius correlations, flat at s ± 0.01, crept up by < 1e-3 and were left undecided without this rule).
+#: control's Frobenius correlations, flat at s ± 0.01, crept up by < 1e-3 and were left undecided without this
+#: rule).
 RISE_FRAC = 0.1
 
 

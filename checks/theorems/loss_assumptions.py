@@ -147,9 +147,8 @@ class LossAssumptions(Theorem):
             return LossInstance(family, LOSSES[family], 10)  # theory's default B
         if family == "logistic":
             # theory.losses.assumption_a on log(1 + e^{-c u}), c != 1, is not usable: sympy's extrema take up
-            # to
-            # minutes or raise TypeError (e.g. c = 7/3, B = 5), so the logistic family varies only B, over a
-            # small set whose proofs are cached per process.
+            # to minutes or raise TypeError (e.g. c = 7/3, B = 5), so the logistic family varies only B, over
+            # a small set whose proofs are cached per process.
             return LossInstance("logistic", LOSSES["logistic"], int(rng.choice(LOGISTIC_B)))
         c = _rational(rng, 0.5, 3.0)
         return LossInstance(f"{family}(c u), c = {c}", LOSSES[family].xreplace({U: c * U}), B)

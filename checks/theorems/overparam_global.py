@@ -75,14 +75,12 @@ GAP_MAX = 0.01
 #: converges elsewhere (measured: every such run at d ≥ 3 had selected tokens other than opt).
 NEAR_MAX = 0.1
 #: "Falling": the second half never rises by more than TREND_SLACK (relative, GD zig-zag) and falls by at
-#: least
-#: FALL_FRAC of the remaining distance to GAP_MAX (a plateau creeping down by 1e-6 is not on its way).
+#: least FALL_FRAC of the remaining distance to GAP_MAX (a plateau creeping down by 1e-6 is not on its way).
 TREND_SLACK, FALL_FRAC = 1e-3, 0.1
 #: Conditioned sample size: fewer feasible runs than this at either d leaves the instance vacuous.
 MIN_FEASIBLE = 16
 #: Progress: the median run's ‖W(end)‖ ≥ NORM_GROWTH_MIN ‖W(0)‖ (measured, full profile: ≥ 160× at d ∈ {3,
-#: 16};
-#: the slowest single run at d = 2 grew 4.7×, hence the median; a no-op optimiser: 1×).
+#: 16}; the slowest single run at d = 2 grew 4.7×, hence the median; a no-op optimiser: 1×).
 NORM_GROWTH_MIN = 4.0
 
 PROFILES = {

@@ -79,8 +79,7 @@ SIZES = ((2, 3), (3, 3), (2, 4))
 GENERIC_RTOL = 1e-9
 #: The solver's W^mm must equal A^T λ to this relative Frobenius error: both are float64 answers of the same
 #: strictly convex program, the solver's KKT residuals are certified to numerics.tolerances.KKT_TOL = 1e-6,
-#: and a
-#: 1.05·W answer is off by 5e-2.
+#: and a 1.05·W answer is off by 5e-2.
 CF_RTOL = 1e-5
 #: Fresh datasets per C for the reported rate (closed form only: ~1 ms each).
 RATE_DRAWS = 8

@@ -73,9 +73,9 @@ D = 6
 STEP_RTOL = 1e-11
 #: Whole recorded trajectories (independent runs of the two models). The induction step above is exact; the
 #: trajectories are compared only to show the rounding did not amplify: normalised GD here contracts in
-#: direction
-#: (measured differences ≤ 6e-15 relative over 2000 steps); 1e-8 is far above that and far below the control's
-#: gap. A trajectory mismatch while the one-step identity holds is amplified rounding: undecided, not refuted.
+#: direction (measured differences ≤ 6e-15 relative over 2000 steps); 1e-8 is far above that and far below the
+#: control's gap. A trajectory mismatch while the one-step identity holds is amplified rounding: undecided,
+#: not refuted.
 TRAJ_RTOL = 1e-8
 #: The off-family part W(k)(I − P_p) is W(0)(I − P_p) plus accumulated rounding of STEPS rank-one updates
 #: (additive, no feedback: it never enters the logits): ≤ STEPS × few ulps × ‖W(k)‖ ≈ 1e-12 relative.

@@ -87,8 +87,7 @@ KINK_MIN = 1e-3
 MAX_DRAWS = 60
 RESTARTS, STEPS, LR = 6, 400, 0.05
 #: Stationarity: ratio ≤ STAT_TOL·R (module docstring; the schedule ends within lr/steps ≈ 1.25e-4 rad;
-#: measured
-#: ratios 0.002 – 0.04 at R = 128, i.e. ≤ 3e-4·R; a random start has ≈ 0.3·R).
+#: measured ratios 0.002 – 0.04 at R = 128, i.e. ≤ 3e-4·R; a random start has ≈ 0.3·R).
 STAT_TOL = 1e-3
 #: E may not be beaten by the target's ball point by more than this relative amount (p_rp_path.CAND_RTOL).
 CAND_RTOL = 1e-3

@@ -105,22 +105,17 @@ GAMMA3_MAX = 0.85
 PERTURB = 0.05
 RESTARTS, STEPS, LR = 3, 400, 0.05
 #: Stationarity of the path point at the largest radius (≈ its angle to the constrained minimiser; the
-#: schedule
-#: ends within lr/steps ≈ 1.25e-4 rad, measured ≤ 5e-5; a random start is typically ≈ 0.3 rad away).
+#: schedule ends within lr/steps ≈ 1.25e-4 rad, measured ≤ 5e-5; a random start is typically ≈ 0.3 rad away).
 STAT_TOL = 1e-3
 #: E must decrease from one radius to the next, and the target's ball point may not beat the path point by
-#: more
-#: than CAND_RTOL relative: a path point within δ rad of the sphere's minimiser has E larger by ≈ R·q·δ²/2
-#: relative (≤ 1.3e-4 at R = 128, δ = STAT_TOL, margin q ≤ 2), while a path caught in the wrong basin (the
-#: other
-#: α) is beaten by a factor e^{R·Δmargin} — 1e-3 tells the two apart.
+#: more than CAND_RTOL relative: a path point within δ rad of the sphere's minimiser has E larger by ≈
+#: R·q·δ²/2 relative (≤ 1.3e-4 at R = 128, δ = STAT_TOL, margin q ≤ 2), while a path caught in the wrong basin
+#: (the other α) is beaten by a factor e^{R·Δmargin} — 1e-3 tells the two apart.
 CAND_RTOL = 1e-3
 
 #: E must decrease over the judged radii (the large-R half, as rp_w_frobenius.judge_path's trend): at small R
-#: the
-#: ball minimiser may be interior — the sphere's minimum then *rises* with R (full profile, seed 0, local
-#: instances
-#: 31 and 47: E = −2.1e-5, 6.4e-4 at R = 1, 2) — which the theorem, about R → ∞, does not concern.
+#: the ball minimiser may be interior — the sphere's minimum then *rises* with R (full profile, seed 0, local
+#: instances 31 and 47: E = −2.1e-5, 6.4e-4 at R = 1, 2) — which the theorem, about R → ∞, does not concern.
 JUDGED_FROM = len(RADII) // 2 - 1
 #: The local cone's inner radius (C_{μ,R0}); every judged radius (R ≥ 8) lies beyond it.
 R0_LOCAL = 4.0

@@ -292,8 +292,7 @@ class PSvmGDControl(_PromptBase):
         return self._local_fixture(rng, 0.9)
 
     #: the control drops local optimality (None removes the inherited hypothesis) and tests its negation at
-    #: the
-    #: boundary: a support token of p^mm_α ties with α
+    #: the boundary: a support token of p^mm_α ties with α
     assume_locally_optimal = None
 
     def assume_tied_support_token(self, inst, state, ctx):

@@ -48,24 +48,20 @@ from ._localpath import LocalPathBase
 from ._paths import NUC_RATIO_MIN, NUC_RATIO_SLACK, judge_nuclear_ratio, nuclear_ratio
 
 #: The (K, Q) cone is a little wider than rp-w-local's (threshold μ/4 = 3.75e-3): the factored path's 1 − corr
-#: at
-#: M = 32, the largest radius where the loss resolves, is 2.6e-3–4.5e-3 on ~20 % of the full profile with μ =
-#: 0.01
-#: (still shrinking ×0.26–0.45 per doubling, the next doubling beyond float64): inconclusive at μ/4 = 2.5e-3.
+#: at M = 32, the largest radius where the loss resolves, is 2.6e-3–4.5e-3 on ~20 % of the full profile with μ
+#: = 0.01 (still shrinking ×0.26–0.45 per doubling, the next doubling beyond float64): inconclusive at μ/4 =
+#: 2.5e-3.
 MU_KQ = 0.015
 
 #: The larger profiles give the factored path rp-kq-nuclear's budget (1500 steps, 4 restarts per radius): at
-#: the
-#: quick budget (500, 2) the full profile left 7 of 38 decidable instances with a path that provably missed
-#: the
-#: constrained minimiser and one with unbalanced factors (‖KQ^T‖_⋆/R = 0.79; seed 0, instance 37).
+#: the quick budget (500, 2) the full profile left 7 of 38 decidable instances with a path that provably
+#: missed the constrained minimiser and one with unbalanced factors (‖KQ^T‖_⋆/R = 0.79; seed 0, instance 37).
 BIG_BUDGET = {"path_steps": 1500, "restarts": 4}
 PROFILES = {
     "quick": Profile(instances=6, min_confirmed=3, batch=6),
     # min_confirmed below rp-w-local's: ~20 % of the family is vacuous here (δ⁺ and local optimality are
-    # decided on
-    # W^mm_⋆,α while the family filters on the Frobenius solution; ~12 % of cones of width 0.015 fail
-    # cone_selects_alpha)
+    # decided on W^mm_⋆,α while the family filters on the Frobenius solution; ~12 % of cones of width 0.015
+    # fail cone_selects_alpha)
     # batch: a block's paths run as one batched path (LocalPathBase.prepare), whose cost is per-step overhead,
     # so large blocks are cheaper (full profile, the 4 local theorems: 34 s CPU in blocks of 16, 26 s in 48)
     "full": Profile(instances=48, min_confirmed=28, batch=48, params=BIG_BUDGET),

@@ -77,15 +77,14 @@ from ._smoothness import smoothness_bound
 #: 1e-9 is two orders above that and far below the ≥ 1.5× an ignored factor would show.
 LIP_RTOL = 1e-9
 #: Production vs independent closed-form gradient: both float64 with O(nTd) roundings; tol.GRAD_RTOL (1e-6) as
-#: in
-#: gradient-closed-form, relative to max(‖∇L‖, GRAD_FLOOR) (GRAD_FLOOR: an O(1)-data gradient far below it is
-#: 0).
+#: in gradient-closed-form, relative to max(‖∇L‖, GRAD_FLOOR) (GRAD_FLOOR: an O(1)-data gradient far below it
+#: is 0).
 GRAD_RTOL = tol.GRAD_RTOL
 GRAD_FLOOR = 1e-12
 #: Descent lemma slack: L is a mean of n softplus values O(1), each exact to a few ulps (~1e-16); the
-#: difference
-#: of two losses and (η/2)‖∇L‖² carry ~1e-15 absolute error. 1e-12 leaves three orders for any BLAS order,
-#: while the lemma's guaranteed decrease on the first steps is ≥ 1e-5 (measured), so a no-op step fails it.
+#: difference of two losses and (η/2)‖∇L‖² carry ~1e-15 absolute error. 1e-12 leaves three orders for any BLAS
+#: order, while the lemma's guaranteed decrease on the first steps is ≥ 1e-5 (measured), so a no-op step fails
+#: it.
 LOSS_ATOL = 1e-12
 #: Plain GD budget: enough steps for the loss to fall measurably; record every step (the lemma is per step).
 STEPS = 150
