@@ -51,6 +51,7 @@ from .gd_common import (
     _check_common,
     _check_m,
     _drive,
+    _init_array,
     _init_tensor,
     _norm_floor,
     _normal,
@@ -296,20 +297,6 @@ def _is_float64(dtype: Any) -> bool:
 
     torch = sys.modules.get("torch")  # a torch dtype can only come from an imported torch
     return torch is not None and dtype is torch.float64
-
-
-def _init_array(a: Any, name: str, shape: tuple[int, ...], R: int) -> np.ndarray:
-    """numpy twin of gd_common._init_tensor (same checks, same messages): (R, *shape) float64, a copy."""
-    if hasattr(a, "detach"):  # a torch tensor (torch is imported already)
-        a = a.detach().cpu().numpy()
-    t = np.asarray(a, dtype=np.float64)
-    if t.shape == shape:
-        t = np.broadcast_to(t, (R, *shape))
-    if t.shape != (R, *shape):
-        raise InvalidInputError(f"init {name} must have shape {(R, *shape)} or {shape}, got {t.shape}")
-    if not np.isfinite(t).all():
-        raise InvalidInputError(f"init {name} contains NaN or Inf")
-    return np.array(t, dtype=np.float64)
 
 
 def _run_kernel_numpy(data, param, steps, lr, normalized, loss, m, init, device, record_every, head, dtype,

@@ -135,17 +135,26 @@ def _normal(shape: tuple[int, ...], R: int, seed: Any) -> torch.Tensor:
     return torch.stack(out)
 
 
+def _init_array(a: Any, name: str, shape: tuple[int, ...], R: int) -> np.ndarray:
+    """An initial parameter as a fresh (R, *shape) float64 array (one ``shape`` array is used for every
+    instance); InvalidInputError for a wrong shape or a non-finite entry. Accepts numpy or torch input."""
+    if hasattr(a, "detach"):  # a torch tensor (torch is imported already)
+        a = a.detach().cpu().numpy()
+    t = np.asarray(a, dtype=np.float64)
+    if t.shape == shape:
+        t = np.broadcast_to(t, (R, *shape))
+    if t.shape != (R, *shape):
+        raise InvalidInputError(f"init {name} must have shape {(R, *shape)} or {shape}, got {t.shape}")
+    if not np.isfinite(t).all():
+        raise InvalidInputError(f"init {name} contains NaN or Inf")
+    return np.array(t, dtype=np.float64)
+
+
 def _init_tensor(a: Any, name: str, shape: tuple[int, ...], R: int, device, dtype) -> torch.Tensor:
+    """:func:`_init_array` as a tensor on ``device`` in ``dtype``."""
     import torch
 
-    t = torch.as_tensor(np.asarray(a.detach().cpu() if isinstance(a, torch.Tensor) else a, dtype=np.float64))
-    if tuple(t.shape) == shape:
-        t = t.expand(R, *shape)
-    if tuple(t.shape) != (R, *shape):
-        raise InvalidInputError(f"init {name} must have shape {(R, *shape)} or {shape}, got {tuple(t.shape)}")
-    if not torch.isfinite(t).all():
-        raise InvalidInputError(f"init {name} contains NaN or Inf")
-    return t.to(device=device, dtype=dtype).clone()
+    return torch.as_tensor(_init_array(a, name, shape, R)).to(device=device, dtype=dtype)
 
 
 def _softmax_rows(lg: torch.Tensor) -> torch.Tensor:
