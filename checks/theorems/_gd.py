@@ -84,6 +84,12 @@ def step_fidelity(data: AttentionData, W: np.ndarray, lr: float, *, normalized: 
     return _corr((np.asarray(W) - nxt).ravel(), independent_grad_W(data, np.asarray(W), V).ravel())
 
 
+def init_fidelity(data: AttentionData, W0: np.ndarray, lr: float, **kw) -> float:
+    """The worse :func:`step_fidelity` of the step from W(0) and from W(0)/‖W(0)‖_F (a small start and a
+    unit-norm one, where saturation and scale bugs differ); ``kw`` as for step_fidelity."""
+    return min(step_fidelity(data, W, lr, **kw) for W in (W0, W0 / np.linalg.norm(W0)))
+
+
 def step_fidelity_kq(
     data: AttentionData,
     K: np.ndarray,

@@ -56,7 +56,7 @@ from numerics.svm import is_locally_optimal, solve_att_svm
 from numerics.tokens import corr, margins, optimal_tokens, scores
 
 from ._cone import boundary_start
-from ._gd import FIDELITY_TOL, judge_fidelity, step_fidelity
+from ._gd import FIDELITY_TOL, init_fidelity, judge_fidelity
 from ._given import draw_candidate, given_metrics, need_head, switched_candidates
 
 #: Cone half-width μ: W(0) starts ON the boundary corr(W(0), W^mm_α) = 1 − μ. 0.01 is the largest μ at which
@@ -208,10 +208,7 @@ class GDLocal(Theorem):
                     st.update(
                         traj=res.W_traj[:, 0],
                         R=R,
-                        fidelity=min(
-                            step_fidelity(data, W, GROWTH_BUDGET * R / STEPS, device=ctx.device)
-                            for W in (W0, W0 / np.linalg.norm(W0))
-                        ),
+                        fidelity=init_fidelity(data, W0, GROWTH_BUDGET * R / STEPS, device=ctx.device),
                     )
             states.append(st)
         return states

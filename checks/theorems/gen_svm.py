@@ -95,7 +95,7 @@ from numerics.genfin import CATALOGUE_CONFIGS, coupled_selection
 from numerics.svm import fit_svmeq, gen_svm, solve_att_svm
 from numerics.tokens import corr, softmax_probs
 
-from ._gd import FIDELITY_TOL, judge_fidelity, step_fidelity
+from ._gd import FIDELITY_TOL, init_fidelity, judge_fidelity
 
 #: The authors' budget (THEORY.md §6: 2001 steps, normalised GD, step 0.1).
 STEPS = AUTHORS.steps
@@ -203,10 +203,7 @@ class _GenBase(Theorem):
                 gs = gen_svm(data, W, kind="W", tau_l=TAU_L)
                 gs_mid = gen_svm(data, W_mid, kind="W", tau_l=TAU_L)
                 one = solve_att_svm(data, np.argmax(softmax_probs(data, W_mid), axis=1))
-                fid = min(
-                    step_fidelity(data, w, LR, V=V, device=ctxs[j].device)
-                    for w in (W0, W0 / np.linalg.norm(W0))
-                )
+                fid = init_fidelity(data, W0, LR, V=V, device=ctxs[j].device)
                 u = np.einsum("itd,it->id", data.X, softmax_probs(data, W))  # (n, d) attention outputs
                 dead = int(np.sum(~np.any(u @ V > 0, axis=1)))  # examples where ∇h(u_i) = 0 (no active unit)
                 states[j] = {"traj": traj, "W": W, "W_mid": W_mid, "gs": gs, "gs_mid": gs_mid, "one": one,

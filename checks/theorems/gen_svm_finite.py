@@ -57,7 +57,7 @@ from numerics import tolerances as tol
 from numerics.genfin import CATALOGUE_CONFIGS, coupled_selection, finite_part
 from numerics.tokens import softmax_probs
 
-from ._gd import FIDELITY_TOL, judge_fidelity, run_relu_gd_padded, step_fidelity
+from ._gd import FIDELITY_TOL, init_fidelity, judge_fidelity, run_relu_gd_padded
 
 #: Plain GD step: the S_fin curvature of L_O is ≤ ~0.05 on this family (ℓ'' ≤ 1/4 times (∂h/∂θ)² ≤ 1/16 times
 #: ‖(b − a) z^T‖² = 2, averaged over n ≥ 3 examples), so η = 5 keeps η·H < 1 there; the loss is checked to
@@ -141,8 +141,7 @@ class _FiniteBase(Theorem):
             p = softmax_probs(data, traj[-1])
             sel = tuple(np.flatnonzero(q > tol.TAU_H) for q in p)
             fp = finite_part(data, V, sel, loss=self.loss_of_prediction)
-            fid = min(step_fidelity(data, w, ETA, normalized=False, V=V, device=ctx.device)
-                      for w in (W0, W0 / np.linalg.norm(W0)))
+            fid = init_fidelity(data, W0, ETA, normalized=False, V=V, device=ctx.device)
             states.append({"traj": traj, "selected": sel, "fp": fp, "fidelity": fid,
                            "p_mid": softmax_probs(data, traj[len(traj) // 2]), "p_end": p})
         return states
