@@ -71,27 +71,25 @@ def bench_profiles(b: Bench) -> None:
 def _profile_run(b: Bench, key: str, profile: str, goal_s: float) -> None:
     """``attnsvm check --profile PROFILE`` (whole catalogue, or CATALOGUE_IDS) in a fresh process: wall time,
     process-tree CPU time and the instance time per theorem, recorded under ``key``."""
-    import resource
-
     run_dir = b.out / f"{key}-run"
     cmd = [sys.executable, "-m", "checks", "check", *CATALOGUE_IDS, "--profile", profile,
            "--out", str(run_dir), "--no-progress"]
     if b.device != "cpu":
         cmd += ["--device", b.device]
     _log(f"{key}: running {' '.join(cmd[1:])}")
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before = _children_cpu()
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=_child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                           check=False)
     wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = _children_cpu() - before
     if proc.returncode not in (0, 1):
         raise InvalidInputError(
             f"the {profile}-profile run failed (exit {proc.returncode}): {proc.stderr[-2000:]}"
         )
     out = _catalogue_from(run_dir / "results.jsonl")
     out["wall_s"] = wall
-    out["cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    out["cpu_s"] = cpu
     out["exit_code"] = proc.returncode
     out["profile"] = profile
     out["load_average"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
@@ -134,18 +132,24 @@ def _wall_min(cmd: list[str], repeats: int) -> float:
     return best
 
 
-def _child_cpu(code: str) -> tuple[float, str]:
-    """CPU time (user + sys) of a fresh ``python -c code`` process, start-up and imports included."""
+def _children_cpu() -> float:
+    """CPU time (user + sys) of this process's finished children so far."""
     import resource
 
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _child_cpu(code: str) -> tuple[float, str]:
+    """CPU time (user + sys) of a fresh ``python -c code`` process, start-up and imports included."""
+    before = _children_cpu()
     proc = subprocess.run(
         [sys.executable, "-c", code], env=_child_env(), capture_output=True, text=True, check=False
     )
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = _children_cpu() - before
     if proc.returncode != 0:
         raise InvalidInputError(f"bench: fresh-process run failed: {proc.stderr[-500:]}")
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), proc.stdout
+    return cpu, proc.stdout
 
 
 def bench_startup(b: Bench) -> None:
