@@ -99,8 +99,13 @@ class TheoremResult:
     max_inconclusive: float = 0.0  # PASS needs inconclusive <= this share of the non-vacuous instances
     #: where the theorem's documented finding was seen, "profile/seed S" -> instances
     finding_seen: dict[str, list[int]] = field(default_factory=dict)
-    #: this run FAILed exactly on documented counterexamples (a subset of finding_seen for its profile/seed)
+    #: this run FAILed only on the documented finding (every refuted instance matches its mechanism, or is
+    #: listed in finding_seen for this profile and seed) and the other instances alone PASS
     known_finding: bool = False
+    #: the refuted instances recognised as the documented finding (by mechanism, or by finding_seen)
+    finding_instances: list[int] = field(default_factory=list)
+    #: the finding is recognised by its mechanism (Theorem.finding_mechanism), on any profile and seed
+    finding_by_mechanism: bool = False
     replay: bool = False  # one instance replayed (--instance): the verdict is that instance's outcome
     #: the theorem's decision rules ({name, rule, value[, plot_metric]}) and paper numbering, for the report
     criteria: list[dict[str, Any]] = field(default_factory=list)
@@ -339,9 +344,10 @@ def aggregate(cls: type[Theorem], results: Sequence[InstanceResult], *, profile:
     assert prof.max_inconclusive is not None  # Theorem.profile fills it in from the default profile
     min_conf, max_inc = (1, 1.0) if replay else (prof.min_confirmed, prof.max_inconclusive)
     verdict = "VACUOUS" if not_applicable else verdict_of(counts, min_conf, max_inc)
-    seen = set(cls.finding_seen.get((profile, int(seed)), ())) if not given_data else set()
+    found = sorted(finding_instances(cls, results, profile=profile, seed=seed)) if not given_data else []
     refuted = {r.instance for r in results if r.outcome == "refuted"}
-    known = bool(verdict == "FAIL" and refuted and refuted <= seen)
+    known = bool(verdict == "FAIL" and refuted and refuted <= set(found)
+                 and _rest_passes(counts, len(found), min_conf, max_inc))
     return TheoremResult(
         id=cls.id, title=cls.title, reference=cls.reference, statement=cls.statement, expected=cls.expected,
         verdict=verdict, counts=counts, hypotheses=hyp_rates, metrics=metrics,
@@ -351,10 +357,37 @@ def aggregate(cls: type[Theorem], results: Sequence[InstanceResult], *, profile:
         reasons=dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:10]), not_applicable=not_applicable,
         finding=cls.finding,
         seconds=float(sum(r.seconds for r in results)), given_data=bool(given_data),
-        max_inconclusive=max_inc, known_finding=known, replay=bool(replay),
+        max_inconclusive=max_inc, known_finding=known, replay=bool(replay), finding_instances=found,
+        finding_by_mechanism=cls.finding_mechanism is not None,
         finding_seen={f"{p}/seed {s_}": list(ks) for (p, s_), ks in cls.finding_seen.items()},
         criteria=[c.to_json() for c in cls.criteria], theorem_number=cls.theorem_number,
     )
+
+
+def finding_instances(cls: type[Theorem], results: Sequence[InstanceResult], *, profile: str,
+                      seed: int) -> set[int]:
+    """The refuted instances that are the theorem's documented finding: those its ``finding_mechanism``
+    recognises (any profile and seed), or, for a finding without a mechanism, those listed in
+    ``finding_seen`` for this profile and seed."""
+    refuted = [r for r in results if r.outcome == "refuted"]
+    if not cls.finding:
+        return set()
+    if cls.finding_mechanism is not None:
+        return {r.instance for r in refuted if bool(cls.finding_mechanism(r))}
+    seen = set(cls.finding_seen.get((profile, int(seed)), ()))
+    return {r.instance for r in refuted if r.instance in seen}
+
+
+def _rest_passes(counts: dict[str, int], n_found: int, min_confirmed: int, max_inconclusive: float) -> bool:
+    """Whether the instances other than the finding's decide the theorem on their own: PASS with the finding's
+    (refuted) instances left out, so a finding never hides errors, undecided or vacuous instances.
+
+    >>> c = dict(instances=8, confirmed=7, refuted=1, vacuous=0, inconclusive=0, error=0)
+    >>> _rest_passes(c, 1, 5, 0.25), _rest_passes(dict(c, confirmed=1, inconclusive=6), 1, 5, 0.25)
+    (True, False)
+    """
+    rest = dict(counts, instances=counts["instances"] - n_found, refuted=counts["refuted"] - n_found)
+    return verdict_of(rest, min_confirmed, max_inconclusive) == "PASS"
 
 
 def run_theorem(cls: type[Theorem], *, profile: str = "quick", seed: int = 0, device: str = "cpu",

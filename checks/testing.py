@@ -34,18 +34,15 @@ def parametrize_with_theorems(*, profile: str = "quick", ids: Sequence[str] = ()
     params = []
     for cls in theorems(ids, plugins):
         marks = [pytest.mark.slow] if cls.id in slow_ids else []
-        if (
-            cls.finding and (profile, 0) in cls.finding_seen
-        ):  # a documented genuine counterexample: strict xfail, so a change is noticed
-            marks.append(pytest.mark.xfail(strict=True, reason=f"known finding: {cls.finding}"))
         params.append(pytest.param(cls, profile, id=cls.id, marks=marks))
     return pytest.mark.parametrize("theorem_cls,profile", params)
 
 
 def assert_verdict_as_expected(cls: type[Theorem], *, profile: str = "quick", seed: int = 0) -> TheoremResult:
-    """Run one theorem in memory and assert its verdict is the catalogue's expectation."""
+    """Run one theorem in memory and assert its verdict is the catalogue's expectation, or a FAIL on its
+    documented finding alone (KNOWN FINDING: every refutation recognised, the other instances PASS)."""
     res = run_theorem(cls, profile=profile, seed=seed)
-    assert res.verdict == cls.expected, (
+    assert res.verdict == cls.expected or res.known_finding, (
         f"{cls.id}: expected {cls.expected}, got {res.verdict}; counts {res.counts}; "
         f"reasons {res.reasons}; replay: {res.reproduce}"
     )

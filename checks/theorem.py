@@ -198,6 +198,14 @@ class Theorem:
     #: refuted instances are all listed here for this run's profile and seed is reported as KNOWN FINDING
     #: and does not fail the run (pytest: a strict xfail there); any other refutation fails the run.
     finding_seen: ClassVar[dict[tuple[str, int], tuple[int, ...]]] = {}
+    #: The finding recognised by its mechanism, not by instance number: ``finding_mechanism(result)`` gets one
+    #: refuted instance's :class:`~checks.harness.InstanceResult` (its metrics, predictions and reason, as in
+    #: results.jsonl) and returns True when that refutation is the documented mechanism. When it is defined, a
+    #: FAIL whose refuted instances all match it is KNOWN FINDING on any profile and seed (``finding_seen`` then
+    #: only documents where it was seen); any other refutation fails the run. Without it, the refuted instances
+    #: must be listed in ``finding_seen`` for the run's profile and seed. Either way the other instances must
+    #: decide the theorem on their own (PASS without the finding's instances): a finding never hides them.
+    finding_mechanism: ClassVar[Callable[[Any], bool] | None] = None
     #: metric plotted per instance in the report figure (defaults to the first numeric metric)
     plot_metric: ClassVar[str | None] = None
     #: Numeric components the check relies on, by name from ``numerics.sabotage.COMPONENTS`` ("gd", "kq-gd",
@@ -286,6 +294,7 @@ class Theorem:
             "control_of": cls.control_of,
             "finding": cls.finding,
             "finding_seen": {f"{p}/seed {s}": list(ks) for (p, s), ks in cls.finding_seen.items()},
+            "finding_by_mechanism": cls.finding_mechanism is not None,
             "depends_on": list(cls.depends_on),
             "theorem_number": cls.theorem_number,
             "criteria": [c.to_json() for c in cls.criteria],
@@ -364,6 +373,7 @@ def register(cls: type[Theorem]) -> type[Theorem]:
     if cls.control_of and "finding" not in vars(cls):
         cls.finding = None  # a control does not inherit its theorem's finding
         cls.finding_seen = {}
+        cls.finding_mechanism = None
     problems = _finding_problems(cls)
     if problems:
         raise TypeError(f"theorem {cls.__name__} ({cls.id!r}): " + "; ".join(problems))
@@ -410,6 +420,10 @@ def _finding_problems(cls: type[Theorem]) -> list[str]:
     if bool(cls.finding) != bool(cls.finding_seen):
         problems.append("finding and finding_seen go together: a finding names where it was seen "
                         "({(profile, seed): (instance, ...)}), and finding_seen needs the finding's text")
+    if cls.finding_mechanism is not None and not cls.finding:
+        problems.append("finding_mechanism recognises a documented finding: give the finding's text too")
+    if cls.finding_mechanism is not None and not callable(cls.finding_mechanism):
+        problems.append("finding_mechanism must be a function of one InstanceResult returning a bool")
     for key, ks in cls.finding_seen.items():
         if not (isinstance(key, tuple) and len(key) == 2 and key[0] in PROFILES and isinstance(key[1], int)
                 and isinstance(ks, tuple) and ks and all(isinstance(k, int) for k in ks)):

@@ -283,3 +283,71 @@ def test_gd_global_control_tests_its_no_b1_b2_hypothesis():
     ctl = REGISTRY["gd-global-control"]
     assert "B1_or_B2" not in ctl.hypothesis_names()
     assert "selects_opt" not in ctl.prediction_names()
+
+
+def _toy_results(outcomes, metrics=None):
+    from checks.harness import InstanceResult
+
+    return [InstanceResult("toy-mech", k, o, metrics=(metrics or {}).get(k, {})) for k, o in enumerate(outcomes)]
+
+
+def _toy_mechanism_class(mechanism):
+    class ToyMech(Theorem):
+        id = "toy-mech"
+        title = "toy with a finding recognised by mechanism"
+        finding = "draws marked 'trap' are a genuine counterexample"
+        finding_seen = {("quick", 0): (0,)}
+        finding_mechanism = mechanism
+        profiles = {"quick": Profile(instances=8, min_confirmed=5)}
+
+        def check_x(self, inst, state, ctx):
+            return inst < 1
+
+    return ToyMech
+
+
+def test_finding_by_mechanism_is_known_on_any_seed_and_only_for_matching_refutations():
+    from checks.harness import aggregate
+
+    cls = _toy_mechanism_class(lambda r: r.metrics.get("trap") is True)
+    trap = {3: {"trap": True}}
+    res = _toy_results(["confirmed"] * 3 + ["refuted"] + ["confirmed"] * 4, trap)
+    for seed in (0, 7, 12345):  # not keyed to finding_seen: the mechanism decides
+        t = aggregate(cls, res, profile="quick", seed=seed)
+        assert t.verdict == "FAIL" and t.known_finding and t.finding_instances == [3]
+    # a refutation that is not the mechanism fails the run, even beside a matching one
+    res2 = _toy_results(["refuted", "confirmed", "confirmed", "refuted"] + ["confirmed"] * 4, trap)
+    t2 = aggregate(cls, res2, profile="quick", seed=0)
+    assert not t2.known_finding and t2.finding_instances == [3]
+
+
+def test_finding_never_hides_the_other_instances():
+    from checks.harness import aggregate
+    from checks.report import status_of
+
+    cls = _toy_mechanism_class(lambda r: r.metrics.get("trap") is True)
+    trap = {0: {"trap": True}}
+    # 1 finding, 7 undecided: the rest would be INCONCLUSIVE, so the run fails
+    undecided_rest = _toy_results(["refuted"] + ["inconclusive"] * 7, trap)
+    t = aggregate(cls, undecided_rest, profile="quick", seed=0)
+    assert t.verdict == "FAIL" and not t.known_finding and status_of(t) == "UNEXPECTED"
+    # an ERROR beside the finding is not hidden either
+    with_error = _toy_results(["refuted", "error"] + ["confirmed"] * 6, trap)
+    assert not aggregate(cls, with_error, profile="quick", seed=0).known_finding
+    # too few confirmed among the rest: not known
+    few = _toy_results(["refuted"] + ["vacuous"] * 4 + ["confirmed"] * 3, trap)
+    assert not aggregate(cls, few, profile="quick", seed=0).known_finding
+    ok = _toy_results(["refuted"] + ["confirmed"] * 6 + ["inconclusive"], trap)
+    assert aggregate(cls, ok, profile="quick", seed=0).known_finding
+
+
+def test_finding_mechanism_needs_the_finding_text():
+    with pytest.raises(TypeError, match="finding_mechanism"):
+        @register
+        class Bad(Theorem):
+            id = "toy-bad-mech"
+            title = "t"
+            finding_mechanism = staticmethod(lambda r: True)
+
+            def check_x(self, inst, state, ctx):
+                return inst < 1

@@ -31,7 +31,8 @@ def safe_name(s: str) -> str:
 
 #: Statuses that do not fail the run: as expected, not applicable to the given data, (on given data) vacuous
 #: because the data do not meet the theorem's hypotheses — a statement about the data, named in the reasons —
-#: or a FAIL on exactly the documented counterexamples of a known finding (same profile, seed and instances).
+#: or a FAIL only on a known finding's instances (recognised by its mechanism, or listed for this profile and
+#: seed) while the other instances PASS on their own.
 #: Every other status fails the run (exit 1): UNEXPECTED, CONTROL NOT REFUTED, ERROR. ``undecided`` is a
 #: theorem left INCONCLUSIVE by *given* data (``--data``): the budget did not decide the user's instances,
 #: which
@@ -67,9 +68,15 @@ def _finding_line(t: TheoremResult, bold: str = "") -> str:
     """The known finding, said as what this run shows: reproduced here, or only seen elsewhere."""
     where = "; ".join(f"{k}, instance{'s' if len(v) > 1 else ''} {', '.join(map(str, v))}"
                       for k, v in t.finding_seen.items())
+    how = "recognised by its mechanism on any seed; " if t.finding_by_mechanism else ""
+    mine = t.finding_instances
+    here = f"instance{'s' if len(mine) > 1 else ''} {', '.join(map(str, mine))} of this run; " if mine else ""
     if t.known_finding:
-        return f"{bold}Known finding, reproduced in this run{bold} (seen on {where}): {t.finding}"
-    return f"Known finding, not drawn in this run (seen on {where}): {t.finding}"
+        return f"{bold}Known finding, reproduced in this run{bold} ({here}{how}seen on {where}): {t.finding}"
+    if mine:  # matched, but the run fails for other reasons (other refutations or undecided instances)
+        return (f"{bold}Known finding on {here.rstrip('; ')}{bold}, but the other instances do not decide the "
+                f"theorem on their own ({how}seen on {where}): {t.finding}")
+    return f"Known finding, not drawn in this run ({how}seen on {where}): {t.finding}"
 
 
 def fails_run(t: TheoremResult) -> bool:

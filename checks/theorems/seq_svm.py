@@ -187,6 +187,8 @@ class _SeqBase(Theorem):
                        selects_optimal=sel_opt, gap_curve=[float(x) for x in gap],
                        gap_iterations=np.asarray(state["its"]).tolist())
         ok = final < CORR_TOL and final <= gap[half] * (1 + TREND_RTOL) + 1e-15
+        if not ok:
+            metrics.update(_trap_metrics(inst, W, picks, a, rows))
         growth = float(np.linalg.norm(W) - np.linalg.norm(state["traj"][0]))
         if ok:
             return decide(True, "", **metrics)
@@ -211,6 +213,45 @@ class _SeqBase(Theorem):
             f"falling; queries selecting the SVM's key: {sel_opt:.2f}",
             **metrics,
         )
+
+
+def _trap_metrics(inst, W, picks, alpha, rows) -> dict:
+    """What the trapped-query mechanism needs, recorded on every unconverged instance: the queries whose final
+    pick is not the SVM's key (``trapped``; ``trapped_own_key``: of them, those that pick their own position
+    t = k), and the certified sequence SVM of the *other* queries alone (the trapped ones unconstrained):
+    1 − corr of W(S) with it (``rest_svm_gap``), and the largest logit deficit of a trapped query's best key
+    under that SVM, max_t (x_it − x_iα)ᵀ W^rest x_ik (``trapped_deficit``; > 0: that SVM makes the trapped
+    query prefer another key, so it leaves GD's selection as it is)."""
+    trapped = [(i, k) for i, k in rows if picks[i, k] != alpha[i, k]]
+    out = {"trapped": len(trapped), "trapped_own_key": sum(int(picks[i, k] == k) for i, k in trapped),
+           "rest_svm_gap": float("nan"), "trapped_deficit": float("nan")}
+    if not trapped or len(trapped) == len(rows):
+        return out
+    free = np.zeros(alpha.shape, dtype=bool)
+    for i, k in trapped:
+        free[i, k] = True
+    sol = solve_seq_svm(inst["X"], inst["gamma"], causal=inst["causal"], unconstrained=free)
+    if sol.feasible:
+        X, Wr = inst["X"], sol.W
+        out["rest_svm_gap"] = float(1.0 - corr(W, Wr))
+        out["trapped_deficit"] = float(min(
+            np.max((X[i, : k + 1 if inst["causal"] else None] - X[i, alpha[i, k]]) @ Wr @ X[i, k])
+            for i, k in trapped))
+    return out
+
+
+#: The trapped-query mechanism (both findings): some query's final pick is not its best key, GD's direction is
+#: the certified SVM of the other queries alone (1 − corr below CORR_TOL, the theorem's own convergence
+#: criterion), and under that SVM every trapped query prefers another key to its best one by a positive logit
+#: margin (so the selection is self-consistent: GD never returns the trapped query to its best key). Any other
+#: refutation fails the run.
+def trapped_query_mechanism(r) -> bool:
+    m = r.metrics
+    try:
+        return bool(int(m.get("trapped", 0)) >= 1 and float(m["rest_svm_gap"]) < CORR_TOL
+                    and float(m["trapped_deficit"]) > 0.0)
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 @register
@@ -240,6 +281,7 @@ class SeqSVM(_SeqBase):
     )
     finding_seen = {("quick", 0): (0,), ("full", 0): (0, 13, 30, 46, 50),
                     ("paper", 0): (0, 13, 30, 46, 50, 75, 76, 91, 139, 164)}
+    finding_mechanism = trapped_query_mechanism
 
 
 class _OtherTarget:
@@ -315,6 +357,7 @@ class CausalSVM(_SeqBase):
         "global causal claim either."
     )
     finding_seen = {("paper", 0): (108, 174, 182)}
+    finding_mechanism = trapped_query_mechanism
 
 @register
 class CausalSVMControl(_OtherTarget, CausalSVM):

@@ -21,7 +21,7 @@ def seq_scores(X: Any, Y: Any, v: Any) -> np.ndarray:
 
 
 def solve_seq_svm(X: Any, gamma: Any, *, causal: bool = False, alpha: Any = None,
-                  solver: str | None = None) -> SVMSolution:
+                  solver: str | None = None, unconstrained: Any = None) -> SVMSolution:
     """Sequence (causal) Att-SVM: every position k is a query z_ik = x_ik with its own optimal key::
 
         min ‖W‖_F  s.t.  (x_{iα_ik} − x_it)^T W x_ik ≥ 1   for t ≠ α_ik  (t ≤ k if causal).
@@ -29,6 +29,8 @@ def solve_seq_svm(X: Any, gamma: Any, *, causal: bool = False, alpha: Any = None
     gamma (n, T, T): key scores γ_ikt (see :func:`seq_scores`); alpha (n, T) defaults to the best
     allowed key per query. Causal position k = 0 has one key and gives no constraint.
     Result arrays use [i, k, t]: lam (n, T, T), margins (n, T, T); support is row-major over (i, k).
+    unconstrained (n, T) bool: queries that get no constraint (the SVM of the other queries alone; their
+    margins are +inf in the result).
     """
     t0 = time.perf_counter()
     X = np.asarray(X, dtype=float)
@@ -52,6 +54,11 @@ def solve_seq_svm(X: Any, gamma: Any, *, causal: bool = False, alpha: Any = None
     mask = allowed.copy()
     ii, kk = np.meshgrid(np.arange(n), np.arange(T), indexing="ij")
     mask[ii, kk, a] = False  # (n, T, T): constrained (i, k, t)
+    if unconstrained is not None:
+        free = np.asarray(unconstrained, dtype=bool)
+        if free.shape != (n, T):
+            raise InvalidInputError(f"unconstrained must have shape ({n}, {T}), got {free.shape}")
+        mask[free] = False
     D = X[ii, a][:, :, None, :] - X[:, None, :, :]  # (n, T, T, d): x_{iα_ik} − x_it
     Zq = np.broadcast_to(X[:, :, None, :], D.shape)  # query x_ik
     msz = int(mask.sum())
