@@ -23,6 +23,7 @@ HANDLERS = {
     "bench": "checks.bench:cmd_bench",
     "power": "checks.power:cmd_power",
     "warmup": "checks.warmup:cmd_warmup",
+    "stability": "checks.stability:cmd_stability",
 }
 
 
@@ -129,6 +130,26 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--plugin", action="append", default=[], metavar="FILE.py", help="also cache these plugins' metadata"
     )
+
+    s = sub.add_parser(
+        "stability", help="run the selection over a range of seeds: the share of seeds with the expected verdict"
+    )
+    s.add_argument(
+        "ids", nargs="*", metavar="ID", help="theorem ids (default: all); a theorem's control runs with it"
+    )
+    s.add_argument("--seeds", metavar="A:B", help="seeds A through B (e.g. 0:49), or S1,S2,...")
+    s.add_argument(
+        "--profile", choices=["quick", "full", "paper"], default=None, help="instance budget (default quick)"
+    )
+    s.add_argument("--device", default=None, help="torch device: cpu or cuda (default cpu)")
+    s.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
+                   help="load extra theorems from FILE.py (repeat the option for several files)")
+    s.add_argument("--out", default="reports/stability", metavar="DIR",
+                   help="sweep directory (default reports/stability/): one seed-S/ report per seed")
+    s.add_argument("--resume", action="store_true", help="continue the sweep in --out (finished seeds are kept)")
+    s.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="processes running instance blocks (default: the cores available)")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     s = sub.add_parser(
         "power", help="power matrix: run theorems under sabotaged numerics, report which survive"
