@@ -347,7 +347,7 @@ def aggregate(cls: type[Theorem], results: Sequence[InstanceResult], *, profile:
     found = sorted(finding_instances(cls, results, profile=profile, seed=seed)) if not given_data else []
     refuted = {r.instance for r in results if r.outcome == "refuted"}
     known = bool(verdict == "FAIL" and refuted and refuted <= set(found)
-                 and _rest_passes(counts, len(found), min_conf, max_inc))
+                 and (replay or _rest_passes(counts, len(found), min_conf, max_inc)))
     return TheoremResult(
         id=cls.id, title=cls.title, reference=cls.reference, statement=cls.statement, expected=cls.expected,
         verdict=verdict, counts=counts, hypotheses=hyp_rates, metrics=metrics,

@@ -231,13 +231,55 @@ class _JointBase(Theorem):
                 p_final_gap=float(gap[-1]),
                 p_gap_curve=[float(x) for x in gap], p_gap_radii=list(RADII),
             )
+        extra = {}
+        if not ok and self.RATE == "R":  # what the equal-radii finding's mechanism is recognised by
+            q = maximin_limit(inst["X"], inst["Y"], inst["alpha"], state["v"].w)
+            extra = {"maximin_gap": float(1 - corr(state["path"].p[-1], q, axis=-1)),
+                     "maximin_target_gap": float(1 - corr(q, self._p_target(state), axis=-1))}
         return decide(
             ok,
             f"1−corr(p_R, target) = {gap[-1]:.3g} at R = {RADII[-1]} (R = {RADII[0]}: {gap[0]:.3g})",
             p_final_gap=float(gap[-1]),
             p_gap_curve=[float(x) for x in gap], p_gap_radii=list(RADII),
-            relaxed_full_gap=float(1 - corr(state["p"].w, state["full"].w, axis=-1)),
+            relaxed_full_gap=float(1 - corr(state["p"].w, state["full"].w, axis=-1)), **extra,
         )
+
+
+def maximin_limit(X, Y, alpha, v) -> np.ndarray:
+    """The limit of p_R/R on the r = R path: argmax_{‖q‖ ≤ 1} min_{i, t≠α_i} (γ̂_i + qᵀ(x_{iα_i} − x_it)),
+    γ̂_i = Y_i v̂ᵀx_{iα_i} the unit-head margins (keys = tokens). A concave maximisation (an SOCP), solved with
+    Clarabel; any status but optimal raises SolverError with it."""
+    import cvxpy as cp
+
+    from numerics.errors import SolverError
+
+    X, Y, a = np.asarray(X, float), np.asarray(Y, float), np.asarray(alpha)
+    n, T, d = X.shape
+    vhat = np.asarray(v, float) / np.linalg.norm(v)
+    sel = X[np.arange(n), a]
+    rows, rhs = [], []
+    for i in range(n):
+        for t in range(T):
+            if t != a[i]:
+                rows.append(sel[i] - X[i, t])
+                rhs.append(Y[i] * sel[i] @ vhat)
+    q, m = cp.Variable(d), cp.Variable()
+    prob = cp.Problem(cp.Maximize(m), [np.array(rhs) + np.array(rows) @ q >= m, cp.norm(q, 2) <= 1])
+    prob.solve(solver=cp.CLARABEL)
+    if prob.status != cp.OPTIMAL or q.value is None:
+        raise SolverError(f"maximin limit of the r = R path: {prob.status}", status=str(prob.status))
+    return np.asarray(q.value)
+
+
+#: The equal-radii finding's mechanism: a refuted instance whose path settles on the maximin limit (1 − corr
+#: with it below P_TOL, the theorem's own convergence tolerance) while that limit is at least P_TOL away from
+#: the relaxed p-SVM (so the claim, not the optimiser, is what fails). Any other refutation fails the run.
+def maximin_mechanism(r) -> bool:
+    m = r.metrics
+    try:
+        return bool(float(m["maximin_gap"]) < P_TOL and float(m["maximin_target_gap"]) >= P_TOL)
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 @register
@@ -315,9 +357,12 @@ class JointVPPathEqualRadii(_JointBase):
         "limit) = 0.0121, 0.0027, 4.3e-4, 6e-5 at R = 2, 4, 8, 16 (instance 177; 199 alike) while 1 − "
         "corr(p_R, "
         "p^rlx) flattens at 0.0171 / 0.0116 — no larger R can rescue it. TLZO's rate condition r/R → ∞ (the "
-        "theorem joint-vp-path, r = R²) removes it: there the relaxed p-SVM is the limit."
+        "theorem joint-vp-path, r = R²) removes it: there the relaxed p-SVM is the limit. Recognised by "
+        "mechanism on any seed (maximin_mechanism): the path is within P_TOL of that maximin limit while the "
+        "limit is at least P_TOL from the relaxed p-SVM."
     )
     finding_seen = {("paper", 0): (65, 153)}
+    finding_mechanism = maximin_mechanism
 
 
 @register
