@@ -26,6 +26,7 @@ from .core import (
     _certify,
     _hard_margin_core,
     _reduced_features,
+    _solve_certified,
     _Rows,
     _rows_apply,
     rank_by_gap,
@@ -98,11 +99,20 @@ def _solve_rows_unit(rows: _Rows, *, norm: str, solver: str | None, reduce: bool
     U, V = _bases(rows) if reduce else (np.eye(d), np.eye(d))
     F = _reduced_features(rows, U, V)  # (m, r1 r2)
     ineq = ~rows.eq
-    core = _hard_margin_core(F[ineq], rows.b[ineq], F[rows.eq], rows.b[rows.eq],
-                             solver=None if norm == "nuc" else solver)
-    if core.status == "infeasible" or norm == "fro":
-        W = None if core.w is None else U @ core.w.reshape(U.shape[1], V.shape[1]) @ V.T
-        return core.status, W, core.lam, core.mu, core.solver, ()
+
+    def to_W(core):
+        return None if core.w is None else U @ core.w.reshape(U.shape[1], V.shape[1]) @ V.T
+
+    def certify(core):  # the one certifier on these (unreduced) rows: a rung that does not verify is retried
+        return _certify(rows, to_W(core), core.lam, core.mu, core.status, "fro")
+
+    if norm == "fro":
+        core, _, attempts = _solve_certified(F[ineq], rows.b[ineq], F[rows.eq], rows.b[rows.eq],
+                                             solver=solver, certify=certify)
+        return core.status, to_W(core), core.lam, core.mu, core.solver, attempts
+    core = _hard_margin_core(F[ineq], rows.b[ineq], F[rows.eq], rows.b[rows.eq], solver=None)
+    if core.status == "infeasible":
+        return core.status, None, core.lam, core.mu, core.solver, ()
     if rows.eq.any():
         raise InvalidInputError("nuclear-norm SVM with equality rows is not supported; use norm='fro'")
     if rungs is None:

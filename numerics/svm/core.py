@@ -284,6 +284,76 @@ def _hard_margin_core(A: np.ndarray, b: np.ndarray, E: np.ndarray | None = None,
     return _Core("optimal", w, lam, mu, name)
 
 
+#: The Frobenius attempts of :func:`_solve_certified`, in order, each certified by the one certifier with the same
+#: tolerances (never loosened): the LDP/NNLS core with its active-set polish (exact on the active set, fast);
+#: Clarabel's interior-point primal QP at the tight settings of :func:`_tight_settings` (feasibility and gap
+#: 1e-10: an independent solver whose iterates approach the active set from the interior, so a violation left
+#: by a misjudged active set is not reproduced); that Clarabel answer re-solved on its own positive-multiplier
+#: set (:func:`_polish`: stationarity and margins to rounding where the interior answer is only 1e-8 close);
+#: SCS at eps 1e-9 (a first-order method: a third, unrelated algorithm, tried last because it is the slowest).
+FRO_ATTEMPTS = ("nnls", "clarabel", "clarabel+polish", "scs")
+
+
+def _core_attempt(A: np.ndarray, b: np.ndarray, E: np.ndarray | None, e: np.ndarray | None, key: str) -> _Core:
+    """One rung of :data:`FRO_ATTEMPTS` (or an explicit solver name): the core solved that way."""
+    if key != "clarabel+polish":
+        return _hard_margin_core(A, b, E, e, solver=None if key == "nnls" else key)
+    core = _hard_margin_core(A, b, E, e, solver="clarabel")
+    if core.status != "optimal":
+        return core
+    # the active set read off the interior answer's *margins* (slack within ACTIVE_TOL, the suite's definition
+    # of a support row), not off its multipliers: on a nearly infeasible problem (‖w‖ ~ 6e4, multipliers
+    # spanning 1e-8 … 1e9, quick seed 7 of overparam-global) the multipliers of active rows can be tiny while
+    # their margins are exact to 1e-7; the min-norm solution of the active equalities then violates nothing
+    # (5e-12 there, against 2.9e-7 for the interior answer)
+    Eq = np.zeros((0, A.shape[1])) if E is None else np.asarray(E, dtype=float)
+    eq = np.zeros(0) if e is None else np.asarray(e, dtype=float)
+    assert core.w is not None  # an optimal core carries its w
+    slack = (A @ core.w - b) / np.maximum(1.0, np.abs(b))
+    S = np.flatnonzero(slack <= tol.ACTIVE_TOL)
+    M = np.vstack([A[S], Eq])
+    w, *_ = np.linalg.lstsq(M, np.concatenate([b[S], eq]), rcond=None)  # min-norm solution on the active set
+    mult, *_ = np.linalg.lstsq(M.T, w, rcond=None)
+    lam = np.zeros(A.shape[0])
+    lam[S] = mult[:S.size]
+    mu = mult[S.size:]
+    if S.size and np.min(lam[S]) < 0 and Eq.shape[0] == 0:  # degenerate active set: a nonnegative representation
+        lS, _ = nnls(A[S].T, w)
+        lam[S], mu = lS, np.zeros(0)
+    return _Core("optimal", w, lam, mu, "clarabel+polish")
+
+
+def _solve_certified(A: np.ndarray, b: np.ndarray, E: np.ndarray | None, e: np.ndarray | None, *,
+                     solver: str | None, certify) -> tuple[_Core, Certificate, tuple[str, ...]]:
+    """Solve (core) and certify, retrying with the next rung of :data:`FRO_ATTEMPTS` while the certificate
+    does not verify (or the solver fails). The one place a Frobenius-type SVM is solved and certified.
+
+    certify(core) -> Certificate: the one certifier (:func:`_certify`) on the raw rows of the caller. An
+    explicit ``solver`` runs that solver only (an independent solve must stay that solver's). Returns the
+    certified core, its certificate and every attempt made ("name: certified" last); raises
+    :class:`SolverError` listing every attempt with its status and certificate when none verifies (status
+    "uncertified" when every attempt returned an answer, else the last solver status seen).
+    """
+    keys = FRO_ATTEMPTS if solver is None or str(solver).lower() == "nnls" else (str(solver).lower(),)
+    attempts: list[str] = []
+    status = "uncertified"
+    for key in keys:
+        try:
+            core = _core_attempt(A, b, E, e, key)
+        except SolverError as exc:
+            attempts.append(f"{key}: solver failed, status {exc.status!r} ({exc})")
+            status = str(exc.status)
+            continue
+        cert = certify(core)
+        if cert.verified:
+            attempts.append(f"{core.solver}: certified")
+            return core, cert, tuple(attempts)
+        attempts.append(f"{core.solver}: status {core.status!r}, {cert.summary()}")
+        status = "uncertified"
+    raise SolverError("Frobenius SVM: no attempt certified an answer (" + " | ".join(attempts) + ")",
+                      status=status, solver="attempts[" + ", ".join(keys) + "]")
+
+
 def _tight_settings(solver: str) -> dict[str, Any]:
     s = solver.upper()
     if s == "CLARABEL":

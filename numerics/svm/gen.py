@@ -89,11 +89,12 @@ def gen_svm(data: AttentionData, W_or_probs: Any, *, kind: str = "auto", tau_h: 
     t_start = time.perf_counter()
     if Dl:
         rows = _Rows(np.array(Dl), np.array(Zl), np.array(bl), np.array(eql, dtype=bool))
-        status, W, lam_r, mu, name, _ = _solve_rows(rows, norm="fro", solver=None)
+        status, W, lam_r, mu, name, attempts = _solve_rows(rows, norm="fro", solver=None)
         cert = _certify(rows, W, lam_r, mu, status, "fro")
     else:
         rows = _Rows(np.zeros((0, d)), np.zeros((0, d)), np.zeros(0), np.zeros(0, dtype=bool))
         status, W, lam_r, name = "optimal", np.zeros((d, d)), np.zeros(0), "trivial"
+        attempts = ()
         cert = Certificate("kkt", True, message="no constraints")
     if not cert.verified:
         raise SolverError(f"Gen-SVM directional part: certificate did not verify ({cert.summary()})",
@@ -103,7 +104,7 @@ def gen_svm(data: AttentionData, W_or_probs: Any, *, kind: str = "auto", tau_h: 
                               objective=float(np.linalg.norm(W)) if W is not None else np.inf,
                               lam=lam_r, support=(), rank=rank, certificate=cert, solver=name,
                               seconds=time.perf_counter() - t_start, alpha=np.array([s[0] for s in sel]),
-                              singular_values=sv)
+                              singular_values=sv, attempts=attempts)
     if fin_D:
         Ff = np.einsum("md,me->mde", np.array(fin_D), np.array(fin_Z)).reshape(len(fin_b), -1)
         wf, *_ = np.linalg.lstsq(Ff, np.array(fin_b), rcond=None)  # minimum-norm solution

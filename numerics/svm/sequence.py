@@ -65,9 +65,9 @@ def solve_seq_svm(X: Any, gamma: Any, *, causal: bool = False, alpha: Any = None
     rows = _Rows(D[mask], np.ascontiguousarray(Zq[mask]), np.ones(msz), np.zeros(msz, dtype=bool))
     if msz == 0:
         raise InvalidInputError("the sequence SVM has no constraints (T = 1 or every query sees one key)")
-    status, W, lam_r, _, name, _ = _solve_rows(rows, norm="fro", solver=solver)
+    status, W, lam_r, _, name, attempts = _solve_rows(rows, norm="fro", solver=solver)
     lam = np.zeros(mask.shape)
     lam[mask] = lam_r
     cert = _certify(rows, W, lam_r, np.zeros(0), status, "fro")
     return _finish(rows, mask, status=status, W=W, lam=lam, cert=cert, solver=name, t0=t0, alpha=a,
-                   norm="fro")
+                   norm="fro", attempts=attempts)
