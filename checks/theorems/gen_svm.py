@@ -71,10 +71,15 @@ by
   CONVERGED_TOL (GD not yet converged in direction: a budget question, symmetric in the predictors), or
   when the token sets at the start of the recorded second half differ from the final ones (GD still
   (de)selecting tokens: the equivalence concerns the limiting sets);
-* ``shrinks``: the svmeq error e(W^svmeq) at the end of the recorded second half is ≤ its mid-run value
-  whenever the largest masked probability fell in between (W^fin, W^dir from the final iterate, R refitted
-  per iterate); inconclusive under the same CONVERGED_TOL budget rule. When no token is masked at all,
-  W^dir = 0 predicts no direction: e(W^dir) := 1, and ``shrinks`` has nothing to test.
+* ``shrinks``: confirmed when the svmeq error e(W^svmeq) at the end of the recorded second half is ≤ its
+  mid-run value whenever the largest masked probability fell in between (W^fin, W^dir from the final
+  iterate, R refitted per iterate). The paper's claim is the limit (e → 0 as the masked probabilities → 0),
+  not monotone decrease, so a rise within the budget leaves the instance *inconclusive*, never refuted
+  (issue 29: the two former refutations, quick seeds 4 and 6, are transients — seed 4 instance 57 rises to
+  1.30e-3 at k ≈ 77000 and falls to 1.15e-3 by k = 10⁶, the residual off span{W^fin, W^dir} saturating while
+  R grows; seed 6 instance 6 has R frozen by normalised GD's 2-cycle along S_fin and moves by 1e-6). The
+  ranking (``svmeq_best``) carries the refutations. When no token is masked at all, W^dir = 0 predicts no
+  direction: e(W^dir) := 1, and ``shrinks`` has nothing to test.
 
 Control (``gen-svm-control``): "the one-token SVM predicts best" (e(W^1tok) ≤ e(W^svmeq) + TIE) on the same
 non-degenerate instances, judged by the same out-of-sample rule — refuted where W^svmeq is the better
@@ -86,7 +91,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from checks import Criterion, Profile, Theorem, decide, register, undecided
+from checks import Criterion, Profile, Theorem, decide, held, register, undecided
 from numerics import tolerances as tol
 from numerics.attention import ReLUHead
 from numerics.gd import run_gd
@@ -115,12 +120,6 @@ CONFIGS = CATALOGUE_CONFIGS
 FIN_RES_TOL = 1e-8
 
 
-#: Where ``shrinks`` fails at the budget, GD is continued to EXTEND × STEPS: the svmeq error can rise for
-#: a few thousand steps before it falls (measured on paper instance 270: 0.0059 at step 1000, 0.0070 at
-#: ~6000, 0.0068 at 16000, falling with the masked probabilities), a transient; a run whose error still
-#: grows at the end of the extension is refuted (the dead-head finding of the paper's family grew from 2000
-#: to 10000 steps).
-EXTEND = 8
 #: The predictors are built from the recorded iterate at this fraction of the run and judged on the final one.
 FIT_FRAC = 0.75
 #: τ_L of this family (the module docstring says why it is not the authors' 1e-6); τ_H stays tol.TAU_H.
@@ -329,40 +328,21 @@ class _GenBase(Theorem):
             and min(self._final_errors(state)[k] for k in ("err_svmeq", "err_dir", "err_one")) > CONVERGED_TOL
         ):
             return undecided("GD not converged in direction (no candidate within CONVERGED_TOL)", **metrics)
-        if not ok and (ext := self._extended_trend(inst, state, ctx)) is not None:
-            metrics.update(ext)
-            if ext["ext_err_end"] < ext["ext_err_mid"] and ext["ext_masked_end"] < ext["ext_masked_mid"]:
-                return undecided(
-                    f"the svmeq error rose over the budget's second half ({errs[0]:.3g} → {errs[-1]:.3g}) "
-                    "but is "
-                    f"falling again with the masked probabilities by step {EXTEND * STEPS} "
-                    f"({ext['ext_err_mid']:.3g} → {ext['ext_err_end']:.3g}): a transient the budget cannot "
-                    "rank",
-                    **metrics,
-                )
-        return decide(
-            ok,
-            f"masked probability fell ({masked[0]:.2g} → {masked[-1]:.2g}) but the svmeq error grew "
-            f"({errs[0]:.3g} → {errs[-1]:.3g}), and is not falling again by step {EXTEND * STEPS}",
-            **metrics,
-        )
-
-    def _extended_trend(self, inst, state, ctx):
-        """Continue GD from the final iterate to EXTEND × STEPS (only where ``shrinks`` failed at the budget):
-        the svmeq error (W^fin, W^dir of the final iterate, R refitted) and the largest masked probability at
-        the middle and the end of the extension."""
-        gs, data = state["gs"], inst["data"]
-        extra = (EXTEND - 1) * STEPS
-        traj = run_gd([data], steps=extra, lr=LR, head=ReLUHead(torch.as_tensor(inst["V"][None])),
-                      init=state["W"][None], record_every=extra // 2, device=ctx.device).W_traj[:, 0]
-        out = {}
-        for tag, Wk in (("mid", traj[len(traj) // 2]), ("end", traj[-1])):
-            _, Weq = fit_svmeq(gs.W_fin, gs.W_dir, Wk)
-            p = softmax_probs(data, Wk)
-            out[f"ext_err_{tag}"] = float(1 - corr(Wk, Weq))
-            out[f"ext_masked_{tag}"] = max(float(p[i, m].max()) for i, m in enumerate(gs.masked) if len(m))
-        return out
-
+        if not ok:
+            # "shrinks" is a limit claim (e(W^svmeq) → 0 as the masked probabilities → 0), not monotone decrease:
+            # a rise at a finite budget is a heuristic signal, so it leaves the instance undecided, never refuted
+            # (issue 29). Measured on the two former refutations, continued far past the budget: quick seed 4
+            # instance 57 rises 6.2e-4 (k = 1000) → 1.30e-3 (k ≈ 77000) and then falls, 1.15e-3 at k = 10⁶, as
+            # the residual off span{W^fin, W^dir} saturates (0.52 → 0.85 → 0.93) while R keeps growing
+            # (11.8 → 14.7 → 17.2); quick seed 6 instance 6 (masked 3.3e-9, R frozen by the 2-cycle of
+            # normalised GD along S_fin) moves by 1e-6 over the second half.
+            return undecided(
+                f"the svmeq error rose over the budget's second half ({errs[0]:.3g} → {errs[-1]:.3g}) while the "
+                f"masked probability fell ({masked[0]:.2g} → {masked[-1]:.2g}): the claim is the limit, and "
+                "this budget has not reached the regime where it shrinks",
+                **metrics,
+            )
+        return held(**metrics)
 
 @register
 class GenSVM(_GenBase):
@@ -385,7 +365,7 @@ class GenSVM(_GenBase):
         ),
         Criterion(
             "shrinks: where the largest masked probability fell over the second half, the svmeq error's "
-            "change over it",
+            "change over it (else inconclusive: the claim is the limit, not monotone decrease)",
             "<=",
             TIE,
         ),
