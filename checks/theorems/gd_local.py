@@ -13,7 +13,15 @@ with M = max(40, 10/δ⁺) (below M = 40 a few boundary starts dip out of the co
 dominate); instances needing M > 100 are vacuous (the run multiplies the logits by up to ~7, and
 support-token logit gaps beyond ~700 underflow the softmax in float64). W(0) lies ON THE BOUNDARY of the
 cone: W(0) = R((1 − μ) Ŵ^mm_α + √(1 − (1 − μ)²) U), U a random unit direction orthogonal to W^mm_α, so
-corr(W(0), W^mm_α) = 1 − μ exactly (μ = 0.01). Instance family: checks.strategies.local_alpha_data
+corr(W(0), W^mm_α) = 1 − μ exactly. μ depends on α, as in TLTO's theorem ("there is μ = μ(α) > 0"; not "for
+every μ"): μ = MU = 0.01 unless that start would bring a higher-scoring non-support token within δ⁺/2 (per
+unit M, the separation cone-no-stationary's rule guarantees) of a support token of its example; then the
+largest μ < MU that keeps δ⁺/2 along the same U (``cone_width``, metric ``cone_mu``). Issue 29: quick seed 9
+instance 10 (δ⁺ = 0.114, M = 87.9) started at μ = 0.01 with the switched example's optimal token already
+0.094 per unit M (8.2 logits) AHEAD of a support token: outside the region where α is locally selected, GD
+went to W^mm (corr 0.9988) — a start outside the theorem's cone, not a counterexample. With μ = 7.5e-4 it
+converges (1 − corr 7.5e-4 → 2.4e-5) and stays in the cone; on seeds 0 and 9 every other start keeps μ = 0.01.
+Instance family: checks.strategies.local_alpha_data
 (unit-sphere data n=4, T=5, d=8, α = opt except one example on its second-best token).
 
 GD: normalised GD (the authors' algorithm), 2000 steps of a fixed step lr = 3·R/1000 (relative to the
@@ -86,6 +94,9 @@ SHARE_EXP = 10.0
 #: refutations. M_MAX: the run multiplies the logits by up to ~GROWTH, and support-token logit gaps must
 #: stay below ~700 (e^{-700} ≈ 1e-304, the float64 floor), so M·GROWTH ≤ 700.
 M_MIN, M_MAX = 40.0, 100.0
+#: A token is a support token of W^mm_α when its margin is within this of 1 (the certified SVM's margins are
+#: exact to ~1e-9; the slack of a non-support token that matters here is ≥ 1e-2).
+SUPPORT_TOL = 1e-6
 #: Normalised GD: STEPS steps of lr = GROWTH_BUDGET·‖W(0)‖/STEPS, so ‖W‖ can grow to (1 + GROWTH_BUDGET)‖W(0)‖
 #: ≈ 7× (measured 6.95×): dilution alone then divides the start's 1 − corr by ~49 when the steps point along
 #: W^mm_α.
@@ -99,6 +110,43 @@ PROFILES = {
 }
 
 
+def _start_separation(data, alpha, W_alpha, W0, M) -> float:
+    """min over examples of (smallest margin of a higher-scoring non-support token) − (largest margin of a
+    support token) of the start W(0), per unit M (margins of W(0)/M, comparable with those of W^mm_α); +inf
+    when no example has both kinds of token."""
+    g = scores(data)
+    marg = margins(data, W_alpha, alpha)
+    m0 = margins(data, W0 / M, alpha)
+    n = data.n
+    fin = np.isfinite(marg)
+    sup = fin & (marg - 1 <= SUPPORT_TOL)
+    sup[np.arange(n), alpha] = False
+    higher = fin & (g >= g[np.arange(n), alpha][:, None]) & (marg - 1 > SUPPORT_TOL)
+    gaps = [float(m0[i][higher[i]].min() - m0[i][sup[i]].max())
+            for i in range(n) if higher[i].any() and sup[i].any()]
+    return min(gaps) if gaps else np.inf
+
+
+def cone_width(data, alpha, W_alpha, direction, M, dplus) -> float:
+    """μ(α) of the start: MU, or — where the start on the boundary of the MU-cone (along ``direction``) would
+    bring a higher-scoring non-support token within δ⁺/2 (per unit M) of a support token of its example — the
+    largest μ < MU at which it keeps δ⁺/2 (bisection; the gap is δ⁺ or more at μ = 0 and falls monotonically
+    with μ once it falls below δ⁺/2 at MU). See the module docstring (TLTO's μ depends on α)."""
+    R = M * np.linalg.norm(W_alpha)
+
+    def sep(mu):
+        return _start_separation(data, alpha, W_alpha, boundary_start(W_alpha, R, direction, mu), M)
+
+    keep = 0.5 * min(dplus, 1.0)
+    if sep(MU) >= keep:
+        return MU
+    lo, hi = 0.0, MU
+    for _ in range(60):  # 2⁻⁶⁰ MU: far below any μ the run could resolve
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if sep(mid) >= keep else (lo, mid)
+    return lo
+
+
 def init_multiplier(data, alpha, W_alpha) -> float:
     """M = max(M_MIN, SHARE_EXP / δ⁺) (inf when δ⁺ = 0)."""
     g = scores(data)
@@ -106,8 +154,19 @@ def init_multiplier(data, alpha, W_alpha) -> float:
     higher = g >= g[np.arange(data.n), alpha][:, None]
     higher[np.arange(data.n), alpha] = False
     slack = marg[higher] - 1.0
-    slack = slack[slack > 1e-6]  # active higher-scoring tokens are the control's business (not local)
+    slack = slack[slack > SUPPORT_TOL]  # active higher-scoring tokens are the control's business (not local)
     return M_MIN if slack.size == 0 else max(M_MIN, SHARE_EXP / float(slack.min()))
+
+
+def slack_plus(data, alpha, W_alpha) -> float:
+    """δ⁺: the smallest margin slack of the higher-scoring non-support tokens (1 when there are none)."""
+    g = scores(data)
+    marg = margins(data, W_alpha, alpha)
+    higher = g >= g[np.arange(data.n), alpha][:, None]
+    higher[np.arange(data.n), alpha] = False
+    slack = marg[higher] - 1.0
+    slack = slack[slack > SUPPORT_TOL]
+    return 1.0 if slack.size == 0 else float(slack.min())
 
 
 @register
@@ -122,7 +181,8 @@ class GDLocal(Theorem):
     )
     hypotheses_text = (
         "logistic loss; α ≠ opt; Att-SVM(α) feasible; α locally optimal; W(0) on the cone boundary "
-        f"corr = 1 − {MU} with ‖W(0)‖ = M‖W^mm_α‖, M = max({M_MIN:g}, 10/δ⁺) ≤ {M_MAX:g}; normalised GD, "
+        f"corr = 1 − μ, μ = {MU} or less (keeps δ⁺/2) with ‖W(0)‖ = M‖W^mm_α‖, M = max({M_MIN:g}, 10/δ⁺) ≤ "
+        f"{M_MAX:g}; normalised GD, "
         f"{STEPS} steps of {GROWTH_BUDGET:g}‖W(0)‖/{STEPS}; α = opt with one example on its second-best token"
     )
     profiles = PROFILES
@@ -134,7 +194,8 @@ class GDLocal(Theorem):
             FIDELITY_TOL,
         ),
         Criterion(
-            f"min_k corr(W(k), W^mm_α) over the run (stays in the cone; rounding slack {CONE_RTOL:g})",
+            f"min_k corr(W(k), W^mm_α) over the run (stays in the cone; rounding slack {CONE_RTOL:g}), "
+            "1 − μ with μ = 0.01 or the instance's smaller cone_mu",
             ">=",
             1 - MU,
             plot_metric="corr_alpha_curve",
@@ -201,7 +262,9 @@ class GDLocal(Theorem):
                 st["M"] = M = init_multiplier(data, inst["alpha"], sol.W)
                 if M <= M_MAX:  # otherwise vacuous (assume_R_large): GD is not run
                     R = M * np.linalg.norm(sol.W)
-                    W0 = boundary_start(sol.W, R, inst["direction"], MU)
+                    st["mu"] = mu = cone_width(data, inst["alpha"], sol.W, inst["direction"], M,
+                                               slack_plus(data, inst["alpha"], sol.W))
+                    W0 = boundary_start(sol.W, R, inst["direction"], mu)
                     # one run per instance: the step is relative to the instance's own start
                     res = run_gd([data], steps=STEPS, lr=GROWTH_BUDGET * R / STEPS, init=W0[None],
                                  record_every=RECORD, device=ctx.device)
@@ -232,10 +295,12 @@ class GDLocal(Theorem):
 
     def check_stays_in_cone(self, inst, st, ctx):
         c = corr_curve(st["traj"], st["sol"].W)
+        mu = st["mu"]
         return decide(
-            c.min() >= 1 - MU - CONE_RTOL,
-            f"left the cone: min corr {c.min():.6f} < 1 − μ = {1 - MU}",
+            c.min() >= 1 - mu - CONE_RTOL,
+            f"left the cone: min corr {c.min():.6f} < 1 − μ = {1 - mu:.6g}",
             min_corr=float(c.min()),
+            cone_mu=mu,
             start_corr_err=float(1 - c[0]),
             corr_alpha_curve=c.tolist(),
             corr_alpha_iterations=np.minimum(RECORD * np.arange(len(c)), STEPS).tolist(),

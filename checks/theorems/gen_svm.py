@@ -329,17 +329,17 @@ class _GenBase(Theorem):
         ):
             return undecided("GD not converged in direction (no candidate within CONVERGED_TOL)", **metrics)
         if not ok:
-            # "shrinks" is a limit claim (e(W^svmeq) → 0 as the masked probabilities → 0), not monotone decrease:
-            # a rise at a finite budget is a heuristic signal, so it leaves the instance undecided, never refuted
-            # (issue 29). Measured on the two former refutations, continued far past the budget: quick seed 4
-            # instance 57 rises 6.2e-4 (k = 1000) → 1.30e-3 (k ≈ 77000) and then falls, 1.15e-3 at k = 10⁶, as
-            # the residual off span{W^fin, W^dir} saturates (0.52 → 0.85 → 0.93) while R keeps growing
-            # (11.8 → 14.7 → 17.2); quick seed 6 instance 6 (masked 3.3e-9, R frozen by the 2-cycle of
+            # "shrinks" is a limit claim (e(W^svmeq) → 0 as the masked probabilities → 0), not monotone
+            # decrease: a rise at a finite budget is a heuristic signal, so it leaves the instance undecided,
+            # never refuted (issue 29). Measured on the two former refutations, continued far past the budget:
+            # quick seed 4 instance 57 rises 6.2e-4 (k = 1000) → 1.30e-3 (k ≈ 77000) and then falls, 1.15e-3
+            # at k = 10⁶, as the residual off span{W^fin, W^dir} saturates (0.52 → 0.85 → 0.93) while R keeps
+            # growing (11.8 → 14.7 → 17.2); quick seed 6 instance 6 (masked 3.3e-9, R frozen by the 2-cycle of
             # normalised GD along S_fin) moves by 1e-6 over the second half.
             return undecided(
-                f"the svmeq error rose over the budget's second half ({errs[0]:.3g} → {errs[-1]:.3g}) while the "
-                f"masked probability fell ({masked[0]:.2g} → {masked[-1]:.2g}): the claim is the limit, and "
-                "this budget has not reached the regime where it shrinks",
+                f"the svmeq error rose over the budget's second half ({errs[0]:.3g} → {errs[-1]:.3g}) while "
+                f"the masked probability fell ({masked[0]:.2g} → {masked[-1]:.2g}): the claim is the limit, "
+                "and this budget has not reached the regime where it shrinks",
                 **metrics,
             )
         return held(**metrics)
