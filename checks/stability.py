@@ -13,9 +13,9 @@ and aggregates:
   --instance K``);
 - per documented finding, the instances recognised as it and the seeds it appeared on (its rate).
 
-Files in ``OUT``: ``stability.csv`` (one row per theorem), ``stability.md``, ``stability.png`` (the share per
-theorem with its interval), ``stability.json`` (everything, including the replay lines), ``stability-run.json``
-(the configuration ``--resume`` continues). A seed already finished is never rerun; an interrupted seed is
+Files in ``OUT``: ``stability.csv`` (one row per theorem), ``stability.md``, ``stability.png`` (the share
+per theorem with its interval), ``stability.json`` (everything, including the replay lines),
+``stability-run.json`` (the configuration ``--resume`` continues). A seed already finished is never rerun; an interrupted seed is
 resumed with ``attnsvm check --resume``. Exit code: 0 when every theorem is quiet on every seed, 1 otherwise,
 2 on bad usage, 130 when interrupted (``--resume`` continues).
 """
@@ -130,7 +130,8 @@ def _load_config(out: Path, given: dict[str, Any], resume: bool) -> dict[str, An
 
 
 def run_stability(ids: Sequence[str] = (), *, seeds: Sequence[int], profile: str | None = None,
-                  device: str | None = None, plugins: Sequence[str] = (), out: str | Path = "reports/stability",
+                  device: str | None = None, plugins: Sequence[str] = (),
+                  out: str | Path = "reports/stability",
                   resume: bool = False, workers: int | None = None, progress: bool = True
                   ) -> tuple[int, dict[str, Any]]:
     """Run the selection on every seed (skipping finished seeds, resuming an interrupted one) and write the
@@ -144,7 +145,8 @@ def run_stability(ids: Sequence[str] = (), *, seeds: Sequence[int], profile: str
     cfg["profile"] = cfg.get("profile") or "quick"
     cfg["device"] = cfg.get("device") or "cpu"
     runner.load_catalogue(cfg["plugins"])
-    runner._plan(runner.CheckConfig(ids=list(cfg["ids"]), profile=cfg["profile"]), None)  # ids/profile: exit 2
+    # unknown ids, a bad profile or device: exit 2 before any work
+    runner._plan(runner.CheckConfig(ids=list(cfg["ids"]), profile=cfg["profile"]), None)
     runner._check_device(cfg["device"])
     out.mkdir(parents=True, exist_ok=True)
     if not resume:  # a new sweep: never reuse a seed finished by an earlier sweep with other arguments
@@ -158,16 +160,16 @@ def run_stability(ids: Sequence[str] = (), *, seeds: Sequence[int], profile: str
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(cfg["seeds"]), initial=len(cfg["seeds"]) - len(todo), unit="seed", file=sys.stderr,
-                   dynamic_ncols=True)
+        bar = tqdm(total=len(cfg["seeds"]), initial=len(cfg["seeds"]) - len(todo), unit="seed",
+                   file=sys.stderr, dynamic_ncols=True)
     try:
         for s in todo:
             d = _seed_dir(out, s)
             if bar is not None:
                 bar.set_description(f"seed {s}")
             code, _, _ = runner.run_check(
-                cfg["ids"], profile=cfg["profile"], seed=s, device=cfg["device"], plugins=cfg["plugins"], out=d,
-                resume=(d / "run.json").exists(), progress=False, figures=False, workers=workers)
+                cfg["ids"], profile=cfg["profile"], seed=s, device=cfg["device"], plugins=cfg["plugins"],
+                out=d, resume=(d / "run.json").exists(), progress=False, figures=False, workers=workers)
             if code == 130:
                 raise KeyboardInterrupt
             if bar is not None:
@@ -235,8 +237,8 @@ def summarise(out: Path, cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- output ------------------------------------------------------------------------------------------------
-CSV_COLUMNS = ("id", "expected", "seeds", "as_expected", "share", "wilson_low", "wilson_high", "known_finding",
-               "unexpected", "finding_instances", "instances")
+CSV_COLUMNS = ("id", "expected", "seeds", "as_expected", "share", "wilson_low", "wilson_high",
+               "known_finding", "unexpected", "finding_instances", "instances")
 
 
 def _csv(summary: dict[str, Any]) -> str:
@@ -258,8 +260,9 @@ def _markdown(summary: dict[str, Any]) -> str:
     if done:
         lines.append(f"Seeds {_ranges(done)}" + (f"; not finished: {_ranges(summary['seeds_missing'])}"
                                                   if summary["seeds_missing"] else "") + ".")
-    lines += ["", "Share of seeds with the expected verdict (PASS for a theorem, FAIL for a control; a FAIL on "
-              "the documented finding alone counts as expected and is listed), with its Wilson 95 % interval.",
+    lines += ["", "Share of seeds with the expected verdict (PASS for a theorem, FAIL for a control; a FAIL "
+              "on the documented finding alone counts as expected and is listed), with its Wilson 95 % "
+              "interval.",
               "", "| theorem | expected | as expected | share | Wilson 95 % | known finding | unexpected |",
               "|---|---|---|---|---|---|---|"]
     for t in summary["theorems"]:
@@ -270,7 +273,9 @@ def _markdown(summary: dict[str, Any]) -> str:
                      f"[{t['wilson95'][0]:.3f}, {t['wilson95'][1]:.3f}] | {kf} | {unexp} |")
     replays = [(t["id"], r) for t in summary["theorems"] for r in t["replays"]]
     lines += ["", "## Instances behind the unexpected verdicts", ""]
-    lines += [f"- `{r.split('  # ')[0]}` — {r.split('  # ', 1)[1] if '  # ' in r else ''}" for _, r in replays]
+    for _, r in replays:
+        cmd, _, why = r.partition("  # ")
+        lines.append(f"- `{cmd}` — {why}")
     if not replays:
         lines.append("None: every theorem had its expected verdict on every seed.")
     lines += ["", "Each seed's full report is in `seed-S/report.md` beside this file."]

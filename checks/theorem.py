@@ -198,13 +198,14 @@ class Theorem:
     #: refuted instances are all listed here for this run's profile and seed is reported as KNOWN FINDING
     #: and does not fail the run (pytest: a strict xfail there); any other refutation fails the run.
     finding_seen: ClassVar[dict[tuple[str, int], tuple[int, ...]]] = {}
-    #: The finding recognised by its mechanism, not by instance number: ``finding_mechanism(result)`` gets one
-    #: refuted instance's :class:`~checks.harness.InstanceResult` (its metrics, predictions and reason, as in
-    #: results.jsonl) and returns True when that refutation is the documented mechanism. When it is defined, a
-    #: FAIL whose refuted instances all match it is KNOWN FINDING on any profile and seed (``finding_seen`` then
-    #: only documents where it was seen); any other refutation fails the run. Without it, the refuted instances
-    #: must be listed in ``finding_seen`` for the run's profile and seed. Either way the other instances must
-    #: decide the theorem on their own (PASS without the finding's instances): a finding never hides them.
+    #: The finding recognised by its mechanism, not by instance number: ``finding_mechanism(result)`` gets
+    #: one refuted instance's :class:`~checks.harness.InstanceResult` (its metrics, predictions and reason,
+    #: as in results.jsonl) and returns True when that refutation is the documented mechanism. When it is
+    #: defined, a FAIL whose refuted instances all match it is KNOWN FINDING on any profile and seed
+    #: (``finding_seen`` then only documents where it was seen); any other refutation fails the run. Without
+    #: it, the refuted instances must be listed in ``finding_seen`` for the run's profile and seed. Either way
+    #: the other instances must decide the theorem on their own (PASS without the finding's instances): a
+    #: finding never hides them.
     finding_mechanism: ClassVar[Callable[[Any], bool] | None] = None
     #: metric plotted per instance in the report figure (defaults to the first numeric metric)
     plot_metric: ClassVar[str | None] = None

@@ -288,7 +288,8 @@ def test_gd_global_control_tests_its_no_b1_b2_hypothesis():
 def _toy_results(outcomes, metrics=None):
     from checks.harness import InstanceResult
 
-    return [InstanceResult("toy-mech", k, o, metrics=(metrics or {}).get(k, {})) for k, o in enumerate(outcomes)]
+    return [InstanceResult("toy-mech", k, o, metrics=(metrics or {}).get(k, {}))
+            for k, o in enumerate(outcomes)]
 
 
 def _toy_mechanism_class(mechanism):

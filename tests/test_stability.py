@@ -73,8 +73,8 @@ def test_sweep_counts_seeds_names_replays_and_resumes(tmp_path, capsys):
     plugin = tmp_path / "toy.py"
     plugin.write_text(TOY)
     out = tmp_path / "stab"
-    argv = ["stability", "toy-stab", "--plugin", str(plugin), "--seeds", "0:9", "--out", str(out), "--workers", "1",
-            "--no-progress"]
+    argv = ["stability", "toy-stab", "--plugin", str(plugin), "--seeds", "0:9", "--out", str(out),
+            "--workers", "1", "--no-progress"]
     rc = main(argv)
     summary = json.loads((out / "stability.json").read_text())
     by_id = {t["id"]: t for t in summary["theorems"]}

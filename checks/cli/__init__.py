@@ -132,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     s = sub.add_parser(
-        "stability", help="run the selection over a range of seeds: the share of seeds with the expected verdict"
+        "stability",
+        help="run the selection over a range of seeds: the share of seeds with the expected verdict",
     )
     s.add_argument(
         "ids", nargs="*", metavar="ID", help="theorem ids (default: all); a theorem's control runs with it"
@@ -146,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="load extra theorems from FILE.py (repeat the option for several files)")
     s.add_argument("--out", default="reports/stability", metavar="DIR",
                    help="sweep directory (default reports/stability/): one seed-S/ report per seed")
-    s.add_argument("--resume", action="store_true", help="continue the sweep in --out (finished seeds are kept)")
+    s.add_argument("--resume", action="store_true",
+                   help="continue the sweep in --out (finished seeds are kept)")
     s.add_argument("--workers", type=int, default=None, metavar="N",
                    help="processes running instance blocks (default: the cores available)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")

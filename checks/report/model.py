@@ -74,8 +74,8 @@ def _finding_line(t: TheoremResult, bold: str = "") -> str:
     if t.known_finding:
         return f"{bold}Known finding, reproduced in this run{bold} ({here}{how}seen on {where}): {t.finding}"
     if mine:  # matched, but the run fails for other reasons (other refutations or undecided instances)
-        return (f"{bold}Known finding on {here.rstrip('; ')}{bold}, but the other instances do not decide the "
-                f"theorem on their own ({how}seen on {where}): {t.finding}")
+        return (f"{bold}Known finding on {here.rstrip('; ')}{bold}, but the other instances do not decide "
+                f"the theorem on their own ({how}seen on {where}): {t.finding}")
     return f"Known finding, not drawn in this run ({how}seen on {where}): {t.finding}"
 
 
