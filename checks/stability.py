@@ -16,8 +16,8 @@ and aggregates:
 Files in ``OUT``: ``stability.csv`` (one row per theorem), ``stability.md``, ``stability.png`` (the share
 per theorem with its interval), ``stability.json`` (everything, including the replay lines),
 ``stability-run.json`` (the configuration ``--resume`` continues). A seed already finished is never rerun;
-an interrupted seed is resumed with ``attnsvm check --resume``. Exit code: 0 when every theorem is quiet on every seed, 1 otherwise,
-2 on bad usage, 130 when interrupted (``--resume`` continues).
+an interrupted seed is resumed with ``attnsvm check --resume``. Exit code: 0 when every theorem is quiet on
+every seed, 1 otherwise, 2 on bad usage, 130 when interrupted (``--resume`` continues).
 """
 
 from __future__ import annotations
