@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from . import attention as att
+from .excess_loss import logistic_excess, reference_tokens
 from .data import AttentionData
 from .errors import InvalidInputError
 from .gd_common import (
@@ -180,6 +181,21 @@ def _regpath(  # noqa: C901
         def draw(shape):
             per = [torch.randn((restarts, *shape), generator=g, dtype=torch.float64) for g in gens]
             return torch.stack(per, dim=1).reshape(restarts * R, *shape)
+    # On a cone path the candidates are compared by the excess loss E_ρ(W) = L(W) − (1/n) Σ ℓ(γ_iρ_i), ρ the
+    # tokens the cone's centre selects (numerics.excess_loss): on a cone that selects ρ, L is flat in float64
+    # beyond logit gaps ≈ 32 (its W-dependence is the e^{-gap} softmax tails), so comparing L there picks a
+    # candidate by rounding; E keeps the tails. Logistic loss with a linear head only (the local paths'
+    # setting); otherwise L. The returned ``loss`` is L either way.
+    gamma0 = head.fixed_scores(X, Y)
+    ref0 = None
+    if cone is not None and loss == "logistic" and gamma0 is not None:
+        ref0 = reference_tokens(X, Z, cone[0])
+
+    def select_loss(Xc, Yc, Zc, W, hc, C):
+        if ref0 is None:
+            return att.loss(Xc, Yc, Zc, W, hc, loss)
+        return logistic_excess(Xc, Zc, W, gamma0.repeat(C, 1, 1), ref0.repeat(C, 1))
+
     Ws: list[Any] = []
     Ks: list[Any] = []
     Qs: list[Any] = []
@@ -224,8 +240,9 @@ def _regpath(  # noqa: C901
                 if cc is not None:
                     W = project_cone(W, *cc)
                 W.mul_(torch.clamp(rad / torch.linalg.matrix_norm(W, keepdim=True).clamp_min_(tiny), max=1.0))
-            Lc = att.loss(Xc, Yc, Zc, W, hc, loss).view(C, R)  # (C, R)
+            Lc = select_loss(Xc, Yc, Zc, W, hc, C).view(C, R)  # (C, R)
             best = Lc.argmin(0)  # (R,)
+            Lc = att.loss(Xc, Yc, Zc, W, hc, loss).view(C, R)
             Wb = W.view(C, R, d, d)[best, torch.arange(R, device=dev)]  # (R, d, d)
             prev = Wb
             Ws.append(Wb)
@@ -253,7 +270,7 @@ def _regpath(  # noqa: C901
                 cc is not None
             ):  # the cone step is not an exact projection in factor space: keep the best iterate
                 Kb_, Qb_ = K.clone(), Q.clone()
-                Lb_ = att.loss(Xc, Yc, Zc, torch.bmm(K, Q.mT), hc, loss)
+                Lb_ = select_loss(Xc, Yc, Zc, torch.bmm(K, Q.mT), hc, C)
             for k in range(steps):
                 eta = lr * (math.sqrt(rad) if not per else rad.sqrt()) * (1.0 - k / steps)
                 gK, gQ = _kq_grads(Xc, Yc, Zc, K, Q, hc, loss, gamma, direction_only=True)
@@ -266,14 +283,15 @@ def _regpath(  # noqa: C901
                 K.mul_(sc)
                 Q.mul_(sc)
                 if cc is not None:
-                    Lk = att.loss(Xc, Yc, Zc, torch.bmm(K, Q.mT), hc, loss)
+                    Lk = select_loss(Xc, Yc, Zc, torch.bmm(K, Q.mT), hc, C)
                     better = Lk < Lb_
                     Kb_[better], Qb_[better], Lb_ = K[better], Q[better], torch.minimum(Lk, Lb_)
             if cc is not None:
                 K, Q = Kb_, Qb_
             W = torch.bmm(K, Q.mT)
-            Lc = att.loss(Xc, Yc, Zc, W, hc, loss).view(C, R)
+            Lc = select_loss(Xc, Yc, Zc, W, hc, C).view(C, R)
             best = Lc.argmin(0)
+            Lc = att.loss(Xc, Yc, Zc, W, hc, loss).view(C, R)
             idx = torch.arange(R, device=dev)
             Kb, Qb = K.view(C, R, d, m)[best, idx], Q.view(C, R, d, m)[best, idx]
             prev = (Kb, Qb)
