@@ -113,7 +113,9 @@ class RPKQLocal(LocalPathBase):
         )  # as check_direction: a path point that provably missed the minimiser decides nothing
         if not ok.any():
             return undecided("the path missed the constrained minimiser at every resolved radius")
-        return judge_nuclear_ratio(nuclear_ratio(st["W"][:J], st["radii"][:J])[ok])
+        # the factored path's own points (before the polish of _localpath.candidates, whose rescaled points have
+        # ‖W‖_⋆ = R by construction): the identity is a property of the (K, Q) minimiser
+        return judge_nuclear_ratio(nuclear_ratio(st["path_W"][:J], st["radii"][:J])[ok])
 
 
 @register
