@@ -44,13 +44,18 @@ Predictions.
 * ``is_gradient_descent``: one run_gd step (param="KQ", plain) from (K(0), Q(0)) and from the iterate at k =
 S/64 is the
   step along (∇L(W)Q, ∇L(W)^T K) with ∇L from the independent numpy closed form (corr > 1 − FIDELITY_TOL).
-* ``norms_grow`` (trend vs log k; near the limit the min margin ρ(k) of KQ^T grows like log k, and
-  ½(‖K‖² + ‖Q‖²) ≥ ‖KQ^T‖_⋆ ≥ ρ(k)‖W^mm‖_F ≥ ρ(k)·u with u = 1/max_it‖F_it‖_F): ‖K‖ and ‖Q‖ increase at every
-  recorded doubling; each of the last two doublings adds ≥ RATE_MIN·u·ln 2 to ½(‖K‖² + ‖Q‖²) and ≥ RATE_MIN·ln
-  2 to
-  ρ(k) (theory → ln 2 per doubling; measured 0.78–0.84 at S = 8192); the loss decreases at every recorded
-  point.
-  A no-op optimiser adds 0, an ascending one drives the margins negative and the loss up: refuted.
+* ``norms_grow`` (the claim ‖K‖, ‖Q‖ → ∞, judged on a finite run; no rate is claimed): refuted when GD did not
+  descend (the loss rose at a recorded doubling beyond rounding, LOSS_RTOL), made no progress (½(‖K‖² + ‖Q‖²)
+  did not grow over each of the last two doublings), or reached a finite stationary point (‖∇_{K,Q}L‖ below
+  STATIONARY_RTOL of its start while the norms stopped growing); confirmed when each of the last two doublings
+  adds ≥ RATE_MIN·u·ln 2 to ½(‖K‖² + ‖Q‖²) (log-k growth: near the limit the min margin ρ(k) of KQ^T grows
+  like log k and ½(‖K‖² + ‖Q‖²) ≥ ‖KQ^T‖_⋆ ≥ ρ(k)·u, u = 1/max_it‖F_it‖_F) and both norms rise; growth slower
+  than that is undecided. The min margin ρ(k) and its growth are recorded (``final_margin``, ``margin_rate``),
+  not judged: the theorem does not say which tokens GD selects by step S. Quick seed 15 #5 (B.1 data whose
+  optimal token leads the next one by γ_o − γ_t = 1.03e-5 in example 1) diverges (2.6 × u ln 2 per doubling)
+  while that example still selects the runner-up token (min margin −1.78 at S and falling, −2.46 at 16 S):
+  the pull to the optimal token is ∝ 1.03e-5, a transient far beyond any budget, not a counterexample.
+  A no-op optimiser adds 0, an ascending one raises the loss: refuted.
 
 Negative control (``kq-divergence-control``), at the boundary of the feasibility hypothesis: valley data
 (checks.strategies.valley_data: two examples with the same tokens and query and opposite labels, T = 2), where
@@ -90,9 +95,10 @@ from ._landscape import exact_margin_profile, sign_fixed, signed_inner
 ETA, STEPS, DOUBLINGS = 1.0, 8192, 6
 #: The start: K(0), Q(0) with i.i.d. N(0, INIT_SCALE²) entries (small, off the saddle at 0).
 INIT_SCALE = 0.1
-#: Per-doubling growth, in units of ln 2 (min margin) and u·ln 2 (½(‖K‖² + ‖Q‖²)): theory → 1 (margin) and
-#: ≥ 1 (energy); measured 1.12–1.21 × ln 2 for the margin. 0.5 leaves room for the budget, while a stalled or
-#: bounded run adds → 0.
+#: Confirmation of divergence: each of the last two doublings adds ≥ RATE_MIN·u·ln 2 to ½(‖K‖² + ‖Q‖²) (log-k
+#: growth; u ln 2 per doubling is what a min margin growing like log k forces, module docstring). A heuristic
+#: of "still diverging", not the claim (→ ∞ at no stated rate): slower growth is undecided, never refuted.
+#: Theorem instances add 2.6–12 × u ln 2 (quick seeds 0–29); a finite minimiser (the control) adds → 0.
 RATE_MIN = 0.5
 #: Tangent solve: A Q^T + K B^T = W^mm to this relative residual (Q, K full rank and well conditioned at the
 #: sampled scales; solves accurate to ~1e-13).
@@ -109,9 +115,12 @@ FLOAT_FLOOR = 1e-250
 JUDGE_RATIO = 1e-6
 #: Sampled (K, Q): Gaussian entries at these scales.
 KQ_SCALES = (0.3, 1.0, 3.0)
-#: The control: GD has reached a finite stationary point when ‖∇_{K,Q}‖ falls below this share of its start
-#: value.
+#: GD has reached a finite stationary point when ‖∇_{K,Q}‖ falls below this share of its start value while the
+#: norms stop growing (the control's mechanism: a finite minimiser, ‖∇‖ falls ~1e14-fold to rounding level).
 STATIONARY_RTOL = 1e-6
+#: The loss "rose" at a doubling when it grew by more than rounding: a mean of n logistic terms of O(1) in
+#: float64 is exact to a few ulps, so 1e-13 relative leaves ~500 ulps for any summation order.
+LOSS_RTOL = 1e-13
 
 PROFILES = {
     "quick": Profile(instances=6, min_confirmed=6, batch=6, params={"per_scale": 3}),
@@ -158,6 +167,12 @@ def kq_fidelity(data, K, Q, device="cpu") -> float:
         den = np.linalg.norm(step) * np.linalg.norm(g)
         out = min(out, float(np.sum(step * g) / den) if den > 0 else 0.0)
     return out
+
+
+def kq_grad_norm(data, K, Q) -> float:
+    """‖(∇_K L, ∇_Q L)‖ = ‖(∇L(W) Q, ∇L(W)^T K)‖ at one (K, Q), with ∇L from the independent numpy closed form."""
+    G = independent_grad_W(data, K @ Q.T)
+    return float(np.hypot(np.linalg.norm(G @ Q), np.linalg.norm(G.T @ K)))
 
 
 def unit(data, alpha) -> float:
@@ -312,8 +327,10 @@ class KQDivergence(Theorem):
         u = self._unit(inst, st)
         e_rate = np.diff(E) / (u * math.log(2))
         m_rate = np.diff(rho) / math.log(2)
+        grad_ratio = kq_grad_norm(data, K[-1], Q[-1]) / kq_grad_norm(data, inst["K0"], inst["Q0"])
         m = {
             "energy_rate": float(e_rate[-1]),
+            "energy_rate_prev": float(e_rate[-2]),
             "margin_rate": float(m_rate[-1]),
             "final_K_norm": float(nK[-1]),
             "final_Q_norm": float(nQ[-1]),
@@ -321,20 +338,30 @@ class KQDivergence(Theorem):
             "energy_curve": E.tolist(),
             "energy_iterations": checkpoints(),
             "loss_drop": float(L[0] - L[-1]),
+            "end_grad_ratio": float(grad_ratio),
         }
-        if not (np.all(e_rate[-2:] >= RATE_MIN) and np.all(m_rate[-2:] >= RATE_MIN)):
+        rose = np.diff(L) > LOSS_RTOL * np.abs(L[:-1])
+        if np.any(rose):
+            return failed(f"the loss rose at a doubling of k (GD did not descend): {L.tolist()}", **m)
+        if not np.all(np.diff(E)[-2:] > 0):
             return failed(
-                f"not growing like log k: the last doublings added {e_rate[-2]:.3g}, {e_rate[-1]:.3g} × u "
-                "ln 2 "
-                f"to ½(‖K‖² + ‖Q‖²) and {m_rate[-2]:.3g}, {m_rate[-1]:.3g} × ln 2 to the min margin "
-                f"(needs ≥ {RATE_MIN})",
+                f"no progress: ½(‖K‖² + ‖Q‖²) did not grow over the last two doublings ({E[-3:].tolist()})", **m
+            )
+        if grad_ratio <= STATIONARY_RTOL and not np.all(e_rate[-2:] >= RATE_MIN):
+            return failed(
+                f"GD reached a finite stationary point: ‖∇_(K,Q)L‖ fell to {grad_ratio:.3g} of its start while "
+                f"½(‖K‖² + ‖Q‖²) stopped growing (last doublings added {e_rate[-2]:.3g}, {e_rate[-1]:.3g} × u ln 2)",
                 **m,
             )
-        if not (np.all(np.diff(nK) > 0) and np.all(np.diff(nQ) > 0)):
-            return failed(f"‖K‖ or ‖Q‖ fell at a doubling of k: ‖K‖ {np.round(nK, 4).tolist()}, "
-                          f"‖Q‖ {np.round(nQ, 4).tolist()}", **m)
-        if not np.all(np.diff(L) < 0):
-            return failed(f"the loss did not decrease at every doubling: {L.tolist()}", **m)
+        if not (np.all(e_rate[-2:] >= RATE_MIN) and np.all(np.diff(nK)[-2:] > 0) and np.all(np.diff(nQ)[-2:] > 0)):
+            # still growing, but not at the log-k rate on this budget (or one factor dipped): the theorem
+            # claims only ‖K‖, ‖Q‖ → ∞, so a slow finite run decides nothing
+            return undecided(
+                f"the norms grow but not like log k on this budget: the last doublings added {e_rate[-2]:.3g}, "
+                f"{e_rate[-1]:.3g} × u ln 2 to ½(‖K‖² + ‖Q‖²) (confirmation needs ≥ {RATE_MIN}); ‖K‖ "
+                f"{np.round(nK[-3:], 4).tolist()}, ‖Q‖ {np.round(nQ[-3:], 4).tolist()}",
+                **m,
+            )
         return held(**m)
 
 
@@ -369,13 +396,8 @@ class KQDivergenceControl(KQDivergence):
 
     def check_gd_reaches_no_stationary_point(self, inst, st, ctx):
         data = inst["data"]
-
-        def kq_norm(K, Q):
-            G = independent_grad_W(data, K @ Q.T)
-            return float(np.hypot(np.linalg.norm(G @ Q), np.linalg.norm(G.T @ K)))
-
         K, Q = st["K"][-1], st["Q"][-1]
-        gstart, gend = kq_norm(inst["K0"], inst["Q0"]), kq_norm(K, Q)
+        gstart, gend = kq_grad_norm(data, inst["K0"], inst["Q0"]), kq_grad_norm(data, K, Q)
         return decide(
             gend > STATIONARY_RTOL * gstart,
             f"GD reached a finite stationary point: ‖∇_(K,Q)L‖ = {gend:.3g} "
