@@ -63,8 +63,8 @@ def test_gen_svm_finite_theorem_family_is_unchanged_by_the_control_redraw():
 
 
 def test_gd_local_start_cone_width_depends_on_alpha():
-    """Seed 9 #10 (δ⁺ = 0.114): at μ = 0.01 the start put the switched example's optimal token 8.2 logits ahead
-    of a support token and GD went to W^mm; the start's μ(α) is now narrower and GD converges from it."""
+    """Seed 9 #10 (δ⁺ = 0.114): at μ = 0.01 the start put the switched example's optimal token 8.2 logits
+    ahead of a support token and GD went to W^mm; the start's μ(α) is now narrower and GD converges from it."""
     from checks.theorems.gd_local import MU
 
     r = _one("gd-local", 9, 10)

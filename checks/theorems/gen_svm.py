@@ -340,8 +340,8 @@ class _GenBase(Theorem):
             # quick seed 4 instance 57 rises 6.2e-4 (k = 1000) → 1.30e-3 (k ≈ 77000) and then falls, 1.15e-3
             # at k = 10⁶, as the residual off span{W^fin, W^dir} saturates (0.52 → 0.85 → 0.93) while R keeps
             # growing (11.8 → 14.7 → 17.2); quick seed 6 instance 6 (masked 3.3e-9, R frozen by the 2-cycle of
-            # normalised GD along S_fin) moves by 1e-6 over the second half and, continued to 4·10⁵ steps, still
-            # rises with shrinking increments (7.5e-4 → 9.7e-4; 6e-5 then 1.2e-5 per 5·10⁴ steps).
+            # normalised GD along S_fin) moves by 1e-6 over the second half and, continued to 4·10⁵ steps,
+            # still rises with shrinking increments (7.5e-4 → 9.7e-4; 6e-5 then 1.2e-5 per 5·10⁴ steps).
             return undecided(
                 f"the svmeq error rose over the budget's second half ({errs[0]:.3g} → {errs[-1]:.3g}) while "
                 f"the masked probability fell ({masked[0]:.2g} → {masked[-1]:.2g}): the claim is the limit, "
