@@ -22,11 +22,12 @@ loss with keys k_it = x_it. Hence ∇_W L(W) = ∇F(W p) p^T and, for GD on W wi
 In the code's orientation (TLTO's logits x^T W z, numerics.gd.run_gd) the fixed prompt is the shared query:
 z_i = p for every example.
 
-Hypotheses implemented (exactly): logistic loss; normalised GD, STEPS steps, step LR/‖p‖ on W and LR on q
-(so both move q by LR per step); B.2 data (``checks.strategies.b2_data``, n = 2, T = 3, d = 6: equal
+Hypotheses implemented (exactly): logistic loss; normalised GD (the authors' protocol), STEPS steps, step LR/‖p‖ on W and
+LR on q (so both move q by LR per step); B.2 data (``checks.strategies.b2_data``, n = 2, T = 3, d = 6: equal
 non-optimal scores, under which GD on q converges to q^mm globally, p-svm-gd) with a random prompt p of norm
-P_NORMS[k % 2] (≠ 1, so the step scaling is visible) and a random W(0) (scale W0_SCALE, off the rank-one
-family);
+P_NORMS[k % 2] (≠ 1, so the step scaling is visible) and a random W(0): off the rank-one family at scale
+W0_SCALE (never in the logits), inside it the paper's small start (INIT_SCALE, as gd-global-normalized: from a
+large q(0) normalised GD can lock a token that starts ahead, the documented scope of that variant);
 ``feasible`` (certified p-SVM and W-SVM for opt).
 
 What is exact is checked exactly (to float64 rounding): ``svm_relation`` (the two certified SVM solutions
@@ -64,8 +65,14 @@ LR = 0.05
 RECORD_EVERY = 100
 #: Prompt norms (alternating by instance): away from 1 on both sides, so a missing ‖p‖ factor shows.
 P_NORMS = (2.0, 0.5)
-#: Scale of the random W(0) entries (off the rank-one family; ‖W0(I − P)‖_F ≈ 1.7 at d = 6).
+#: Scale of the random off-family part W(0)(I − P_p) (‖W0(I − P)‖_F ≈ 1.7 at d = 6): it never enters the
+#: logits, so it can be large, and it makes the exact identity W(k)(I − P) = W(0)(I − P) non-trivial.
 W0_SCALE = 0.3
+#: The in-family part W(0)P_p (so q(0) = W(0)p) is the paper's small start, i.i.d. N(0, INIT_SCALE²) entries
+#: as gd-global-normalized: normalised GD from a large start can lock a non-optimal token that starts ahead
+#: (quick seed 16 #4 with the former 0.3-scale q(0): token 1 of example 2 started 2.59 logits ahead of the
+#: optimal token and 1 − corr(q, q^mm) ended at 0.53; the scope of gd-global-normalized, docs/theory.md).
+INIT_SCALE = 0.01
 D = 6
 #: One GD step of each model from the same state agrees to rounding: a step computes softmax, a weighted sum
 #: of ≤ 6 keys and a norm, each exact to a few ulps of ‖q‖ + η (‖q‖ ≤ 200 here): 1e-11 relative leaves 10^4
@@ -90,6 +97,16 @@ CORR_TOL = 5e-3
 NORM_GROWTH_MIN = 0.5
 
 
+def abandoned_opt_mechanism(result) -> bool:
+    """The documented finding: only ``direction`` refuted (the exact equivalence held), ‖q‖ progressed, and at the
+    last iterate some example puts less than half its softmax mass on its optimal token (GD converged towards
+    another selection: q(k) → q^mm is the claim that failed, not the equivalence)."""
+    m, preds = result.metrics, result.predictions
+    others = all(v == "held" for k, v in preds.items() if k != "direction")
+    return bool(others and preds.get("direction") == "failed" and m.get("opt_mass_min", 1.0) < 0.5
+                and m.get("q_norm_growth", 0.0) >= NORM_GROWTH_MIN * LR * STEPS)
+
+
 def _corr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """numerics.tokens.corr over b's axes (a may carry leading batch/record axes)."""
     return corr(a, b, axis=tuple(range(-np.ndim(b), 0)))
@@ -99,7 +116,8 @@ class _EquivBase(Theorem):
     reference = "TLZO (arXiv 2306.13596) §2: GD on p, or equivalently W (model ⟨Xv, S(XWp)⟩)"
     depends_on = ("gd", "prompt-gd", "svm-fro", "softmax", "gradient")
     profiles = {
-        "quick": Profile(instances=8, min_confirmed=8, batch=8),
+        # quick 8 / 6 (as most modules): a documented-finding instance is left out and the rest still decide
+        "quick": Profile(instances=8, min_confirmed=6, batch=8),
         "full": Profile(instances=60, min_confirmed=55, batch=30),
         "paper": Profile(instances=200, min_confirmed=190, batch=50),
     }
@@ -129,8 +147,9 @@ class _EquivBase(Theorem):
         p = rng.standard_normal(D)
         p *= pn / np.linalg.norm(p)
         data = AttentionData(base.X, base.Y, np.tile(p, (base.n, 1)), base.v)
-        return {"data": data, "p": p, "p_norm": pn, "W0": W0_SCALE * rng.standard_normal((D, D)),
-                "gamma": prompt_scores(base.X, base.Y, base.v)}
+        P = np.outer(p, p) / (p @ p)
+        W0 = W0_SCALE * rng.standard_normal((D, D)) @ (np.eye(D) - P) + INIT_SCALE * rng.standard_normal((D, D)) @ P
+        return {"data": data, "p": p, "p_norm": pn, "W0": W0, "gamma": prompt_scores(base.X, base.Y, base.v)}
 
     def prepare(self, instances, ctxs):
         states: list = [None] * len(instances)
@@ -250,7 +269,13 @@ class _EquivBase(Theorem):
         wg = 1 - _corr(Wt, state["wsvm"].W)
         half = len(qg) // 2
         growth = float(np.linalg.norm(qt[-1]) - np.linalg.norm(qt[0]))
+        X, a = inst["data"].X, state["alpha"]
+        e = np.exp(X @ qt[-1] - (X @ qt[-1]).max(-1, keepdims=True))
+        s_end = e / e.sum(-1, keepdims=True)  # softmax at the last iterate (n, T)
+        lg0 = X @ qt[0]
         metrics = dict(
+            opt_mass_min=float(s_end[np.arange(len(a)), a].min()),
+            start_lead=float((lg0 - lg0[np.arange(len(a)), a][:, None]).max()),
             q_final_gap=float(qg[-1]),
             w_final_gap=float(wg[-1]),
             q_norm_growth=growth,
@@ -282,8 +307,18 @@ class PGDEquivalence(_EquivBase):
     hypotheses_text = (
         "reconstructed form of TLZO's 'GD on p, or equivalently W'; logistic loss; normalised GD "
         f"({STEPS} steps, step {LR}/‖p‖ on W, {LR} on q); B.2 data n=2, T=3, d={D}; ‖p‖ ∈ {P_NORMS}; "
-        "W(0) off the rank-one family; W-SVM and p-SVM feasible (certified)"
+        "W(0) off the rank-one family, the paper's small start inside it; W-SVM and p-SVM feasible (certified)"
     )
+    finding = (
+        "GD on q (and so on W) from the paper's small start can abandon the optimal token of an example even "
+        "with equal non-optimal scores: quick seed 22 #5 (‖q^mm‖ = 7.2, while selecting token 1 in both "
+        "examples costs 0.94) ends with softmax mass 1e-40 on example 2's optimal token and 1 − corr(q, q^mm) "
+        "rising 0.72 → 0.89 over 2000 normalised steps; plain GD with η = 1/L̄ does the same (0.59 → 0.62 over "
+        "40000 steps), from five other small starts too. The exact equivalence holds throughout (one_step, "
+        "trajectory); what fails is the global directional claim W(k) → W^mm inherited from p-svm-gd."
+    )
+    finding_seen = {("quick", 22): (5,)}
+    finding_mechanism = abandoned_opt_mechanism
 
 
 @register
