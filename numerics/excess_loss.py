@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import torch
 
+from . import attention as att
+
 #: Unit roundoff of float64 (2^-53).
 U64 = 2.0 ** -53
 
@@ -49,9 +51,9 @@ def logistic_excess(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, gamma: to
     """E_ρ(W) (R,) for the logistic loss and a linear head (``gamma`` (R, n, T) its fixed scores Y_i v^T x_it),
     ρ = ``ref`` (R, n) int64 token indices. With ``with_error``: (E, bound) with the rounding bound of the
     module docstring (R,)."""
-    lg = _logits(X, Z, W)
-    s = (lg - lg.amax(-1, keepdim=True)).exp()
-    s = s / s.sum(-1, keepdim=True)
+    # the library's softmax (max-subtracted: each s_it relative-accurate), looked up at call time so that a
+    # broken softmax (numerics.sabotage "softmax-no-normaliser") reaches the comparisons made with E too
+    s = att.softmax(X, Z, W)
     r = ref.unsqueeze(-1)
     a = gamma.gather(-1, r).squeeze(-1)  # γ_iρ (R, n)
     gd = gamma.gather(-1, r) - gamma  # γ_iρ − γ_it, exactly 0 at ρ

@@ -171,6 +171,38 @@ def candidates(data, Ws: np.ndarray, radii: np.ndarray, centre: np.ndarray, norm
             "beaten": beaten, "polished": polished}
 
 
+def independent_excess(data, centre: np.ndarray, Ws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """L(W) − (1/n) Σ ℓ(γ_iρ_i) evaluated plainly in numpy (no numerics.attention / numerics.excess_loss code:
+    an independent closed form, as _gd.independent_grad_W for the steps), with its forward rounding bound in
+    the standard model (u = 2^-53): logits |δl| ≤ λ = 2d·u·|x|^T|W||z|; s relative 2 max λ + (T + 3)u;
+    u_i = Σ s γ absolute (2 max λ + (2T + 4)u)·Σ_t s_it|γ_it|; ℓ(u) = log(1 + e^{-u}) (np.logaddexp) with
+    |ℓ'| = σ(−u) ≤ 1, + 4u·ℓ; the means + n·u; the difference of L and L_∞ + u·(L + L_∞). Plain L − L_∞ loses
+    the tails once they fall below ~1e-16 (the bound then exceeds E), so the comparison with E bites at the
+    small radii, where the two must agree to ~1e-16."""
+    X, Z = np.asarray(data.X), np.asarray(data.Z)
+    g = np.asarray(data.Y)[:, None] * (X @ np.asarray(data.v))  # γ (n, T)
+    ref = np.argmax(np.einsum("itk,kl,il->it", X, centre, Z), axis=1)
+    n, T, d = X.shape
+    u64 = 2.0 ** -53
+    Linf_i = np.logaddexp(0.0, -g[np.arange(n), ref])
+    Linf = Linf_i.mean()
+    E, err = [], []
+    for W in np.asarray(Ws):
+        lg = np.einsum("itk,kl,il->it", X, W, Z)
+        lam = 2 * d * u64 * np.einsum("itk,kl,il->it", np.abs(X), np.abs(W), np.abs(Z))
+        e = np.exp(lg - lg.max(axis=1, keepdims=True))
+        s = e / e.sum(axis=1, keepdims=True)
+        u = (s * g).sum(axis=1)
+        ell = np.logaddexp(0.0, -u)
+        du = (2 * lam.max(axis=1) + (2 * T + 4) * u64) * (s * np.abs(g)).sum(axis=1)
+        sig = 1.0 / (1.0 + np.exp(np.clip(u, -700, 700)))
+        L = ell.mean()
+        E.append(L - Linf)
+        err.append((sig * du + 4 * u64 * ell).mean() + n * u64 * L + (4 * u64 * Linf_i).mean() + n * u64 * Linf
+                   + u64 * (L + Linf))
+    return np.array(E), np.array(err)
+
+
 def judge(err: np.ndarray, threshold: float, reliable: np.ndarray | None = None, **metrics) -> Outcome:
     """err(R) → 0 on a finite grid: not non-increasing (up to noise, between ``reliable`` radii) or stalled
     above the
@@ -445,6 +477,21 @@ class LocalPathBase(Theorem):
                 **out.metrics,
             )
         return out
+
+    def check_loss_fidelity(self, inst, st, ctx):
+        """The excess loss every decision above rests on (numerics.excess_loss, via the library's softmax) agrees
+        with the independent plain evaluation (``independent_excess``) at every point of the optimiser's path,
+        within the sum of the two rounding bounds (no fitted tolerance). A broken softmax, loss or excess form
+        fails it at the small radii, where the softmax is far from one-hot (numerics.sabotage
+        "softmax-no-normaliser": at M = 2 the two differ by O(e^{-2}))."""
+        data, centre = inst["data"], st["sol"].W
+        E, e = path_excess(data, centre, st["path_W"])
+        Ei, ei = independent_excess(data, centre, st["path_W"])
+        gap = np.abs(E - Ei) - (e + ei)
+        return decide(bool(np.all(gap <= 0)),
+                      f"the excess loss disagrees with its independent evaluation beyond both rounding bounds at "
+                      f"M = {MULTIPLES[int(np.argmax(gap))]:g} (|ΔE| = {float(np.abs(E - Ei)[int(np.argmax(gap))]):.3g})",
+                      excess_fidelity_gap=float(np.max(np.abs(E - Ei) / np.maximum(e + ei, 1e-300))))
 
     def check_constraint_active(self, inst, st, ctx):
         J = self.resolved(st)
