@@ -178,10 +178,28 @@ def finite_part(data: AttentionData, V: Any, selected, *, loss: str = "logistic"
            f"starts disagree by {spread:.2g} or |grad| = {gnorm:.2g}: no unique finite minimiser")
     lr = tuple(np.array([float((data.X[i, t] - data.X[i, O[0]]) @ W @ data.Z[i]) for t in O[1:]])
                for i, O in enumerate(selected))
-    h = 1e-5  # central differences of the analytic gradient: error O(h²) ~ 1e-10, far below curvatures judged
-    H = np.array([(f(best.x + h * e)[1] - f(best.x - h * e)[1]) / (2 * h) for e in np.eye(k)])
-    curv = float(np.linalg.eigvalsh(0.5 * (H + H.T)).min())
+    curv = _min_curvature(f, best.x)
     return FinitePart(W, basis, lr, float(best.fun), gnorm, unique, msg, curv)
+
+
+def _min_curvature(f, beta: np.ndarray) -> float:
+    """Smallest eigenvalue of the Hessian of f (value, gradient) at β, by central differences of the analytic
+    gradient."""
+    h = 1e-5  # central differences of the analytic gradient: error O(h²) ~ 1e-10, far below curvatures judged
+    H = np.array([(f(beta + h * e)[1] - f(beta - h * e)[1]) / (2 * h) for e in np.eye(len(beta))])
+    return float(np.linalg.eigvalsh(0.5 * (H + H.T)).min())
+
+
+def curvature_at(data: AttentionData, V: Any, selected, W: Any, *, loss: str = "logistic") -> float:
+    """Smallest eigenvalue of L_O's Hessian on S_fin at P_fin W (0.0 when S_fin = {0}): how strongly L_O, the
+    loss the finite part descends once the masked tokens vanish, pulls at the point W projects to. Near
+    W^fin⋆ it equals ``FinitePart.curvature``; in L_O's flat tail (a selected token's probability saturating
+    towards 0) it is ~0 or negative."""
+    basis = fin_basis(data, selected)
+    if not len(basis):
+        return 0.0
+    f = _restricted(data, np.asarray(V, dtype=float), selected, basis, loss)
+    return _min_curvature(f, np.einsum("kde,de->k", basis, np.asarray(W, dtype=float)))
 
 
 @dataclass(frozen=True)

@@ -78,3 +78,22 @@ def test_gd_local_cone_width_keeps_mu_where_the_start_separates():
 
     r = _one("gd-local", 0, 0)
     assert r.outcome == "confirmed" and r.metrics["cone_mu"] == MU
+
+
+def test_gen_svm_finite_plateau_in_the_flat_tail_is_inconclusive_not_refuted():
+    """Seed 18 #4: over the budget's second half GD's finite part crosses L_O's flat tail (log-ratio ≈ −5.9,
+    curvature −1.1e-5 there) and e grows 2.65 → 2.78; continued, it reaches W^fin⋆ (e = 3e-4 by 4·10⁵ steps)."""
+    from checks.theorems.gen_svm_finite import CURV_MIN
+
+    r = _one("gen-svm-finite", 18, 4)
+    assert r.outcome == "inconclusive", (r.outcome, r.reason)
+    assert r.metrics["curvature_at_iterate"] < CURV_MIN <= r.metrics["fin_curvature"]
+    assert r.metrics["fin_fall"] < 1  # the drift the former rule refuted
+
+
+def test_gen_svm_finite_curvature_at_the_minimiser_matches_the_solve():
+    from numerics.genfin import coupled_selection, curvature_at, finite_part
+
+    inst = coupled_selection(np.random.default_rng(0), 6, 2, 1)
+    fp = finite_part(inst.data, inst.V, inst.selected)
+    assert abs(curvature_at(inst.data, inst.V, inst.selected, fp.W) - fp.curvature) < 1e-8
