@@ -435,6 +435,13 @@ class PathCheck(Theorem):
                          polished_radii=int(np.sum(st.get("polished", np.zeros(J, dtype=bool))[:J])),
                          corr_err_radii=st["radii"][:J].tolist())
         out = self.refine(out, other, st)
+        pol = st.get("polished", np.zeros(J, dtype=bool))
+        if out.status == "failed" and (pol[J - 2] or pol[J - 1]):
+            # a polished point carries another radius's direction (``polish_path``): a stall on it says the
+            # optimiser did not improve on that direction, not where the minimiser is (quick seed 5,
+            # rp-kq-nuclear 11: last ratio exactly 1.00)
+            return undecided(f"{out.reason}; but a point of the last two judged radii is another radius's "
+                             "point rescaled (the optimiser's own was beaten): not the minimiser's", **out.metrics)
         key = "fro" if self.target(st) is st["fro"].W else "nuc"
         if out.status == "failed" and not target_decided(st, key, (J - 2, J - 1)):
             return undecided(f"{out.reason}; but at the last two judged radii the path's point does not beat "
