@@ -17,6 +17,7 @@ from numerics.data import AttentionData
 from numerics.gd import run_gd
 from numerics.svm import is_locally_optimal, solve_att_svm
 from numerics.tokens import optimal_tokens, scores
+from numerics.tolerances import TIE_TOL
 
 from ._given import draw_candidate, given_metrics, need_head, switched_candidates
 from ._smoothness import smoothness_bound  # noqa: F401  (one definition, shared with smoothness-step)
@@ -37,13 +38,28 @@ DOUBLINGS = 5
 #: measured
 #: 0.93–0.98×; a bounded or stalled iterate: → 0).
 NORM_RATE_MIN = 0.5
-#: Direction: 1 − corr at S at most FALL_MAX × its value at S/32 (measured 0.27–0.53; theory ≈ (log(S/32)/log
-#: S)²
-#: ≈ 0.6 at S = 20000 for the leading term) and strictly decreasing at every recorded doubling.
-FALL_MAX = 0.8
-#: Final directional threshold for plain GD: the rate is 1/log²k (module docstring); measured ≤ 0.024 at k =
-#: 20000.
+#: Direction, confirmation: 1 − corr(W(S), W^mm) below CORR_ERR_MAX and below its value at S/32 (progress).
+#: The rate is 1/log²k (module docstring; measured ≤ 0.024 at k = 20000 on seed 0), so 0.05 is a budget, not a
+#: claim: above it the instance is undecided, never refuted. No rate of fall is required: the statement is a
+#: limit, and its constants (e.g. a near-tied non-optimal score, whose logit gap grows like log(1 + c·gap·k))
+#: can delay the fall beyond any fixed budget (full seed 1 instance 21: a 1e-4 score gap, 1 − corr 0.179 →
+#: 0.149 over five doublings, still falling at 10× the steps).
 CORR_ERR_MAX = 0.05
+#: Kept for reports and tests that name it: the former rate rule (fall ≤ 0.8× over five doublings) is no longer
+#: a criterion (it was stricter than the statement); corr_err_fall is still recorded.
+FALL_MAX = 0.8
+#: Refutation (decided, no fitted number): GD's direction approaches a certified SVM direction that is
+#: self-consistent and not W^mm — a locally optimal selection α ≠ opt (numerics.svm.is_locally_optimal), or the
+#: SVM of the examples that still select opt with every trapped example's optimal token behind another token
+#: under it by more than TRAP_TOL. "Approaches": every trapped example's lead over its optimal token grows
+#: strictly over the last ATTRACT_DOUBLINGS recorded doublings (S/4 → S/2 → S) and GD is closer to that
+#: direction than to W^mm at S. Under the theorem no such direction attracts GD (the limit W^mm selects opt:
+#: every lead must eventually fall below 0); under the local theorem it does (the controls).
+ATTRACT_DOUBLINGS = 2
+#: A trapped example's optimal-token deficit under the rest SVM counts when > TIE_TOL (1e-9, the project's
+#: score-tie tolerance): an exactly decoupled example (B.1's orthonormal data) has deficit 0 up to rounding
+#: (~1e-16), i.e. no self-consistent trap.
+TRAP_TOL = TIE_TOL
 #: The paper's small random start: i.i.d. N(0, INIT_SCALE²) entries.
 INIT_SCALE = 0.01
 
@@ -95,20 +111,21 @@ class GlobalGD(Theorem):
             NORM_RATE_MIN,
             plot_metric="norm_rate",
         ),
+        Criterion("⟨W(k), W^mm⟩ at every record (each GD step adds −η⟨∇L, W^mm⟩ > 0 under B.1/B.2)",
+                  "strictly increasing", "at every record"),
         Criterion(
-            f"1 − corr(W(k), W^mm) at k = S/2^{DOUBLINGS}, …, S/2, S (S = {STEPS})",
-            "strictly decreasing",
-            "at every recorded doubling",
+            "refuted: every trapped example's lead over its optimal token strictly growing over the last two "
+            "doublings, and 1 − corr(W(S), W_alt) < 1 − corr(W(S), W^mm) for a certified self-consistent W_alt "
+            "(locally optimal α ≠ opt, or the SVM of the untrapped examples with every trapped optimal token "
+            "behind by >",
+            ">",
+            TRAP_TOL,
+            plot_metric="alt_corr_err",
         ),
+        Criterion("1 − corr(W(S), W^mm), and below its value at S/32 (PASS of the instance)", "<",
+                  CORR_ERR_MAX, plot_metric="corr_err"),
         Criterion(
-            f"(1 − corr at k = S) / (1 − corr at k = S/{2**DOUBLINGS})",
-            "<=",
-            FALL_MAX,
-            plot_metric="corr_err_fall",
-        ),
-        Criterion("1 − corr(W(S), W^mm) (PASS of the instance)", "<", CORR_ERR_MAX, plot_metric="corr_err"),
-        Criterion(
-            "inconclusive (logarithmic rate, budget): falling as required but 1 − corr(W(S), W^mm)",
+            "inconclusive (logarithmic rate, budget): no attractor other than W^mm and 1 − corr(W(S), W^mm)",
             ">=",
             CORR_ERR_MAX,
         ),
@@ -200,26 +217,124 @@ class GlobalGD(Theorem):
                       f"{rates[-1]:.3g} × ‖W^mm‖ ln 2 (< {NORM_RATE_MIN})",
                       final_norm=float(norms[-1]), norm_rate=float(rates[-1]))
 
+    def check_projection_grows(self, inst, st, ctx):
+        """⟨W(k), W^mm⟩ strictly increasing at every record: each GD step adds −η⟨∇L(W), W^mm⟩ (plain) or
+        −η⟨∇L(W), W^mm⟩/‖∇L(W)‖ (normalised), > 0 at every W under B.1/B.2 (no-stationary-points, proved for
+        all sizes in theory/stationarity.py). A consequence of the hypotheses, not a rate: a no-op or an ascent
+        refutes it."""
+        p = np.einsum("kij,ij->k", st["traj"], self.target(inst, st))
+        bad = np.flatnonzero(np.diff(p) <= 0)
+        return decide(len(bad) == 0,
+                      f"⟨W(k), W^mm⟩ does not increase from k = {st['its'][bad[0]] if len(bad) else 0} to "
+                      f"k = {st['its'][bad[0] + 1] if len(bad) else 0} ({p[bad[0]] if len(bad) else 0:.4g} → "
+                      f"{p[bad[0] + 1] if len(bad) else 0:.4g}); every GD step adds −η⟨∇L, W^mm⟩ > 0 under B.1/B.2",
+                      proj_final=float(p[-1]))
+
+    def judge_points(self, st):
+        """Indices of the recorded iterations the direction is judged at: k = S/32, …, S/2, S (plain GD)."""
+        return doubling_points(st["its"], self.steps)
+
     def check_direction(self, inst, st, ctx):
-        idx = doubling_points(st["its"], self.steps)
-        err = 1 - corr_curve(st["traj"][idx], self.target(inst, st))
+        idx = self.judge_points(st)
+        traj, its = st["traj"][idx], st["its"][idx]
+        err = 1 - corr_curve(traj, self.target(inst, st))
         m = dict(given_metrics(ctx), corr_err=float(err[-1]), corr_err_fall=float(err[-1] / err[0]),
-                 corr_err_curve=err.tolist(), corr_err_iterations=st["its"][idx].tolist())
-        progress = bool(np.all(np.diff(err) < 0) and err[-1] <= FALL_MAX * err[0])
-        if not progress:
+                 corr_err_iterations=its.tolist(), corr_err_curve=err.tolist())
+        alt = attractor_metrics(inst["data"], traj, err)
+        m.update(alt)
+        if alt["attracted"]:
             return decide(
                 False,
-                f"1 − corr(W(k), W^mm) is not falling: {err[0]:.3g} at k = {self.steps >> DOUBLINGS} "
-                f"→ {err[-1]:.3g} at k = {self.steps} (needs strictly falling and ≤ {FALL_MAX}×)",
+                f"GD converges to another direction: W_alt = {alt['alt_kind']} (GD's selection {alt['gd_selection']}"
+                f", opt {alt['opt']}); 1 − corr(W(k), W_alt) falls to {alt['alt_corr_err']:.3g} at k = {its[-1]} "
+                f"(< 1 − corr to W^mm = {err[-1]:.3g}, which went {err[0]:.3g} → {err[-1]:.3g})",
                 **m,
             )
-        if err[-1] < CORR_ERR_MAX:
+        if err[-1] < CORR_ERR_MAX and err[-1] < err[0]:
             return held(**m)
         return undecided(
-            f"1 − corr falling ({err[0]:.3g} → {err[-1]:.3g}) at the logarithmic rate of plain GD but "
-            f"{err[-1]:.3g} ≥ {CORR_ERR_MAX} after {self.steps} steps",
+            f"1 − corr(W(k), W^mm) {err[0]:.3g} at k = {its[0]} → {err[-1]:.3g} at k = {its[-1]} (≥ {CORR_ERR_MAX} or "
+            f"not below its start), and GD approaches no certified self-consistent direction other than W^mm: "
+            f"the statement's limit is not reached within {self.steps} steps (budget)",
             **m,
         )
+
+
+def _leads(data: AttentionData, traj: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Per judged point and example in ``rows``: the largest logit of a non-optimal token minus the optimal
+    token's logit, (K, len(rows)); > 0 where GD has the example off its optimal token."""
+    g = np.einsum("ntd,kde,ne->knt", data.X[rows], traj, data.Z[rows])
+    opt = optimal_tokens(data).index[rows]
+    own = g[:, np.arange(len(rows)), opt]
+    g[:, np.arange(len(rows)), opt] = -np.inf
+    return g.max(axis=2) - own
+
+
+def attractor_metrics(data: AttentionData, traj: np.ndarray, err: np.ndarray) -> dict:
+    """Whether GD approaches a certified self-consistent SVM direction other than W^mm (the refutation of the
+    global claim; what the controls and the trapped-example finding need). ``traj``: W at the judged points,
+    ``err``: 1 − corr to W^mm there. GD approaches W_alt when (1) every trapped example's lead (largest
+    non-optimal logit minus the optimal one) grows strictly over the last ATTRACT_DOUBLINGS judged points — GD
+    moves that example away from its optimal token, which the theorem's limit must eventually select — and (2)
+    at S, 1 − corr(W(S), W_alt) < 1 − corr(W(S), W^mm) for a certified self-consistent W_alt. No rate and no
+    fitted number: (1) is a sign, (2) a comparison (a start on the ray W^mm_α has 1 − corr to it rising from 0,
+    so no fall of 1 − corr(W, W_alt) is asked). Recorded: GD's final selection (argmax logit per example) and the number of
+    examples where it is not opt (``trapped``); for α = that selection (if ≠ opt) the certified Att-SVM(α), whether
+    α is locally optimal, 1 − corr of W(S) to it (``alpha_corr_err``); for the examples that select opt the
+    certified SVM of those alone (the trapped ones unconstrained), 1 − corr to it (``rest_corr_err``) and the
+    smallest, over trapped examples, of the largest logit lead of a non-optimal token over the optimal one under
+    it (``trapped_deficit``; > TRAP_TOL: that SVM keeps every trapped example off its optimal token)."""
+    W = traj[-1]
+    g = np.einsum("ntd,de,ne->nt", data.X, W, data.Z)
+    sel = g.argmax(axis=1)
+    opt = optimal_tokens(data).index
+    trapped = np.flatnonzero(sel != opt)
+    out: dict = {"gd_selection": sel.tolist(), "opt": np.asarray(opt).tolist(), "trapped": int(len(trapped)),
+                 "trapped_lead": float("nan"), "trap_deepening": False,
+                 "alpha_locally_optimal": False, "alpha_corr_err": float("nan"), "rest_corr_err": float("nan"),
+                 "trapped_deficit": float("nan"), "alt_kind": "", "alt_corr_err": float("nan"), "attracted": False}
+    if not len(trapped):
+        return out
+    lead = _leads(data, traj, trapped)[-(ATTRACT_DOUBLINGS + 1):]
+    out["trapped_lead"] = float(lead[-1].min())
+    deepening = bool(np.all(np.diff(lead, axis=0) > 0))
+    out["trap_deepening"] = deepening
+    cands = []
+    sa = solve_att_svm(data, sel)
+    if sa.feasible:
+        ca = 1 - corr_curve(traj, sa.W)
+        out["alpha_locally_optimal"] = bool(is_locally_optimal(data, sel, sa))
+        out["alpha_corr_err"] = float(ca[-1])
+        if out["alpha_locally_optimal"]:
+            cands.append(("Att-SVM(α), α locally optimal", ca))
+    keep = np.flatnonzero(sel == opt)
+    if len(keep):
+        sr = solve_att_svm(data.subset(keep), opt[keep])
+        if sr.feasible:
+            cr = 1 - corr_curve(traj, sr.W)
+            h = np.einsum("ntd,de,ne->nt", data.X, sr.W, data.Z)
+            lead = [float(np.max(np.delete(h[i], opt[i])) - h[i, opt[i]]) for i in trapped]
+            out["rest_corr_err"], out["trapped_deficit"] = float(cr[-1]), float(min(lead))
+            if out["trapped_deficit"] > TRAP_TOL:
+                cands.append(("SVM of the untrapped examples (trapped optimal tokens behind)", cr))
+    for kind, curve in cands:
+        if deepening and curve[-1] < err[-1]:
+            out.update(alt_kind=kind, alt_corr_err=float(curve[-1]), attracted=True)
+            break
+    return out
+
+
+def trapped_example_mechanism(r) -> bool:
+    """The trapped-example finding (gd-global-normalized): a refuted instance whose GD leaves some example off
+    its optimal token and approaches the certified SVM of the other examples, under which every trapped
+    optimal token stays behind (so GD never returns it). Any other refutation is not this finding."""
+    m = r.metrics
+    try:
+        return bool(int(m.get("trapped", 0)) >= 1 and m.get("attracted") is True
+                    and str(m.get("alt_kind", "")).startswith("SVM of the untrapped")
+                    and float(m["trapped_deficit"]) > TRAP_TOL)
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 class GlobalGDControl(GlobalGD):

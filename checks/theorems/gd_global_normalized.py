@@ -11,10 +11,17 @@ B.1 or B.2, ⟨∇L(W(0)), W^mm⟩ < 0) except the Lipschitz step condition, whi
 Same instance family (B.2 and B.1 data alternating), same start W(0) ~ N(0, 0.01²).
 
 Predictions: ``norm_grows`` — over the second half of the run ‖W‖ grows by ≥ 0.5·η per step (a normalised
-step aligned with W^mm adds ≈ η; a no-op adds 0); ``direction`` — 1 − corr(W(k), W^mm) < 1e-2 at the end,
-non-increasing over the second half (5% zig-zag slack) and at most a tenth of its value at k = 100
-(no progress refutes; still falling but above 1e-2 is inconclusive); ``selects_opt`` — softmax mass on the
-optimal tokens > 0.99 at the end.
+step aligned with W^mm adds ≈ η; a no-op adds 0); ``projection_grows`` — ⟨W(k), W^mm⟩ strictly increasing (as
+gd-global: each step adds −η⟨∇L, W^mm⟩/‖∇L‖ > 0 under B.1/B.2); ``direction`` — confirmed when 1 − corr(W(S),
+W^mm) < 1e-2 and below its value at k = 100, refuted only by gd-global's attractor rule (judged at k = S/4,
+S/2, S), otherwise undecided (budget); ``selects_opt`` — softmax mass on the optimal tokens > 0.99 at the end
+confirms, below is undecided (the direction prediction refutes a trap).
+
+Finding (``finding``; recognised by ``_global.trapped_example_mechanism``): from the paper's small start on B.2
+data, one example can be trapped on its (equal-score) non-optimal tokens; GD then converges to the certified SVM
+of the other examples, under which the trapped optimal token stays behind — full profile, seed 1, instance 12
+(deficit 1.32 logits, 1 − corr to that SVM 1.3e-3 at k = 2000, to W^mm 0.57). Plain GD (η = 0.4 ≤ 1/L̄_W)
+and normalised GD with η = 0.01 from the same start trap the same example.
 
 Scope: the start matters. "From ANY initialisation" is false for normalised GD: a start ‖W(0)‖ ≈ 9 on B.2
 data (the former gd-global finding: full profile, seed 0, instance 56 of the old gd-global) puts a
@@ -34,23 +41,21 @@ from checks import Criterion, decide, held, register, undecided
 from numerics.gd_config import AUTHORS
 from numerics.tokens import optimal_tokens, softmax_probs
 
-from ._given import given_metrics
-from ._global import GlobalGD, GlobalGDControl
-from ._trends import corr_curve, falling
+from ._global import GlobalGD, GlobalGDControl, trapped_example_mechanism
 
 #: Authors' normalised step and budget (THEORY.md §5; numerics.gd_config.AUTHORS).
 STEP, STEPS, RECORD = AUTHORS.lr, AUTHORS.steps, 100
-#: Final directional threshold (THEORY.md §4): 1 − corr < 1e-2.
+#: Final directional threshold (THEORY.md §4): 1 − corr < 1e-2 confirms (and below its value at k = 100: progress);
+#: above it the instance is undecided (budget), never refuted — the statement is a limit.
 CORR_ERR_MAX = 1e-2
-#: Progress: final 1 − corr at most this fraction of its value at the first record after W(0) (k = 100).
-FALL_MAX = 0.1
-#: Zig-zag slack of the second-half trend: normalised GD with a fixed step wiggles around the ray (≲ 1e-3
-#: relative).
-TREND_SLACK = 0.05
 #: Norm growth per step over the second half, in units of η (aligned steps add ≈ η).
 NORM_RATE_MIN = 0.5
-#: Softmax mass on the optimal tokens at the end (THEORY.md §4).
+#: Softmax mass on the optimal tokens at the end (THEORY.md §4): above it confirms the selection; below it is
+#: undecided unless GD approaches another certified direction (the direction prediction then refutes).
 OPT_MASS_MIN = 0.99
+#: Judged points of the direction: k = 100 (the first record after W(0): progress is measured from there) and
+#: k = S/4, S/2, S (the last two doublings: the attractor test of _global.attractor_metrics).
+JUDGE_KS = (RECORD, STEPS // 4, STEPS // 2, STEPS)
 
 
 class _Normalized:
@@ -63,15 +68,11 @@ class _Normalized:
             NORM_RATE_MIN,
             plot_metric="norm_rate",
         ),
-        Criterion(
-            "1 − corr(W(k), W^mm) over the second half of the record: each step non-increasing up to a "
-            "relative slack, and the last value below the mid-run one",
-            "slack <=",
-            TREND_SLACK,
-        ),
-        Criterion(f"(1 − corr at k = S) / (1 − corr at k = {RECORD}), S = {STEPS}", "<=", FALL_MAX),
-        Criterion("1 − corr(W(S), W^mm) (PASS of the instance)", "<", CORR_ERR_MAX, plot_metric="corr_err"),
-        Criterion("inconclusive (budget): falling as required but 1 − corr(W(S), W^mm)", ">=", CORR_ERR_MAX),
+        *GlobalGD.criteria[1:3],
+        Criterion(f"1 − corr(W(S), W^mm), and below its value at k = {RECORD} (PASS of the instance)", "<",
+                  CORR_ERR_MAX, plot_metric="corr_err"),
+        Criterion("inconclusive (budget): no attractor other than W^mm and 1 − corr(W(S), W^mm)", ">=",
+                  CORR_ERR_MAX),
         Criterion("min_i softmax mass on opt_i at W(S)", ">", OPT_MASS_MIN, plot_metric="opt_mass"),
     )
 
@@ -86,23 +87,20 @@ class _Normalized:
             norm_rate=rate,
         )
 
-    def check_direction(self, inst, st, ctx):
-        err = 1 - corr_curve(st["traj"], self.target(inst, st))
-        m = dict(given_metrics(ctx), corr_err=float(err[-1]), corr_err_curve=err.tolist(),
-                 corr_err_iterations=st["its"].tolist())
-        if not (falling(err, TREND_SLACK) and err[-1] <= FALL_MAX * err[1]):
-            return decide(False, f"1 − corr(W(k), W^mm) not falling: {err[1]:.3g} at k = {st['its'][1]} → "
-                          f"{err[-1]:.3g} at k = {st['its'][-1]}", **m)
-        if err[-1] < CORR_ERR_MAX:
-            return held(**m)
-        return undecided(
-            f"1 − corr still falling but {err[-1]:.3g} ≥ {CORR_ERR_MAX} after {self.steps} steps", **m
-        )
+    def judge_points(self, st):
+        idx = np.searchsorted(st["its"], JUDGE_KS)
+        if not np.array_equal(st["its"][idx], JUDGE_KS):
+            raise RuntimeError(f"recorded iterations miss the judged points {JUDGE_KS}")
+        return idx
 
     def check_selects_opt(self, inst, st, ctx):
         data = inst["data"]
         mass = float(softmax_probs(data, st["traj"][-1])[np.arange(data.n), optimal_tokens(data).index].min())
-        return decide(mass > OPT_MASS_MIN, f"softmax mass on opt {mass:.4f} ≤ {OPT_MASS_MIN}", opt_mass=mass)
+        if mass > OPT_MASS_MIN:
+            return held(opt_mass=mass)
+        # a limit claim: a small mass at S refutes only with the direction (GD approaching another certified
+        # direction); on its own it is the budget (e.g. a near-tied score)
+        return undecided(f"softmax mass on opt {mass:.4f} ≤ {OPT_MASS_MIN} at k = {self.steps}", opt_mass=mass)
 
 
 @register
@@ -117,6 +115,19 @@ class GDGlobalNormalized(_Normalized, GlobalGD):
         "d=8 and B.1 data n=3,T=4,d=12, alternating); normalised GD η = 0.1, 2000 steps; "
         "W(0) ~ N(0, 0.01²) with ⟨∇L(W(0)), W^mm⟩ < 0"
     )
+    finding = (
+        "Genuine counterexamples from the paper's small start on B.2 data (full profile, seed 1, instance 12): "
+        "early normalised steps (η = 0.1 against gradients of ~1e-2: a large effective step) put one example's "
+        "non-optimal tokens ahead; all of them have the same score (B.2), so the example's output no longer "
+        "depends on W except through its optimal token's mass, whose pull is exponentially small. GD then "
+        "converges to the certified SVM of the other examples (1 − corr 1.3e-3 at k = 2000), under which the "
+        "trapped example's optimal token stays 1.32 logits behind (a self-consistent trap: that example has no "
+        "active constraint, TLTO's local optimality). Plain GD with η = 0.4 ≤ 1/L̄_W from the same start traps the "
+        "same example (softmax mass on opt 3e-3 at 20000 steps, 2e-4 at 200000); normalised GD with η = 0.01 "
+        "too. Recognised by mechanism (``_global.trapped_example_mechanism``), any seed."
+    )
+    finding_seen = {("full", 1): (12,)}
+    finding_mechanism = trapped_example_mechanism
 
 
 @register
