@@ -93,8 +93,8 @@ class RPKQLocal(LocalPathBase):
             "min(1e-2, μ/4) = 3.75e-3",
             plot_metric="corr_err_curve",
         ),
-        Criterion("1 − corr along the path", "non-increasing (a rise: inconclusive, never refuted) up to",
-              "25 % or 2e-4 per step"),
+        Criterion("1 − corr: a last step above the threshold rising by more than (a rise is never refuted)",
+                  "<=", "25 % or 2e-4: inconclusive"),
         Criterion(
             "‖K̄_R Q̄_R^T‖_⋆ / R at every resolved radius", "in", f"[{NUC_RATIO_MIN}, 1 + {NUC_RATIO_SLACK}]"
         ),
