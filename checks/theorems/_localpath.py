@@ -375,6 +375,25 @@ class LocalPathBase(Theorem):
             cone_certificate=cert,
         )
 
+    def assume_cone_loss_above_limit(self, inst, st, ctx):
+        """The reconstruction drops the paper's lower bound ‖W‖ ≥ R_0 of the cone (module docstring), which is
+        the same problem only if the loss on the cone stays above its limit L_∞ = (1/n) Σ ℓ(γ_iα_i): the cone
+        selects α uniformly (``cone_selects_alpha``), so L → L_∞ uniformly as ‖W‖ → ∞ there, and a point W_0
+        of the cone with L(W_0) < L_∞ keeps every W̄_R (R ≥ ‖W_0‖) in a bounded set — W̄_R/R → 0, and the
+        paper's R_0 is what excludes it. Certified false when some path point has excess E < 0 beyond its
+        rounding bound (numerics.excess_loss): the higher-scoring non-support tokens' attention lowers the loss
+        below L_∞ at a finite W (quick seed 11, rp-kq-local 1 and 5: E = −1.9e-8 and −4.3e-7 from M = 8 on,
+        the same interior point at every larger radius). Not certifiable true: held unless refuted by the
+        path."""
+        if "excess" not in st:
+            return True
+        E, e = np.asarray(st["excess"]), np.asarray(st["excess_err"])
+        k = int(np.argmin(E + e))
+        return decide(bool(E[k] + e[k] >= 0),
+                      f"a path point of the cone has loss below L_∞ (excess {E[k]:.3g} at M = {MULTIPLES[k]:g}, "
+                      f"bound {e[k]:.2g}): the paper's ‖W‖ ≥ R_0 is binding, the reconstruction without it does not "
+                      "apply", min_excess=float(E[k]))
+
     def assume_cone_excludes_global(self, inst, st, ctx):
         sep = float(1 - corr(st["sol"].W, st["glob"].W))
         return decide(
