@@ -36,12 +36,14 @@ no-op or an ascent refutes it); ``direction`` — confirmed when 1 − corr(W(S)
 at S/32. The statement is a limit, so no rate of fall is required: its constants can delay the fall beyond any
 budget (full seed 1, instance 21: a non-optimal score 1e-4 below the optimal one, whose logit gap grows like
 log(1 + c·1e-4·k); 1 − corr 0.179 → 0.149 over five doublings, still falling) — such a run is undecided. The
-direction is refuted only when GD is decidedly converging to another direction (``_global.attractor_metrics``):
+direction is refuted only when GD is decidedly converging to another direction
+(``_global.attractor_metrics``):
 GD's final selection leaves some example off its optimal token, every such example's lead over its optimal
 token grows strictly over the last two doublings (GD moves it away from the token the limit must select), and
 W(S) is closer (1 − corr) to a certified self-consistent SVM direction W_alt than to W^mm — Att-SVM(α) of a
 locally optimal α ≠ opt, or the SVM of the untrapped examples under which every trapped optimal token stays
-behind by > TIE_TOL. Under the theorem no such direction attracts GD; under the local theorem it does (controls).
+behind by > TIE_TOL. Under the theorem no such direction attracts GD; under the local theorem it does
+(controls).
 
 :func:`smoothness_bound` (checks/theorems/_smoothness.py, the one definition, shared with smoothness-step):
 L̄_W = (1/n) Σ_i ‖X_i‖₂² ‖z_i‖² (Δ_i²/16 + Δ_i) ≥ L_W, derived there. (tests/test_gd_checks.py checks L̄_W
@@ -75,7 +77,8 @@ from __future__ import annotations
 
 from checks import register
 
-from ._global import (  # noqa: F401  (the budget and thresholds, re-exported: tests and reports name them here)
+# the budget and thresholds, re-exported: tests and reports name them here
+from ._global import (  # noqa: F401
     ATTRACT_DOUBLINGS,
     CORR_ERR_MAX,
     DOUBLINGS,
@@ -89,8 +92,8 @@ from ._global import (  # noqa: F401  (the budget and thresholds, re-exported: t
     TRAP_TOL,
     GlobalGD,
     GlobalGDControl,
-    doubling_points,
     attractor_metrics,
+    doubling_points,
     grad_inner,
     smoothness_bound,
     trapped_example_mechanism,

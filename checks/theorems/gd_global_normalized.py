@@ -17,8 +17,10 @@ W^mm) < 1e-2 and below its value at k = 100, refuted only by gd-global's attract
 S/2, S), otherwise undecided (budget); ``selects_opt`` — softmax mass on the optimal tokens > 0.99 at the end
 confirms, below is undecided (the direction prediction refutes a trap).
 
-Finding (``finding``; recognised by ``_global.trapped_example_mechanism``): from the paper's small start on B.2
-data, one example can be trapped on its (equal-score) non-optimal tokens; GD then converges to the certified SVM
+Finding (``finding``; recognised by ``_global.trapped_example_mechanism``): from the paper's small start
+on B.2
+data, one example can be trapped on its (equal-score) non-optimal tokens; GD then converges to the
+certified SVM
 of the other examples, under which the trapped optimal token stays behind — full profile, seed 1, instance 12
 (deficit 1.32 logits, 1 − corr to that SVM 1.3e-3 at k = 2000, to W^mm 0.57). Plain GD (η = 0.4 ≤ 1/L̄_W)
 and normalised GD with η = 0.01 from the same start trap the same example.
@@ -45,7 +47,8 @@ from ._global import GlobalGD, GlobalGDControl, trapped_example_mechanism
 
 #: Authors' normalised step and budget (THEORY.md §5; numerics.gd_config.AUTHORS).
 STEP, STEPS, RECORD = AUTHORS.lr, AUTHORS.steps, 100
-#: Final directional threshold (THEORY.md §4): 1 − corr < 1e-2 confirms (and below its value at k = 100: progress);
+#: Final directional threshold (THEORY.md §4): 1 − corr < 1e-2 confirms (and below its value at k = 100:
+#: progress);
 #: above it the instance is undecided (budget), never refuted — the statement is a limit.
 CORR_ERR_MAX = 1e-2
 #: Norm growth per step over the second half, in units of η (aligned steps add ≈ η).
@@ -61,6 +64,7 @@ JUDGE_KS = (RECORD, STEPS // 4, STEPS // 2, STEPS)
 class _Normalized:
     normalized = True
     steps, lr, record = STEPS, STEP, RECORD
+    corr_err_max = CORR_ERR_MAX
     criteria = (
         Criterion(
             "growth of ‖W(k)‖_F per step over the second half of the run, in units of η",
@@ -100,7 +104,8 @@ class _Normalized:
             return held(opt_mass=mass)
         # a limit claim: a small mass at S refutes only with the direction (GD approaching another certified
         # direction); on its own it is the budget (e.g. a near-tied score)
-        return undecided(f"softmax mass on opt {mass:.4f} ≤ {OPT_MASS_MIN} at k = {self.steps}", opt_mass=mass)
+        return undecided(f"softmax mass on opt {mass:.4f} ≤ {OPT_MASS_MIN} at k = {self.steps}",
+        opt_mass=mass)
 
 
 @register
@@ -116,13 +121,17 @@ class GDGlobalNormalized(_Normalized, GlobalGD):
         "W(0) ~ N(0, 0.01²) with ⟨∇L(W(0)), W^mm⟩ < 0"
     )
     finding = (
-        "Genuine counterexamples from the paper's small start on B.2 data (full profile, seed 1, instance 12): "
-        "early normalised steps (η = 0.1 against gradients of ~1e-2: a large effective step) put one example's "
+        "Genuine counterexamples from the paper's small start on B.2 data (full profile, seed 1, instance "
+        "12): "
+        "early normalised steps (η = 0.1 against gradients of ~1e-2: a large effective step) put one "
+        "example's "
         "non-optimal tokens ahead; all of them have the same score (B.2), so the example's output no longer "
         "depends on W except through its optimal token's mass, whose pull is exponentially small. GD then "
         "converges to the certified SVM of the other examples (1 − corr 1.3e-3 at k = 2000), under which the "
-        "trapped example's optimal token stays 1.32 logits behind (a self-consistent trap: that example has no "
-        "active constraint, TLTO's local optimality). Plain GD with η = 0.4 ≤ 1/L̄_W from the same start traps the "
+        "trapped example's optimal token stays 1.32 logits behind (a self-consistent trap: that example "
+        "has no "
+        "active constraint, TLTO's local optimality). Plain GD with η = 0.4 ≤ 1/L̄_W from the same start "
+        "traps the "
         "same example (softmax mass on opt 3e-3 at 20000 steps, 2e-4 at 200000); normalised GD with η = 0.01 "
         "too. Recognised by mechanism (``_global.trapped_example_mechanism``), any seed."
     )
