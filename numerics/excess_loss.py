@@ -48,9 +48,9 @@ def _logits(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
 
 def logistic_excess(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, gamma: torch.Tensor,
                     ref: torch.Tensor, *, with_error: bool = False):
-    """E_ρ(W) (R,) for the logistic loss and a linear head (``gamma`` (R, n, T) its fixed scores Y_i v^T x_it),
-    ρ = ``ref`` (R, n) int64 token indices. With ``with_error``: (E, bound) with the rounding bound of the
-    module docstring (R,)."""
+    """E_ρ(W) (R,) for the logistic loss and a linear head (``gamma`` (R, n, T) its fixed scores
+    Y_i v^T x_it), ρ = ``ref`` (R, n) int64 token indices. With ``with_error``: (E, bound) with the rounding
+    bound of the module docstring (R,)."""
     # the library's softmax (max-subtracted: each s_it relative-accurate), looked up at call time so that a
     # broken softmax (numerics.sabotage "softmax-no-normaliser") reaches the comparisons made with E too
     s = att.softmax(X, Z, W)

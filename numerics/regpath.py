@@ -12,9 +12,9 @@ import numpy as np
 import torch
 
 from . import attention as att
-from .excess_loss import logistic_excess, reference_tokens
 from .data import AttentionData
 from .errors import InvalidInputError
+from .excess_loss import logistic_excess, reference_tokens
 from .gd_common import (
     ACTIVE_RTOL,
     RegPathResult,

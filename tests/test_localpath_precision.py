@@ -1,6 +1,7 @@
 """The excess logistic loss of the local paths (numerics.excess_loss) and the rules built on it
-(checks/theorems/_localpath.py, _paths.py): exact against a 150-digit evaluation within its own rounding bound,
-deciding centre vs boundary where L itself is flat in float64, and never substituting the predicted limit."""
+(checks/theorems/_localpath.py, _paths.py): exact against a 150-digit evaluation within its own rounding
+bound, deciding centre vs boundary where L itself is flat in float64, and never substituting the predicted
+limit."""
 
 from __future__ import annotations
 
@@ -33,12 +34,13 @@ def _exact_excess(data, alpha, W):
     X, Z, Y, v = data.X, data.Z, data.Y, data.v
     tot = mpmath.mpf(0)
     for i in range(data.n):
-        g = [Y[i] * sum(mpmath.mpf(float(X[i, t, k])) * float(v[k]) for k in range(data.d)) for t in range(data.T)]
+        g = [Y[i] * sum(mpmath.mpf(float(X[i, t, k])) * float(v[k]) for k in range(data.d))
+             for t in range(data.T)]
         Wz = [sum(mpmath.mpf(float(W[a, b])) * float(Z[i, b]) for b in range(data.d)) for a in range(data.d)]
         lg = [sum(mpmath.mpf(float(X[i, t, a])) * Wz[a] for a in range(data.d)) for t in range(data.T)]
         m = max(lg)
         e = [mpmath.exp(x - m) for x in lg]
-        u = sum(ei * gi for ei, gi in zip(e, g)) / sum(e)
+        u = sum(ei * gi for ei, gi in zip(e, g, strict=True)) / sum(e)
         tot += mpmath.log1p(mpmath.exp(-u)) - mpmath.log1p(mpmath.exp(-g[alpha[i]]))
     return tot / data.n
 
@@ -89,11 +91,13 @@ def test_polish_path_never_uses_the_target():
     data, alpha, Wa = _instance()
     radii = np.array([1.0, 2.0, 4.0])
     rng = np.random.default_rng(1)
-    Ws = np.array([r * (M / np.linalg.norm(M)) for r, M in zip(radii, rng.standard_normal((3, 6, 6)), strict=True)])
+    Ms = rng.standard_normal((3, 6, 6))
+    Ws = np.array([r * (M / np.linalg.norm(M)) for r, M in zip(radii, Ms, strict=True)])
     b = batch_from_data([data] * 3)
     L = loss(b.X, b.Y, b.Z, torch.as_tensor(Ws), b.linear_head()).numpy()
     W2, L2, pol = polish_path(data, Ws, radii, L, nuclear=False)
     assert np.all(L2 <= L)
     for j in np.flatnonzero(pol):  # a replaced point is another path point's direction, rescaled
-        cos = [np.sum(W2[j] * Ws[k]) / (np.linalg.norm(W2[j]) * np.linalg.norm(Ws[k])) for k in range(3) if k != j]
+        cos = [np.sum(W2[j] * Ws[k]) / (np.linalg.norm(W2[j]) * np.linalg.norm(Ws[k]))
+               for k in range(3) if k != j]
         assert max(cos) > 1 - 1e-12

@@ -117,9 +117,9 @@ def norm_of(W: np.ndarray, norm: str) -> float:
 
 
 def path_excess(data, centre: np.ndarray, Ws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(E, err) for a stack of W: the excess logistic loss E_ρ(W) = L(W) − (1/n) Σ ℓ(γ_iρ_i) against the tokens
-    ρ the cone's centre selects (numerics.excess_loss: relative-accurate where L is flat in float64), and its
-    forward rounding bound. Two points are compared only where the difference exceeds the sum of the bounds."""
+    """(E, err) for a stack of W: the excess logistic loss E_ρ(W) = L(W) − (1/n) Σ ℓ(γ_iρ_i) against the
+    tokens ρ the cone's centre selects (numerics.excess_loss: relative-accurate where L is flat in float64),
+    and its forward rounding bound. Two points are compared only where the difference exceeds the bounds."""
     import torch
 
     from numerics.attention import batch_from_data
@@ -138,11 +138,12 @@ def candidates(data, Ws: np.ndarray, radii: np.ndarray, centre: np.ndarray, norm
     (its own included) rescaled to radius R_j (a cone is closed under positive scaling, so all lie in the
     feasible set), compared with the path's point by the excess loss and its rounding bound (``path_excess``).
 
-    Polish: where a rescaled (or, from a smaller radius, unscaled) path point has a lower excess than the path's point by more than the two bounds,
-    it replaces the path's point (a feasible point with a certified lower loss is the better approximation of
-    the constrained minimiser; the (K, Q) path's factors balance only to ~1e-6, ‖KQ^T‖_⋆/R < 1, which the excess
-    loss resolves at M ≥ 64: quick seeds 3 and 6, 9 of 12 rp-kq-local instances were otherwise "beaten" by their
-    own or the previous radius's rescaled point). The centre is never substituted (a path replaced by the
+    Polish: where a rescaled (or, from a smaller radius, unscaled) path point has a lower excess than the
+    path's point by more than the two bounds, it replaces the path's point (a feasible point with a certified
+    lower loss is the better approximation of the constrained minimiser; the (K, Q) path's factors balance
+    only to ~1e-6, ‖KQ^T‖_⋆/R < 1, which the excess loss resolves at M ≥ 64: quick seeds 3 and 6, 9 of 12
+    rp-kq-local instances were otherwise "beaten" by their own or the previous radius's rescaled point).
+    The centre is never substituted (a path replaced by the
     predicted limit would confirm without evidence): a centre beating the (polished) point by more than the
     bounds is a certified missed minimiser (``beaten``). Returns the (polished) points, their (E, err), the
     centre candidate's (E, err), ``beaten`` and ``polished`` (radii replaced)."""
@@ -265,7 +266,7 @@ class LocalPathBase(Theorem):
         after FAMILY_TRIES failed draws the last one is kept and comes out vacuous."""
         from checks.strategies import local_alpha_data, tied_alpha_data
 
-        for k in range(1, FAMILY_TRIES + 1):
+        for k in range(1, FAMILY_TRIES + 1):  # noqa: B007 (k: the draws, recorded below)
             if self.locally_optimal:
                 data, alpha = local_alpha_data(self.n, self.T, self.d, rng=rng, locally_optimal=True)
             else:
@@ -416,8 +417,8 @@ class LocalPathBase(Theorem):
     def reliable(self, st, J: int) -> np.ndarray:
         """Per resolved radius: the path point is not provably a missed minimiser — its excess loss is below
         the previous radius's (a larger ball has a smaller minimum) and no candidate of the cone ∩ ball
-        (``candidates``) beats it by more than the rounding bounds. The decision (final value, last ratio) needs the two largest resolved radii reliable; the trend is
-        judged
+        (``candidates``) beats it by more than the rounding bounds. The decision (final value, last ratio) needs
+        the two largest resolved radii reliable; the trend is judged
         between reliable radii only (the factored path can miss the minimiser by ~1e-4 relative at small M,
         where it
         sits on the cone boundary: full profile, seed 0, rp-kq-local 28 and 47 at M = 2, 4)."""
@@ -504,8 +505,8 @@ class LocalPathBase(Theorem):
         return out
 
     def check_loss_fidelity(self, inst, st, ctx):
-        """The excess loss every decision above rests on (numerics.excess_loss, via the library's softmax) agrees
-        with the independent plain evaluation (``independent_excess``) at every point of the optimiser's path,
+        """The excess loss every decision above rests on (numerics.excess_loss, via the library's softmax)
+        agrees with the independent plain evaluation (``independent_excess``) at every point of the optimiser's path,
         within the sum of the two rounding bounds (no fitted tolerance). A broken softmax, loss or excess form
         fails it at the small radii, where the softmax is far from one-hot (numerics.sabotage
         "softmax-no-normaliser": at M = 2 the two differ by O(e^{-2}))."""
@@ -513,9 +514,10 @@ class LocalPathBase(Theorem):
         E, e = path_excess(data, centre, st["path_W"])
         Ei, ei = independent_excess(data, centre, st["path_W"])
         gap = np.abs(E - Ei) - (e + ei)
+        k = int(np.argmax(gap))
         return decide(bool(np.all(gap <= 0)),
-                      f"the excess loss disagrees with its independent evaluation beyond both rounding bounds at "
-                      f"M = {MULTIPLES[int(np.argmax(gap))]:g} (|ΔE| = {float(np.abs(E - Ei)[int(np.argmax(gap))]):.3g})",
+                      "the excess loss disagrees with its independent evaluation beyond both rounding "
+                      f"bounds at M = {MULTIPLES[k]:g} (|ΔE| = {float(abs(E[k] - Ei[k])):.3g})",
                       excess_fidelity_gap=float(np.max(np.abs(E - Ei) / np.maximum(e + ei, 1e-300))))
 
     def check_constraint_active(self, inst, st, ctx):

@@ -147,11 +147,13 @@ def polish_path(data, Ws: np.ndarray, radii: np.ndarray, loss: np.ndarray, nucle
     point of the ball is a better approximation of the constrained minimiser). Never the predicted target
     R·W^mm/‖W^mm‖ (a path replaced by its claimed limit would confirm without evidence). Issue 29: quick seed
     6, rp-kq-nuclear 2 and 10 sat in another basin at R ≤ 8 resp. 16 (1 − corr 0.79–1.0) and found the
-    nuclear direction from R = 16 resp. 32 on (1 − corr 1.5e-4 resp. 3.3e-3 at R = 64); their small-R points were
-    beaten by the rescaled large-R ones, and the whole instance was undecided. Returns (W, loss, polished)."""
+    nuclear direction from R = 16 resp. 32 on (1 − corr 1.5e-4 resp. 3.3e-3 at R = 64); their small-R points
+    were beaten by the rescaled large-R ones, and the whole instance was undecided.
+    Returns (W, loss, polished)."""
     import torch
 
-    from numerics.attention import batch_from_data, loss as loss_fn
+    from numerics.attention import batch_from_data
+    from numerics.attention import loss as loss_fn
 
     J = len(radii)
     nrm = np.array([np.linalg.svd(W, compute_uv=False).sum() if nuclear else np.linalg.norm(W) for W in Ws])
@@ -441,7 +443,8 @@ class PathCheck(Theorem):
             # optimiser did not improve on that direction, not where the minimiser is (quick seed 5,
             # rp-kq-nuclear 11: last ratio exactly 1.00)
             return undecided(f"{out.reason}; but a point of the last two judged radii is another radius's "
-                             "point rescaled (the optimiser's own was beaten): not the minimiser's", **out.metrics)
+                             "point rescaled (the optimiser's own was beaten): not the minimiser's",
+                             **out.metrics)
         key = "fro" if self.target(st) is st["fro"].W else "nuc"
         if out.status == "failed" and not target_decided(st, key, (J - 2, J - 1)):
             return undecided(f"{out.reason}; but at the last two judged radii the path's point does not beat "

@@ -83,7 +83,7 @@ class RPKQLocal(LocalPathBase):
     hypotheses_text = (
         f"logistic loss; α ≠ opt; Att-SVM⋆(α), Att-SVM⋆(opt) feasible; α locally optimal for "
         f"W^mm_⋆,α; δ⁺ ≥ 0.5; cone C_μ(W^mm_⋆,α) with μ = {MU_KQ} excluding W^mm_⋆; m = d ≥ n; "
-        "R = M‖W^mm_⋆,α‖_⋆, M = 2..32"
+        "R = M‖W^mm_⋆,α‖_⋆, M = 2..128"
     )
     profiles = PROFILES
     criteria = (
@@ -114,8 +114,8 @@ class RPKQLocal(LocalPathBase):
         )  # as check_direction: a path point that provably missed the minimiser decides nothing
         if not ok.any():
             return undecided("the path missed the constrained minimiser at every resolved radius")
-        # the factored path's own points (before the polish of _localpath.candidates, whose rescaled points have
-        # ‖W‖_⋆ = R by construction): the identity is a property of the (K, Q) minimiser
+        # the factored path's own points (before the polish of _localpath.candidates, whose rescaled points
+        # have ‖W‖_⋆ = R by construction): the identity is a property of the (K, Q) minimiser
         return judge_nuclear_ratio(nuclear_ratio(st["path_W"][:J], st["radii"][:J])[ok])
 
 

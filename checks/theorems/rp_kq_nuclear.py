@@ -128,7 +128,8 @@ class RPKQNuclear(PathCheck):
 
     def check_nuclear_norm(self, inst, st, ctx):
         J = self.resolved(st)  # the resolved radii only, as every prediction (see rp-w-frobenius)
-        # the factored path's own points (the polished ones of _paths.polish_path have ‖W‖_⋆ = R by construction)
+        # the factored path's own points (the polished ones of _paths.polish_path have ‖W‖_⋆ = R by
+        # construction)
         return judge_nuclear_ratio(nuclear_ratio(st.get("path_W", st["W"])[:J], st["radii"][:J]))
 
 

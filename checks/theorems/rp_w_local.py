@@ -27,7 +27,8 @@ The path: numerics.gd.regularization_path(param="W", cone=(W^mm_α, μ)) — pro
 exact
 projection of the cone ∩ ball, 300 steps, 2 random starts (projected into the cone) + the warm start per
 radius,
-best loss kept — on R = M·‖W^mm_α‖_F, M = 2, 4, ..., 32; only radii where the loss still resolves are judged.
+best loss kept — on R = M·‖W^mm_α‖_F, M = 2, 4, ..., 128, compared by the excess loss
+(numerics.excess_loss); only radii where it drops decidedly are judged.
 
 Predictions: (1) ``direction``: 1 − corr(W̄_R, W^mm_α) non-increasing in R (noise 25 % / 2e-4) and below
 min(1e-2, μ/4) = 2.5e-3 at the largest resolved R; above it and still shrinking → undecided (grid too short),
@@ -75,7 +76,7 @@ PROFILES = {
 }
 
 CRITERIA = (
-    Criterion("1 − corr(W̄_R, W^mm_α) at the largest resolved R (R = M‖W^mm_α‖, M ≤ 32)", "<",
+    Criterion("1 − corr(W̄_R, W^mm_α) at the largest resolved R (R = M‖W^mm_α‖, M ≤ 128)", "<",
               "min(1e-2, μ/4) = 2.5e-3", plot_metric="corr_err_curve"),
     Criterion("1 − corr: a last step above the threshold rising by more than (a rise is never refuted)",
               "<=", "25 % or 2e-4: inconclusive"),
@@ -96,7 +97,7 @@ class RPWLocal(LocalPathBase):
     )
     hypotheses_text = (
         f"logistic loss; α ≠ opt; Att-SVM(α), Att-SVM(opt) feasible; α locally optimal; δ⁺ ≥ 0.5; "
-        f"cone C_μ(W^mm_α) with μ = {MU} excluding W^mm (1 − corr ≥ 4μ); R = M‖W^mm_α‖_F, M = 2..32"
+        f"cone C_μ(W^mm_α) with μ = {MU} excluding W^mm (1 − corr ≥ 4μ); R = M‖W^mm_α‖_F, M = 2..128"
     )
     profiles = PROFILES
     criteria = CRITERIA
