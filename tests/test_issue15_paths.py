@@ -93,10 +93,15 @@ def test_local_path_detects_sabotage(tid, name):
 
 
 # -- overparam-support ---------------------------------------------------------------------------------
-def test_overparam_support_threshold_and_closed_form():
-    from checks.theorems.overparam_support import closed_form, threshold_d
+def test_overparam_support_radius_bound_and_closed_form():
+    from checks.theorems.overparam_support import beta, closed_form, d_reg, g0, radius
 
-    assert threshold_d(2, 3) == 45 and threshold_d(2, 3, 1.0) == 6  # ⌈8·4·ln 4⌉, ⌈4 ln 4⌉
+    # G0 = blockdiag(I + J) has λ_min = 1; the proven radius lies strictly inside it (theory.md)
+    assert np.linalg.eigvalsh(g0(2, 3))[0] == pytest.approx(1.0)
+    assert 0 < radius(2, 3) < 1.0
+    # β(d) is the smallest d with the proven failure bound ≤ 1/2, and it decreases in d
+    d = d_reg(2, 3)
+    assert beta(2, 3, d) <= 0.5 < beta(2, 3, d - 1) and beta(2, 3, 2 * d) < beta(2, 3, d)
     from numerics.svm import solve_att_svm
 
     data = random_unit_sphere(2, 3, 45, rng=np.random.default_rng(5))
@@ -106,18 +111,16 @@ def test_overparam_support_threshold_and_closed_form():
     assert np.linalg.norm(sol.W - Wcf) / np.linalg.norm(Wcf) < 1e-6  # W^mm = A^T (A A^T)^{-1} 1 under B.1
 
 
-def test_overparam_support_passes_and_reports_the_rate_per_d():
+def test_overparam_support_passes_with_every_prediction_decided():
     r = run_theorem(REGISTRY["overparam-support"], profile="quick", seed=0)
     assert r.verdict == "PASS", r.reasons
-    # the rate over d: below the threshold's constant B.1 fails on a positive share, at C = 8 it does not
-    assert r.metrics["b1_rate_c1"]["mean"] < r.metrics["b1_rate_c8"]["mean"]
-    assert r.metrics["b1_rate_c8"]["min"] == 1.0
+    assert r.metrics["draws_inside"]["min"] >= 1  # the radius statement was exercised on every instance
 
 
-def test_overparam_support_control_fails_below_the_threshold():
+def test_overparam_support_control_fails_inside_the_invertibility_radius():
     r = run_theorem(REGISTRY["overparam-support-control"], profile="quick", seed=0)
     assert r.verdict == "FAIL"
-    assert any("B.1 fails" in why for why in r.reasons), r.reasons
+    assert any("negative multiplier" in why for why in r.reasons), r.reasons
 
 
 @pytest.mark.parametrize("name", ["scaled-svm-uncertified", "dropped-constraint-svm-uncertified",
