@@ -1,4 +1,5 @@
-"""Shared helpers of the TLZO prompt-model checks (p-rp-path, p-nonlinear-head)."""
+"""Shared helpers of the TLZO prompt-model checks (p-rp-path, p-nonlinear-head; p-svm-gd's abandoned-optimal-token
+mechanism)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import numpy as np
 from checks import decide, undecided
 from numerics import tolerances as tol
 from numerics.errors import SolverError
+from numerics.svm import solve_p_svm
 
 from ._paths import judge_path
 
@@ -65,3 +67,72 @@ def judge_prompt_path(err: np.ndarray, thr: float, sep: float, state: dict, why:
     if why:  # a path the numerics did not find cannot refute (nor confirm) the claim
         return undecided(f"path numerics failed: {why}", **curve)
     return judge_path(err, thr, what, err_threshold=thr, sep=sep, **curve)
+
+
+# -- the abandoned-optimal-token mechanism of prompt GD (p-svm-gd's finding) ---------------------------------
+#: An example is "trapped" when its optimal token holds less than half of its softmax mass at the last iterate:
+#: the optimal token no longer holds the majority, i.e. GD's selection there is another token (a definition,
+#: not a fitted value: the trapped examples measured so far hold 1e-57 – 1e-40 on their optimal token).
+TRAPPED_MASS = 0.5
+
+
+def _log_softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+def logistic_prompt_loss(keys: np.ndarray, gamma: np.ndarray, p: np.ndarray) -> float:
+    """L(p) = (1/n) Σ_i log(1 + exp(−γ_i^T S(K_i p))), recomputed from the iterate (not the optimiser's
+    record, so a sabotaged optimiser cannot report a falling loss it did not achieve)."""
+    u = (np.exp(_log_softmax(keys @ p)) * gamma).sum(-1)
+    return float(np.logaddexp(0.0, -u).mean())
+
+
+def abandoned_opt_metrics(keys: np.ndarray, gamma: np.ndarray, alpha: np.ndarray, traj: np.ndarray) -> dict:
+    """What the abandoned-optimal-token mechanism needs, from a recorded GD trajectory ``traj`` (S, dk):
+    log10 of each example's final softmax mass on its optimal token (``opt_log10_mass``; ``opt_mass_min``), the
+    trapped examples (mass < TRAPPED_MASS; ``trapped``), the certified p-SVM of the *untrapped* examples alone,
+    q_u (``untrapped_svm_norm``), GD's 1 − corr to it at the end and mid-run (``untrapped_gap``,
+    ``untrapped_gap_mid``), the trapped examples' deficit under it, min over trapped i of
+    max_{t ≠ α_i} q_u^T (k_it − k_iα_i) (``trapped_deficit``; > 0: q_u ranks another token above every trapped
+    example's optimal one, so the selection GD converged to is self-consistent), and whether the logistic loss
+    fell from p(0) to p(S) (``loss_fell``: GD descended)."""
+    n = keys.shape[0]
+    rows = np.arange(n)
+    lm = _log_softmax(keys @ traj[-1])[rows, alpha] / np.log(10.0)
+    trapped = lm < np.log10(TRAPPED_MASS)
+    out = {"opt_log10_mass": [float(x) for x in lm], "opt_mass_min": float(10.0 ** lm.min()),
+           "trapped": int(trapped.sum()), "untrapped_svm_norm": float("nan"), "untrapped_gap": float("nan"),
+           "untrapped_gap_mid": float("nan"), "trapped_deficit": float("nan"),
+           "loss_fell": bool(logistic_prompt_loss(keys, gamma, traj[-1])
+                             < logistic_prompt_loss(keys, gamma, traj[0]))}
+    if not trapped.any() or trapped.all():
+        return out
+    sol = solve_p_svm(keys[~trapped], alpha[~trapped])  # certified (KKT-verified), as every p-SVM of the suite
+    if not sol.feasible:
+        return out
+    q = sol.w
+    gap = 1.0 - (traj @ q) / (np.linalg.norm(traj, axis=-1) * np.linalg.norm(q))
+    deficits = []
+    for i in np.flatnonzero(trapped):
+        s = keys[i] @ q
+        deficits.append(float(np.max(np.delete(s, alpha[i]) - s[alpha[i]])))
+    out.update(untrapped_svm_norm=float(np.linalg.norm(q)), untrapped_gap=float(gap[-1]),
+               untrapped_gap_mid=float(gap[len(gap) // 2]), trapped_deficit=min(deficits))
+    return out
+
+
+def abandoned_opt_token(m: dict, corr_tol: float, trend_rtol: float) -> bool:
+    """The mechanism, from the metrics of :func:`abandoned_opt_metrics`: GD descended (``loss_fell``), at least
+    one example but not all abandoned its optimal token, GD's direction is the certified p-SVM of the untrapped
+    examples alone (1 − corr below ``corr_tol`` — the theorem's own convergence criterion — and not above its
+    mid-run value beyond ``trend_rtol``), and under that SVM every trapped example's optimal token loses
+    (``trapped_deficit`` > 0). A no-op optimiser (no loss fall, its start's direction) or an ascending one (loss
+    rises) does not match."""
+    try:
+        gap, mid, deficit = float(m["untrapped_gap"]), float(m["untrapped_gap_mid"]), float(m["trapped_deficit"])
+        # + 1e-15: an absolute floor for rounding once the gap sits at float64 resolution (as p-svm-gd's trend)
+        return bool(m["loss_fell"] and int(m["trapped"]) >= 1 and gap < corr_tol
+                    and gap <= mid * (1 + trend_rtol) + 1e-15 and deficit > 0.0)
+    except (KeyError, TypeError, ValueError):
+        return False
