@@ -1,0 +1,74 @@
+"""p-svm-gd's documented finding (GD abandons a costly optimal token) is recognised by its mechanism, on the
+instance where it was seen and on any seed, and a broken optimiser (no-op, ascent) never matches it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from checks import catalogue
+from checks.harness import finding_instances, run_instances
+from checks.theorem import REGISTRY
+from numerics.prompt import PromptGDResult, prompt_grad
+
+catalogue.load_builtin()
+PSVM = REGISTRY["p-svm-gd"]
+
+
+def _fake_prompt_gd(mode: str):
+    """A sabotaged optimiser with run_prompt_gd's interface: 'noop' never moves, 'ascent' climbs the loss with
+    normalised steps."""
+
+    def run(keys, gamma, *, steps, lr, init=None, record_every=None, device="cpu", **_):
+        K = torch.as_tensor(np.asarray(keys, float))
+        g = torch.as_tensor(np.asarray(gamma, float))
+        R, dk = K.shape[0], K.shape[-1]
+        p = torch.as_tensor(np.zeros((R, dk)) if init is None else np.asarray(init, float).reshape(R, dk))
+        every = max(1, steps // 20) if record_every is None else record_every
+        traj, its = [p.numpy().copy()], [0]
+        for k in range(1, steps + 1):
+            if mode == "ascent":
+                G = prompt_grad(K, g, p)
+                p = p + lr * G / torch.linalg.vector_norm(G, dim=-1, keepdim=True).clamp_min(1e-300)
+            if k % every == 0 or k == steps:
+                traj.append(p.numpy().copy())
+                its.append(k)
+        P = np.stack(traj)
+        return PromptGDResult(p=P[-1], p_traj=P, iterations=np.array(its), loss=np.zeros((len(its), R)),
+                              norms=np.linalg.norm(P, axis=-1), stalled=np.zeros(R, bool))
+
+    return run
+
+
+def test_full_seed3_instance47_is_the_finding_by_mechanism():
+    (r,) = run_instances(PSVM, [47], profile="full", seed=3, device="cpu", data=None)
+    assert r.outcome == "refuted" and r.predictions["direction"] == "failed"
+    m = r.metrics
+    # GD abandoned one example's optimal token and converged to the other example's certified p-SVM
+    assert m["trapped"] == 1 and m["opt_mass_min"] < 1e-40
+    assert m["untrapped_gap"] < 1e-4 and m["trapped_deficit"] > 1.0 and m["loss_fell"]
+    assert PSVM.finding_mechanism(r)
+    assert finding_instances(PSVM, [r], profile="full", seed=3) == {47}
+    assert 47 in PSVM.finding_seen[("full", 3)]
+
+
+def test_quick_seed27_is_recognised_on_a_seed_not_listed():
+    res = run_instances(PSVM, list(range(PSVM.profile("quick").instances)), profile="quick", seed=27,
+                        device="cpu", data=None)
+    refuted = {r.instance for r in res if r.outcome == "refuted"}
+    assert refuted and finding_instances(PSVM, res, profile="quick", seed=27) == refuted
+
+
+@pytest.mark.parametrize("mode", ["noop", "ascent"])
+def test_a_broken_optimiser_never_matches_the_mechanism(monkeypatch, mode):
+    import checks.theorems.p_svm_gd as mod
+
+    monkeypatch.setattr(mod, "run_prompt_gd", _fake_prompt_gd(mode))
+    res = run_instances(PSVM, [45, 46, 47], profile="full", seed=3, device="cpu", data=None)
+    assert all(r.outcome == "refuted" for r in res), [(r.instance, r.outcome, r.reason) for r in res]
+    assert not any(PSVM.finding_mechanism(r) for r in res)
+
+
+def test_the_control_never_inherits_the_finding():
+    assert REGISTRY["p-svm-gd-control"].finding is None
