@@ -32,6 +32,9 @@ less than NORM_GROWTH_MIN·η per step, or whose 1 − corr did not fall below i
 that progresses but ends unconverged with ‖p‖ < BUDGET_RATIO·‖p^mm‖ (or whose gradient underflowed) is
 inconclusive.
 
+Known finding (``abandoned_opt_mechanism``; docs/theory.md): on B.2 data with a costly optimal selection GD can
+abandon an example's optimal token and converge to the certified p-SVM of the other examples (full seed 3 #47).
+
 Control (``p-svm-gd-control``): the local claim at γ3 = 0.9 — token 3 ties token 2, so α = token 2 is
 *not* locally optimal, yet the control asserts convergence to (1, 0) from the same cone. GD leaves
 the cone towards the global p^mm = (−0.1, 1)/1.01, refuting it.
