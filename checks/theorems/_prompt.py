@@ -1,5 +1,5 @@
-"""Shared helpers of the TLZO prompt-model checks (p-rp-path, p-nonlinear-head; p-svm-gd's abandoned-optimal-token
-mechanism)."""
+"""Shared helpers of the TLZO prompt-model checks (p-rp-path, p-nonlinear-head; p-svm-gd's
+abandoned-optimal-token mechanism)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,8 @@ def judge_prompt_path(err: np.ndarray, thr: float, sep: float, state: dict, why:
 
 
 # -- the abandoned-optimal-token mechanism of prompt GD (p-svm-gd's finding) ---------------------------------
-#: An example is "trapped" when its optimal token holds less than half of its softmax mass at the last iterate:
+#: An example is "trapped" when its optimal token holds less than half of its softmax mass at the last
+#: iterate:
 #: the optimal token no longer holds the majority, i.e. GD's selection there is another token (a definition,
 #: not a fitted value: the trapped examples measured so far hold 1e-57 – 1e-40 on their optimal token).
 TRAPPED_MASS = 0.5
@@ -90,8 +91,9 @@ def logistic_prompt_loss(keys: np.ndarray, gamma: np.ndarray, p: np.ndarray) -> 
 
 def abandoned_opt_metrics(keys: np.ndarray, gamma: np.ndarray, alpha: np.ndarray, traj: np.ndarray) -> dict:
     """What the abandoned-optimal-token mechanism needs, from a recorded GD trajectory ``traj`` (S, dk):
-    log10 of each example's final softmax mass on its optimal token (``opt_log10_mass``; ``opt_mass_min``), the
-    trapped examples (mass < TRAPPED_MASS; ``trapped``), the certified p-SVM of the *untrapped* examples alone,
+    log10 of each example's final softmax mass on its optimal token (``opt_log10_mass``; ``opt_mass_min``),
+    the trapped examples (mass < TRAPPED_MASS; ``trapped``), the certified p-SVM of the *untrapped* examples
+    alone,
     q_u (``untrapped_svm_norm``), GD's 1 − corr to it at the end and mid-run (``untrapped_gap``,
     ``untrapped_gap_mid``), the trapped examples' deficit under it, min over trapped i of
     max_{t ≠ α_i} q_u^T (k_it − k_iα_i) (``trapped_deficit``; > 0: q_u ranks another token above every trapped
@@ -108,7 +110,8 @@ def abandoned_opt_metrics(keys: np.ndarray, gamma: np.ndarray, alpha: np.ndarray
                              < logistic_prompt_loss(keys, gamma, traj[0]))}
     if not trapped.any() or trapped.all():
         return out
-    sol = solve_p_svm(keys[~trapped], alpha[~trapped])  # certified (KKT-verified), as every p-SVM of the suite
+    # certified (KKT-verified), as every p-SVM of the suite
+    sol = solve_p_svm(keys[~trapped], alpha[~trapped])
     if not sol.feasible:
         return out
     q = sol.w
@@ -123,15 +126,19 @@ def abandoned_opt_metrics(keys: np.ndarray, gamma: np.ndarray, alpha: np.ndarray
 
 
 def abandoned_opt_token(m: dict, corr_tol: float, trend_rtol: float) -> bool:
-    """The mechanism, from the metrics of :func:`abandoned_opt_metrics`: GD descended (``loss_fell``), at least
-    one example but not all abandoned its optimal token, GD's direction is the certified p-SVM of the untrapped
+    """The mechanism, from the metrics of :func:`abandoned_opt_metrics`: GD descended (``loss_fell``), at
+    least one example but not all abandoned its optimal token, GD's direction is the certified p-SVM of the
+    untrapped
     examples alone (1 − corr below ``corr_tol`` — the theorem's own convergence criterion — and not above its
     mid-run value beyond ``trend_rtol``), and under that SVM every trapped example's optimal token loses
-    (``trapped_deficit`` > 0). A no-op optimiser (no loss fall, its start's direction) or an ascending one (loss
+    (``trapped_deficit`` > 0). A no-op optimiser (no loss fall, its start's direction) or an ascending one
+    (loss
     rises) does not match."""
     try:
-        gap, mid, deficit = float(m["untrapped_gap"]), float(m["untrapped_gap_mid"]), float(m["trapped_deficit"])
-        # + 1e-15: an absolute floor for rounding once the gap sits at float64 resolution (as p-svm-gd's trend)
+        gap, mid = float(m["untrapped_gap"]), float(m["untrapped_gap_mid"])
+        deficit = float(m["trapped_deficit"])
+        # + 1e-15: an absolute floor for rounding once the gap sits at float64 resolution (as p-svm-gd's
+        # trend)
         return bool(m["loss_fell"] and int(m["trapped"]) >= 1 and gap < corr_tol
                     and gap <= mid * (1 + trend_rtol) + 1e-15 and deficit > 0.0)
     except (KeyError, TypeError, ValueError):

@@ -32,8 +32,9 @@ less than NORM_GROWTH_MIN·η per step, or whose 1 − corr did not fall below i
 that progresses but ends unconverged with ‖p‖ < BUDGET_RATIO·‖p^mm‖ (or whose gradient underflowed) is
 inconclusive.
 
-Known finding (``abandoned_opt_mechanism``; docs/theory.md): on B.2 data with a costly optimal selection GD can
-abandon an example's optimal token and converge to the certified p-SVM of the other examples (full seed 3 #47).
+Known finding (``abandoned_opt_mechanism``; docs/theory.md): on B.2 data with a costly optimal selection GD
+can abandon an example's optimal token and converge to the certified p-SVM of the other examples (full seed 3
+#47).
 
 Control (``p-svm-gd-control``): the local claim at γ3 = 0.9 — token 3 ties token 2, so α = token 2 is
 *not* locally optimal, yet the control asserts convergence to (1, 0) from the same cone. GD leaves
@@ -95,7 +96,8 @@ KINDS = ("local-fixture", "global-fixture", "global-random")
 
 def abandoned_opt_mechanism(result) -> bool:
     """p-svm-gd's documented finding (the mechanism p-gd-equivalence documents on its B.2 family): only
-    ``direction`` refuted, ‖p‖ progressed (the progress rule of the check), and GD abandoned some example's optimal
+    ``direction`` refuted, ‖p‖ progressed (the progress rule of the check), and GD abandoned some example's
+    optimal
     token and converged to the certified p-SVM of the other examples, under which the abandoned token loses
     (``_prompt.abandoned_opt_token``, at the theorem's own CORR_TOL and TREND_RTOL)."""
     m, preds = result.metrics, result.predictions
@@ -274,7 +276,7 @@ class _PromptBase(Theorem):
             )
         if state["stalled"]:
             return undecided("gradient underflowed to 0 before convergence", **metrics)
-        # what the documented finding's mechanism needs (abandoned_opt_mechanism): recorded on every refutation
+        # what the documented finding's mechanism needs (abandoned_opt_mechanism), on every refutation
         metrics.update(abandoned_opt_metrics(inst["keys"], inst["gamma"], inst["alpha"], state["traj"]))
         return decide(
             False,
@@ -297,14 +299,15 @@ class PSvmGD(_PromptBase):
         f"(μ = {CONE_MU}, R = {CONE_R})"
     )
     finding = (
-        "The global claim ('from any initialisation') fails on B.2 data when the optimal selection is costly: GD "
-        "can abandon an example's optimal token and converge to another selection, as p-gd-equivalence documents "
-        "(quick seed 22 #5). Full seed 3 #47 (global random, n = 2): ‖p^mm‖ = 4.42 while the p-SVM of the other "
-        "example alone has norm 1.63; p(0) starts example 1's optimal token 2.6 logits behind; normalised GD ends "
-        "with softmax mass 1e-57 on it, 1 − corr(p, p^mm) = 0.63 (0.63 after 12000 steps, 0.63 at step η/4), "
-        "while 1 − corr to the certified SVM of the untrapped example falls 0.12 → 7.5e-6 (4.8e-7 at 12000 "
-        "steps), under which the abandoned token trails by 1.40; plain GD (η = 0.3, 20000 steps) does the same "
-        "(untrapped gap 2.5e-3 and falling, opt mass 3e-4). Recognised by mechanism (abandoned_opt_mechanism)."
+        "The global claim ('from any initialisation') fails on B.2 data when the optimal selection is costly:"
+        " GD can abandon an example's optimal token and converge to another selection, as p-gd-equivalence "
+        "documents (quick seed 22 #5). Full seed 3 #47 (global random, n = 2): ‖p^mm‖ = 4.42 while the p-SVM "
+        "of the other example alone has norm 1.63; p(0) starts example 1's optimal token 2.6 logits behind; "
+        "normalised GD ends with softmax mass 1e-57 on it, 1 − corr(p, p^mm) = 0.63 (0.63 after 12000 steps, "
+        "0.63 at step η/4), while 1 − corr to the certified SVM of the untrapped example falls 0.12 → 7.5e-6 "
+        "(4.8e-7 at 12000 steps), under which the abandoned token trails by 1.40; plain GD (η = 0.3, 20000 "
+        "steps) does the same (untrapped gap 2.5e-3 and falling, opt mass 3e-4). Recognised by mechanism "
+        "(abandoned_opt_mechanism)."
     )
     finding_seen = {("full", 3): (47,)}
     finding_mechanism = abandoned_opt_mechanism
