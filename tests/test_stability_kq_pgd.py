@@ -23,11 +23,20 @@ def test_p_gd_equivalence_small_start_and_known_finding():
 
 def test_abandoned_opt_mechanism_needs_the_exact_part_and_an_abandoned_token():
     preds = {"svm_relation": "held", "one_step": "held", "trajectory": "held", "direction": "failed"}
-    m = {"opt_mass_min": 1e-40, "q_norm_growth": 99.0}
-    assert abandoned_opt_mechanism(InstanceResult("p-gd-equivalence", 5, "refuted", predictions=preds, metrics=m))
-    assert not abandoned_opt_mechanism(InstanceResult("p-gd-equivalence", 5, "refuted",
-                                                      predictions={**preds, "one_step": "failed"}, metrics=m))
-    assert not abandoned_opt_mechanism(InstanceResult("p-gd-equivalence", 5, "refuted", predictions=preds,
-                                                      metrics={**m, "opt_mass_min": 0.9}))
-    assert not abandoned_opt_mechanism(InstanceResult("p-gd-equivalence", 5, "refuted", predictions=preds,
-                                                      metrics={**m, "q_norm_growth": 0.0}))
+    # quick seed 22 #5's recorded metrics (the shared p-svm-gd predicate: trapped example, GD at the certified
+    # SVM of the untrapped one, the trapped optimal token losing under it, the loss fell)
+    m = {"opt_mass_min": 1e-40, "q_norm_growth": 99.0, "trapped": 1, "untrapped_gap": 3.5e-4,
+         "untrapped_gap_mid": 1.4e-3, "trapped_deficit": 1.13, "loss_fell": True}
+
+    def matches(preds=preds, **change):
+        return abandoned_opt_mechanism(InstanceResult("p-gd-equivalence", 5, "refuted", predictions=preds,
+                                                      metrics={**m, **change}))
+
+    assert matches()
+    assert not matches(preds={**preds, "one_step": "failed"})
+    assert not matches(trapped=0)
+    assert not matches(q_norm_growth=0.0)
+    assert not matches(untrapped_gap=0.02)  # not converged to the untrapped examples' SVM
+    assert not matches(untrapped_gap=2e-3, untrapped_gap_mid=1e-3)  # moving away from it
+    assert not matches(trapped_deficit=-0.1)  # that SVM would bring the optimal token back
+    assert not matches(loss_fell=False)  # no descent: a broken optimiser

@@ -57,6 +57,8 @@ from numerics.prompt import prompt_scores, run_prompt_gd
 from numerics.svm import solve_att_svm, solve_p_svm
 from numerics.tokens import corr
 
+from ._prompt import abandoned_opt_metrics, abandoned_opt_token
+
 #: GD budget: q moves by LR per normalised step, so ‖q(STEPS)‖ ≈ 100, where 1 − corr(q, q^mm) < 1e-3 on B.2
 #: data (measured 3e-5 – 1e-3) and 1 − corr(W, W^mm) < 2e-3 (the off-family part adds ≈
 #: ‖W0(I−P)‖²‖p‖²/(2‖q‖²)).
@@ -97,14 +99,23 @@ CORR_TOL = 5e-3
 NORM_GROWTH_MIN = 0.5
 
 
+#: Trend slack of the shared mechanism test (rounding only, as p-svm-gd's TREND_RTOL).
+TREND_RTOL = 1e-6
+
+
 def abandoned_opt_mechanism(result) -> bool:
-    """The documented finding: only ``direction`` refuted (the exact equivalence held), ‖q‖ progressed, and at the
-    last iterate some example puts less than half its softmax mass on its optimal token (GD converged towards
-    another selection: q(k) → q^mm is the claim that failed, not the equivalence)."""
+    """The documented finding, p-svm-gd's mechanism (one predicate, ``_prompt.abandoned_opt_token``):
+    only ``direction`` refuted (the exact equivalence held), ‖q‖ progressed, and GD abandoned some example's
+    optimal token and converged (to CORR_TOL) to the certified p-SVM of the other examples, under which the
+    abandoned token loses — so q(k) → q^mm is the claim that failed, not the equivalence."""
     m, preds = result.metrics, result.predictions
     others = all(v == "held" for k, v in preds.items() if k != "direction")
-    return bool(others and preds.get("direction") == "failed" and m.get("opt_mass_min", 1.0) < 0.5
-                and m.get("q_norm_growth", 0.0) >= NORM_GROWTH_MIN * LR * STEPS)
+    try:
+        progressed = float(m["q_norm_growth"]) >= NORM_GROWTH_MIN * LR * STEPS
+    except (KeyError, TypeError, ValueError):
+        return False
+    return bool(others and preds.get("direction") == "failed" and progressed
+                and abandoned_opt_token(m, CORR_TOL, TREND_RTOL))
 
 
 def _corr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -290,6 +301,8 @@ class _EquivBase(Theorem):
             )
         falling = bool(qg[-1] <= qg[half] * (1 + 1e-6) + 1e-15 and wg[-1] <= wg[half] * (1 + 1e-6) + 1e-15)
         ok = qg[-1] < CORR_TOL and wg[-1] < CORR_TOL and falling
+        if not ok:  # what the finding's mechanism is recognised by (the keys are the tokens, W = I)
+            metrics.update(abandoned_opt_metrics(X, inst["gamma"], a, qt))
         return decide(
             ok,
             f"1 − corr at the end: q {qg[-1]:.3g}, W {wg[-1]:.3g} (need < {CORR_TOL} and falling)",
