@@ -12,7 +12,8 @@ from checks.stability import parse_seeds
 #: A fast subset, one per family that once raised a false alarm on some seed other than 0 (issue 29): the
 #: sequence SVM with its finding recognised by mechanism, the regularisation paths, GD, Gen-SVM, the
 #: over-parameterisation checks; plus the SVM basics. About 1 s per theorem and seed.
-FAST_SUBSET = ["seq-svm", "svm-feasibility", "gd-global-normalized", "rp-w-frobenius", "overparam-support"]
+FAST_SUBSET = ["seq-svm", "svm-feasibility", "gd-global-normalized", "rp-w-frobenius", "overparam-support",
+               "gd-local", "kq-divergence"]
 #: Seeds other than the baseline's 0 (the sweep in the README covers 0–49).
 SEEDS = "1:3"
 
