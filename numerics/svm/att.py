@@ -26,9 +26,9 @@ from .core import (
     _certify,
     _hard_margin_core,
     _reduced_features,
-    _solve_certified,
     _Rows,
     _rows_apply,
+    _solve_certified,
     rank_by_gap,
 )
 from .exact import _exact_att

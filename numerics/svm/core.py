@@ -284,17 +284,20 @@ def _hard_margin_core(A: np.ndarray, b: np.ndarray, E: np.ndarray | None = None,
     return _Core("optimal", w, lam, mu, name)
 
 
-#: The Frobenius attempts of :func:`_solve_certified`, in order, each certified by the one certifier with the same
-#: tolerances (never loosened): the LDP/NNLS core with its active-set polish (exact on the active set, fast);
-#: Clarabel's interior-point primal QP at the tight settings of :func:`_tight_settings` (feasibility and gap
-#: 1e-10: an independent solver whose iterates approach the active set from the interior, so a violation left
-#: by a misjudged active set is not reproduced); that Clarabel answer re-solved on its own positive-multiplier
-#: set (:func:`_polish`: stationarity and margins to rounding where the interior answer is only 1e-8 close);
-#: SCS at eps 1e-9 (a first-order method: a third, unrelated algorithm, tried last because it is the slowest).
+#: The Frobenius attempts of :func:`_solve_certified`, in order, each certified by the one certifier with the
+#: same tolerances (never loosened): the LDP/NNLS core with its active-set polish (exact on the active set,
+#: fast); Clarabel's interior-point primal QP at the tight settings of :func:`_tight_settings` (feasibility
+#: and gap 1e-10: an independent solver whose iterates approach the active set from the interior, so a
+#: violation left by a misjudged active set is not reproduced); that Clarabel answer re-solved on its own
+#: positive-multiplier set (:func:`_polish`: stationarity and margins to rounding where the interior answer is
+#: only 1e-8 close); SCS at eps 1e-9 (a first-order method: a third, unrelated algorithm, tried last because
+#: it is the slowest).
 FRO_ATTEMPTS = ("nnls", "clarabel", "clarabel+polish", "scs")
 
 
-def _core_attempt(A: np.ndarray, b: np.ndarray, E: np.ndarray | None, e: np.ndarray | None, key: str) -> _Core:
+def _core_attempt(
+    A: np.ndarray, b: np.ndarray, E: np.ndarray | None, e: np.ndarray | None, key: str
+) -> _Core:
     """One rung of :data:`FRO_ATTEMPTS` (or an explicit solver name): the core solved that way."""
     if key != "clarabel+polish":
         return _hard_margin_core(A, b, E, e, solver=None if key == "nnls" else key)
@@ -317,7 +320,8 @@ def _core_attempt(A: np.ndarray, b: np.ndarray, E: np.ndarray | None, e: np.ndar
     lam = np.zeros(A.shape[0])
     lam[S] = mult[:S.size]
     mu = mult[S.size:]
-    if S.size and np.min(lam[S]) < 0 and Eq.shape[0] == 0:  # degenerate active set: a nonnegative representation
+    if S.size and np.min(lam[S]) < 0 and Eq.shape[0] == 0:
+        # degenerate active set: a nonnegative representation
         lS, _ = nnls(A[S].T, w)
         lam[S], mu = lS, np.zeros(0)
     return _Core("optimal", w, lam, mu, "clarabel+polish")

@@ -39,8 +39,8 @@ class VectorSVMSolution:
 
 def _vector_solve(A, b, t0, solver, lam_shape, lam_index, support_fn) -> VectorSVMSolution:
     rows = _Dense(A, b, np.zeros(len(b), dtype=bool))
-    # solved and certified in the one place (numerics.svm.core._solve_certified): a rung whose certificate does
-    # not verify is retried with the next; all failing raises SolverError listing every attempt
+    # solved and certified in the one place (numerics.svm.core._solve_certified): a rung whose certificate
+    # does not verify is retried with the next; all failing raises SolverError listing every attempt
     core, cert, _ = _solve_certified(A, b, None, None, solver=solver,
                                      certify=lambda c: _certify(rows, c.w, c.lam, c.mu, c.status, "fro"))
     lam = np.zeros(lam_shape)
