@@ -202,8 +202,8 @@ def independent_excess(data, centre: np.ndarray, Ws: np.ndarray) -> tuple[np.nda
         sig = 1.0 / (1.0 + np.exp(np.clip(u, -700, 700)))
         L = ell.mean()
         E.append(L - Linf)
-        err.append((sig * du + 4 * u64 * ell).mean() + n * u64 * L + (4 * u64 * Linf_i).mean() + n * u64 * Linf
-                   + u64 * (L + Linf))
+        err.append((sig * du + 4 * u64 * ell).mean() + n * u64 * L + (4 * u64 * Linf_i).mean()
+                   + n * u64 * Linf + u64 * (L + Linf))
     return np.array(E), np.array(err)
 
 
@@ -212,10 +212,11 @@ def judge(err: np.ndarray, threshold: float, reliable: np.ndarray | None = None,
     trend_fails=False): below the threshold at the largest judged R → held; above it but still shrinking (last
     ratio ≤ SHRINK_MAX) → undecided; above it at both of the last two radii with a last ratio in (SHRINK_MAX,
     1 + TREND_REL] (+ TREND_ABS) → failed (stalled); a threshold crossed upwards or a larger rise on the last
-    step → undecided. A rise earlier on the path is no prediction of the theorem: quick seed 17, rp-kq-local 2,
-    1 − corr 1.7e-4 at M = 64 and 3.2e-3 at M = 128, where the M = 128 point's excess loss 3.73e-57 is below
-    that of the M = 64 point rescaled (4.32e-57) and of the centre (4.97e-57) far beyond the rounding bounds
-    (~1e-68): the finite-R minimiser genuinely moves away and back. ``reliable``: unused (kept for callers)."""
+    step → undecided. A rise earlier on the path is no prediction of the theorem: quick seed 17,
+    rp-kq-local 2, 1 − corr 1.7e-4 at M = 64 and 3.2e-3 at M = 128, where the M = 128 point's excess loss
+    3.73e-57 is below that of the M = 64 point rescaled (4.32e-57) and of the centre (4.97e-57) far beyond the
+    rounding bounds (~1e-68): the finite-R minimiser genuinely moves away and back. ``reliable``: unused (kept
+    for callers)."""
     ratio = float(err[-1] / err[-2]) if err[-2] > 0 else 0.0
     metrics = dict(metrics, last_ratio=ratio)
     if err[-1] < threshold:
@@ -228,8 +229,8 @@ def judge(err: np.ndarray, threshold: float, reliable: np.ndarray | None = None,
         )
     if err[-2] < threshold or err[-1] > err[-2] * (1 + TREND_REL) + TREND_ABS:
         return undecided(
-            f"1 − corr = {err[-1]:.3g} ≥ {threshold:.3g} at the largest R, but it rose there from {err[-2]:.3g}: "
-            "not converged at the largest radius (a rise is no refutation of a limit)",
+            f"1 − corr = {err[-1]:.3g} ≥ {threshold:.3g} at the largest R, but it rose there from "
+            f"{err[-2]:.3g}: not converged at the largest radius (a rise is no refutation of a limit)",
             **metrics,
         )
     return failed(
@@ -284,8 +285,9 @@ class LocalPathBase(Theorem):
         glob = solve_att_svm(data, global_alpha(data, alpha), norm=self.norm)
         st = {"sol": sol, "glob": glob}
         inst = {"data": data, "alpha": alpha}
-        checks = (self.assume_feasible, self.assume_alpha_locally_optimal, self.assume_higher_tokens_suppressed,
-                  self.assume_cone_selects_alpha, self.assume_cone_excludes_global)
+        checks = (self.assume_feasible, self.assume_alpha_locally_optimal,
+                  self.assume_higher_tokens_suppressed, self.assume_cone_selects_alpha,
+                  self.assume_cone_excludes_global)
         return all(_holds(f(inst, st, None)) for f in checks)
 
     def prepare(self, instances, ctxs):
@@ -382,18 +384,18 @@ class LocalPathBase(Theorem):
         selects α uniformly (``cone_selects_alpha``), so L → L_∞ uniformly as ‖W‖ → ∞ there, and a point W_0
         of the cone with L(W_0) < L_∞ keeps every W̄_R (R ≥ ‖W_0‖) in a bounded set — W̄_R/R → 0, and the
         paper's R_0 is what excludes it. Certified false when some path point has excess E < 0 beyond its
-        rounding bound (numerics.excess_loss): the higher-scoring non-support tokens' attention lowers the loss
-        below L_∞ at a finite W (quick seed 11, rp-kq-local 1 and 5: E = −1.9e-8 and −4.3e-7 from M = 8 on,
-        the same interior point at every larger radius). Not certifiable true: held unless refuted by the
+        rounding bound (numerics.excess_loss): the higher-scoring non-support tokens' attention lowers the
+        loss below L_∞ at a finite W (quick seed 11, rp-kq-local 1 and 5: E = −1.9e-8 and −4.3e-7 from M = 8
+        on, the same interior point at every larger radius). Not certifiable true: held unless refuted by the
         path."""
         if "excess" not in st:
             return True
         E, e = np.asarray(st["excess"]), np.asarray(st["excess_err"])
         k = int(np.argmin(E + e))
         return decide(bool(E[k] + e[k] >= 0),
-                      f"a path point of the cone has loss below L_∞ (excess {E[k]:.3g} at M = {MULTIPLES[k]:g}, "
-                      f"bound {e[k]:.2g}): the paper's ‖W‖ ≥ R_0 is binding, the reconstruction without it does not "
-                      "apply", min_excess=float(E[k]))
+                      f"a path point of the cone has loss below L_∞ (excess {E[k]:.3g} at "
+                      f"M = {MULTIPLES[k]:g}, bound {e[k]:.2g}): the paper's ‖W‖ ≥ R_0 is binding, the "
+                      "reconstruction without it does not apply", min_excess=float(E[k]))
 
     def assume_cone_excludes_global(self, inst, st, ctx):
         sep = float(1 - corr(st["sol"].W, st["glob"].W))
@@ -417,11 +419,10 @@ class LocalPathBase(Theorem):
     def reliable(self, st, J: int) -> np.ndarray:
         """Per resolved radius: the path point is not provably a missed minimiser — its excess loss is below
         the previous radius's (a larger ball has a smaller minimum) and no candidate of the cone ∩ ball
-        (``candidates``) beats it by more than the rounding bounds. The decision (final value, last ratio) needs
-        the two largest resolved radii reliable; the trend is judged
-        between reliable radii only (the factored path can miss the minimiser by ~1e-4 relative at small M,
-        where it
-        sits on the cone boundary: full profile, seed 0, rp-kq-local 28 and 47 at M = 2, 4)."""
+        (``candidates``) beats it by more than the rounding bounds. The decision (final value, last ratio)
+        needs the two largest resolved radii reliable; the trend is judged between reliable radii only (the
+        factored path can miss the minimiser by ~1e-4 relative at small M, where it sits on the cone boundary:
+        full profile, seed 0, rp-kq-local 28 and 47 at M = 2, 4)."""
         ok = ~st["beaten"][:J]
         ok[1:] &= np.diff(st["excess"][:J]) < 0
         return ok
@@ -506,10 +507,10 @@ class LocalPathBase(Theorem):
 
     def check_loss_fidelity(self, inst, st, ctx):
         """The excess loss every decision above rests on (numerics.excess_loss, via the library's softmax)
-        agrees with the independent plain evaluation (``independent_excess``) at every point of the optimiser's path,
-        within the sum of the two rounding bounds (no fitted tolerance). A broken softmax, loss or excess form
-        fails it at the small radii, where the softmax is far from one-hot (numerics.sabotage
-        "softmax-no-normaliser": at M = 2 the two differ by O(e^{-2}))."""
+        agrees with the independent plain evaluation (``independent_excess``) at every point of the
+        optimiser's path, within the sum of the two rounding bounds (no fitted tolerance). A broken softmax,
+        loss or excess form fails it at the small radii, where the softmax is far from one-hot
+        (numerics.sabotage "softmax-no-normaliser": at M = 2 the two differ by O(e^{-2}))."""
         data, centre = inst["data"], st["sol"].W
         E, e = path_excess(data, centre, st["path_W"])
         Ei, ei = independent_excess(data, centre, st["path_W"])

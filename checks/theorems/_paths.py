@@ -221,15 +221,16 @@ def judge_path(
     (``stall_fails=False``: undecided instead, for noisy quantities such as a min-margin). ``start``: first
     index of the asymptotic regime (``trend_start``); fewer than MIN_TREND radii from there → undecided.
 
-    ``trend_fails=False`` (the regularisation-path theorems rp-w-frobenius / rp-kq-nuclear and their controls):
-    the statement is the limit only, so monotone decrease is not a prediction and a rise never refutes
-    (issue 29: seed 1, rp-w-frobenius 1 was refuted for 1 − corr = 2.4e-4 → 7.7e-3 from R = 64 to 128, a path
-    point at R = 128 that 1500 steps × 6 restarts move to 6.2e-5). Refuted only when the path has *converged*
-    away from the target: err ≥ threshold at BOTH of the last two judged radii with a last ratio in
-    (SHRINK_MAX, 1 + TREND_REL] (plus TREND_ABS), i.e. no longer shrinking and not jumping either. A last step
-    that rises by more than the noise is not convergence — the path point at the largest radius moved away
-    from the previous one (an unconverged path minimiser or a loss flat in float64 there) — so it is undecided,
-    as is a threshold crossed upwards on the last step (the error was below it one radius earlier)."""
+    ``trend_fails=False`` (the regularisation-path theorems rp-w-frobenius / rp-kq-nuclear and their
+    controls): the statement is the limit only, so monotone decrease is not a prediction and a rise never
+    refutes (issue 29: seed 1, rp-w-frobenius 1 was refuted for 1 − corr = 2.4e-4 → 7.7e-3 from R = 64 to 128,
+    a path point at R = 128 that 1500 steps × 6 restarts move to 6.2e-5). Refuted only when the path has
+    *converged* away from the target: err ≥ threshold at BOTH of the last two judged radii with a last ratio
+    in (SHRINK_MAX, 1 + TREND_REL] (plus TREND_ABS), i.e. no longer shrinking and not jumping either. A last
+    step that rises by more than the noise is not convergence — the path point at the largest radius moved
+    away from the previous one (an unconverged path minimiser or a loss flat in float64 there) — so it is
+    undecided, as is a threshold crossed upwards on the last step (the error was below it one radius
+    earlier)."""
     ratio = float(err[-1] / err[-2]) if err[-2] > 0 else 0.0
     metrics = dict(metrics, last_ratio=ratio)
     if start is not None:
@@ -246,8 +247,8 @@ def judge_path(
                          f"(ratio {ratio:.2f}): grid too short", **metrics)
     if not trend_fails and (err[-2] < threshold or err[-1] > err[-2] * (1 + TREND_REL) + TREND_ABS):
         return undecided(f"{name} = {err[-1]:.3g} ≥ {threshold:.3g} at the largest R, but it rose there from "
-                         f"{err[-2]:.3g} (ratio {ratio:.2f}): the path has not converged at the largest radius "
-                         "(a rise is no refutation of a limit)", **metrics)
+                         f"{err[-2]:.3g} (ratio {ratio:.2f}): the path has not converged at the largest "
+                         "radius (a rise is no refutation of a limit)", **metrics)
     return failed(
         f"{name} = {err[-1]:.3g} ≥ {threshold:.3g} and stalled (last ratio {ratio:.2f} > {SHRINK_MAX})",
         **metrics,

@@ -39,8 +39,8 @@ Predictions (e(k) = ‖P_fin W(k) − W^fin⋆‖_F at the recorded k = S/2, 5S/
   falling by ×FALL_MIN over the second half (GD deselecting it: measured on paper instance 120, 0.0020 →
   0.0013, drifting into the flat tail of L_O), when e falls but is still above FIN_TOL (budget), when a
   non-selected token's probability has not fallen over the second half (selection not settled), or — instead
-  of a refutation for not falling — when L_O's curvature at P_fin W(S) is below CURV_MIN (the finite part is in
-  L_O's flat tail, steered by the masked tokens; issue 29, quick seed 18 instance 4).
+  of a refutation for not falling — when L_O's curvature at P_fin W(S) is below CURV_MIN (the finite part is
+  in L_O's flat tail, steered by the masked tokens; issue 29, quick seed 18 instance 4).
 
 Negative control (``gen-svm-finite-control``), at the boundary where a weaker check ("the finite part
 converges") would pass: "P_fin W(k) → the restricted optimum of the *exponential* loss" — the same S_fin, the
@@ -268,11 +268,11 @@ class GenSVMFiniteControl(_FiniteBase):
         re-decided on GD's own selection. The theorem's family is not changed."""
         for draws in range(1, CONTROL_MAX_DRAWS + 1):
             inst = super().instance(rng, ctx)
+            inst["family_draws"] = draws
             sel = tuple(np.array([0, 1]) for _ in range(inst["data"].n))
             fe = finite_part(inst["data"], inst["V"], sel, loss="exponential")
             if fe.unique and np.linalg.norm(fe.W - finite_part(inst["data"], inst["V"], sel).W) >= SEPARATION:
                 break
-        inst["family_draws"] = draws
         return inst
 
     def prepare(self, instances, ctxs):

@@ -170,7 +170,8 @@ def kq_fidelity(data, K, Q, device="cpu") -> float:
 
 
 def kq_grad_norm(data, K, Q) -> float:
-    """‖(∇_K L, ∇_Q L)‖ = ‖(∇L(W) Q, ∇L(W)^T K)‖ at one (K, Q), with ∇L from the independent numpy closed form."""
+    """‖(∇_K L, ∇_Q L)‖ = ‖(∇L(W) Q, ∇L(W)^T K)‖ at one (K, Q), with ∇L from the independent numpy closed
+    form."""
     G = independent_grad_W(data, K @ Q.T)
     return float(np.hypot(np.linalg.norm(G @ Q), np.linalg.norm(G.T @ K)))
 
@@ -345,21 +346,25 @@ class KQDivergence(Theorem):
             return failed(f"the loss rose at a doubling of k (GD did not descend): {L.tolist()}", **m)
         if not np.all(np.diff(E)[-2:] > 0):
             return failed(
-                f"no progress: ½(‖K‖² + ‖Q‖²) did not grow over the last two doublings ({E[-3:].tolist()})", **m
+                f"no progress: ½(‖K‖² + ‖Q‖²) did not grow over the last two doublings ({E[-3:].tolist()})",
+                **m,
             )
         if grad_ratio <= STATIONARY_RTOL and not np.all(e_rate[-2:] >= RATE_MIN):
             return failed(
-                f"GD reached a finite stationary point: ‖∇_(K,Q)L‖ fell to {grad_ratio:.3g} of its start while "
-                f"½(‖K‖² + ‖Q‖²) stopped growing (last doublings added {e_rate[-2]:.3g}, {e_rate[-1]:.3g} × u ln 2)",
+                f"GD reached a finite stationary point: ‖∇_(K,Q)L‖ fell to {grad_ratio:.3g} of its start "
+                f"while ½(‖K‖² + ‖Q‖²) stopped growing (last doublings added {e_rate[-2]:.3g}, "
+                f"{e_rate[-1]:.3g} × u ln 2)",
                 **m,
             )
-        if not (np.all(e_rate[-2:] >= RATE_MIN) and np.all(np.diff(nK)[-2:] > 0) and np.all(np.diff(nQ)[-2:] > 0)):
+        if not (
+            np.all(e_rate[-2:] >= RATE_MIN) and np.all(np.diff(nK)[-2:] > 0) and np.all(np.diff(nQ)[-2:] > 0)
+        ):
             # still growing, but not at the log-k rate on this budget (or one factor dipped): the theorem
             # claims only ‖K‖, ‖Q‖ → ∞, so a slow finite run decides nothing
             return undecided(
-                f"the norms grow but not like log k on this budget: the last doublings added {e_rate[-2]:.3g}, "
-                f"{e_rate[-1]:.3g} × u ln 2 to ½(‖K‖² + ‖Q‖²) (confirmation needs ≥ {RATE_MIN}); ‖K‖ "
-                f"{np.round(nK[-3:], 4).tolist()}, ‖Q‖ {np.round(nQ[-3:], 4).tolist()}",
+                f"the norms grow but not like log k on this budget: the last doublings added "
+                f"{e_rate[-2]:.3g}, {e_rate[-1]:.3g} × u ln 2 to ½(‖K‖² + ‖Q‖²) (confirmation needs "
+                f"≥ {RATE_MIN}); ‖K‖ {np.round(nK[-3:], 4).tolist()}, ‖Q‖ {np.round(nQ[-3:], 4).tolist()}",
                 **m,
             )
         return held(**m)

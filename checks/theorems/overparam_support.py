@@ -44,7 +44,7 @@ certain on every seed in practice (P(none in 8 instances) < 1e-6 at those rates)
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -68,8 +68,8 @@ CF_RTOL = 1e-5
 #: |min λ| ≤ LAM_TOL · max|λ| is "zero" (undecided): λ = G^{-1} 1 is computed in float64 from a G of condition
 #: ≤ (T + 1)/(1 − ‖G − G0‖) on the draws the radius covers, so its rounding error is ~1e-14 relative.
 LAM_TOL = 1e-9
-#: A draw is inside the radius only if ‖G − G0‖_2 < ρ (1 − EPS_MARGIN): the spectral norm is computed to ~1e-15
-#: relative; the margin keeps a rounding of the norm from deciding a draw on the boundary.
+#: A draw is inside the radius only if ‖G − G0‖_2 < ρ (1 − EPS_MARGIN): the spectral norm is computed to
+#: ~1e-15 relative; the margin keeps a rounding of the norm from deciding a draw on the boundary.
 EPS_MARGIN = 1e-9
 #: The rate is claimed at the smallest d where the proven bound gives P(B.1) ≥ 1 − BETA_CLAIM.
 BETA_CLAIM = 0.5
@@ -77,20 +77,22 @@ BETA_CLAIM = 0.5
 LEMMA_DRAWS, RATE_DRAWS, CONTROL_DRAWS = 256, 64, 1024
 
 
-@lru_cache(maxsize=None)
+@cache
 def g0(n: int, T: int) -> np.ndarray:
     """G0 = blockdiag(I + J): the d → ∞ limit of G = A A^T on unit-sphere data (rows example-major)."""
     ex = np.repeat(np.arange(n), T - 1)
     return np.eye(n * (T - 1)) + (ex[:, None] == ex[None, :])
 
 
-@lru_cache(maxsize=None)
+@cache
 def radius(n: int, T: int) -> float:
     """ρ_N = min_k min_{λ_k = 0} ‖G0 λ − 1‖/‖λ‖ (capped at λ_min(G0) = 1), docs/theory.md."""
     G0 = g0(n, T)
     N = len(G0)
     P = np.eye(N) - np.ones((N, N)) / N
-    best = min(float(np.linalg.eigvalsh(np.delete(G0, k, 1).T @ P @ np.delete(G0, k, 1))[0]) for k in range(N))
+    best = min(
+        float(np.linalg.eigvalsh(np.delete(G0, k, 1).T @ P @ np.delete(G0, k, 1))[0]) for k in range(N)
+    )
     return min(math.sqrt(max(best, 0.0)), 1.0)
 
 
@@ -102,7 +104,7 @@ def beta(n: int, T: int, d: int) -> float:
     return m2 * K / radius(n, T) ** 2
 
 
-@lru_cache(maxsize=None)
+@cache
 def d_reg(n: int, T: int, beta_claim: float = BETA_CLAIM) -> int:
     """The smallest d with β(d) ≤ beta_claim (β decreases in d)."""
     d = max(n, T - 1, 2)
@@ -161,9 +163,10 @@ PROFILES = {
 class OverparamSupport(Theorem):
     id = "overparam-support"
     depends_on = ("svm-fro", "optimal-token")
-    title = ("Over-parameterisation: every token is a support vector (B.1) once G = AA^T is within the proven "
-             "radius of its d → ∞ limit, which happens with probability ≥ 1 − β(d) → 1")
-    reference = "TLTO §4 (over-parameterisation and Assumption B.1; radius and rate proved here, docs/theory.md)"
+    title = ("Over-parameterisation: every token is a support vector (B.1) once G = AA^T is within the "
+             "proven radius of its d → ∞ limit, which happens with probability ≥ 1 − β(d) → 1")
+    reference = ("TLTO §4 (over-parameterisation and Assumption B.1; radius and rate proved here, "
+                 "docs/theory.md)")
     statement = (
         r"\|AA^\top-G_0\|_2<\rho_N\Rightarrow\text{B.1};\quad "
         r"\Pr(\neg\text{B.1})\le\beta(d)=m_2(d)K(d)/\rho_N^2\to0"
@@ -186,8 +189,8 @@ class OverparamSupport(Theorem):
         return radius(n, T)
 
     def not_applicable(self, data):
-        return ("a statement about random datasets (a radius over draws and a rate over d): it draws its own; "
-                "one given dataset cannot show a rate")
+        return ("a statement about random datasets (a radius over draws and a rate over d): it draws its "
+                "own; one given dataset cannot show a rate")
 
     def dimension(self, n: int, T: int, k: int) -> int:
         return D_FACTORS[k % len(D_FACTORS)] * n * (T - 1)

@@ -22,13 +22,13 @@ loss with keys k_it = x_it. Hence ∇_W L(W) = ∇F(W p) p^T and, for GD on W wi
 In the code's orientation (TLTO's logits x^T W z, numerics.gd.run_gd) the fixed prompt is the shared query:
 z_i = p for every example.
 
-Hypotheses implemented (exactly): logistic loss; normalised GD (the authors' protocol), STEPS steps, step LR/‖p‖ on W and
-LR on q (so both move q by LR per step); B.2 data (``checks.strategies.b2_data``, n = 2, T = 3, d = 6: equal
-non-optimal scores, under which GD on q converges to q^mm globally, p-svm-gd) with a random prompt p of norm
-P_NORMS[k % 2] (≠ 1, so the step scaling is visible) and a random W(0): off the rank-one family at scale
-W0_SCALE (never in the logits), inside it the paper's small start (INIT_SCALE, as gd-global-normalized: from a
-large q(0) normalised GD can lock a token that starts ahead, the documented scope of that variant);
-``feasible`` (certified p-SVM and W-SVM for opt).
+Hypotheses implemented (exactly): logistic loss; normalised GD (the authors' protocol), STEPS steps, step
+LR/‖p‖ on W and LR on q (so both move q by LR per step); B.2 data (``checks.strategies.b2_data``, n = 2,
+T = 3, d = 6: equal non-optimal scores, under which GD on q converges to q^mm globally, p-svm-gd) with a
+random prompt p of norm P_NORMS[k % 2] (≠ 1, so the step scaling is visible) and a random W(0): off the
+rank-one family at scale W0_SCALE (never in the logits), inside it the paper's small start (INIT_SCALE, as
+gd-global-normalized: from a large q(0) normalised GD can lock a token that starts ahead, the documented scope
+of that variant); ``feasible`` (certified p-SVM and W-SVM for opt).
 
 What is exact is checked exactly (to float64 rounding): ``svm_relation`` (the two certified SVM solutions
 satisfy
@@ -159,7 +159,8 @@ class _EquivBase(Theorem):
         p *= pn / np.linalg.norm(p)
         data = AttentionData(base.X, base.Y, np.tile(p, (base.n, 1)), base.v)
         P = np.outer(p, p) / (p @ p)
-        W0 = W0_SCALE * rng.standard_normal((D, D)) @ (np.eye(D) - P) + INIT_SCALE * rng.standard_normal((D, D)) @ P
+        W0 = (W0_SCALE * rng.standard_normal((D, D)) @ (np.eye(D) - P)
+              + INIT_SCALE * rng.standard_normal((D, D)) @ P)
         return {"data": data, "p": p, "p_norm": pn, "W0": W0, "gamma": prompt_scores(base.X, base.Y, base.v)}
 
     def prepare(self, instances, ctxs):
@@ -320,15 +321,17 @@ class PGDEquivalence(_EquivBase):
     hypotheses_text = (
         "reconstructed form of TLZO's 'GD on p, or equivalently W'; logistic loss; normalised GD "
         f"({STEPS} steps, step {LR}/‖p‖ on W, {LR} on q); B.2 data n=2, T=3, d={D}; ‖p‖ ∈ {P_NORMS}; "
-        "W(0) off the rank-one family, the paper's small start inside it; W-SVM and p-SVM feasible (certified)"
+        "W(0) off the rank-one family, the paper's small start inside it; W-SVM and p-SVM feasible "
+        "(certified)"
     )
     finding = (
         "GD on q (and so on W) from the paper's small start can abandon the optimal token of an example even "
         "with equal non-optimal scores: quick seed 22 #5 (‖q^mm‖ = 7.2, while selecting token 1 in both "
-        "examples costs 0.94) ends with softmax mass 1e-40 on example 2's optimal token and 1 − corr(q, q^mm) "
-        "rising 0.72 → 0.89 over 2000 normalised steps; plain GD with η = 1/L̄ does the same (0.59 → 0.62 over "
-        "40000 steps), from five other small starts too. The exact equivalence holds throughout (one_step, "
-        "trajectory); what fails is the global directional claim W(k) → W^mm inherited from p-svm-gd."
+        "examples costs 0.94) ends with softmax mass 1e-40 on example 2's optimal token and "
+        "1 − corr(q, q^mm) rising 0.72 → 0.89 over 2000 normalised steps; plain GD with η = 1/L̄ does the "
+        "same (0.59 → 0.62 over 40000 steps), from five other small starts too. The exact equivalence holds "
+        "throughout (one_step, trajectory); what fails is the global directional claim W(k) → W^mm inherited "
+        "from p-svm-gd."
     )
     finding_seen = {("quick", 22): (5,)}
     finding_mechanism = abandoned_opt_mechanism
