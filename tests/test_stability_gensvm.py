@@ -64,7 +64,8 @@ def test_gen_svm_finite_theorem_family_is_unchanged_by_the_control_redraw():
 
 def test_gd_local_start_cone_width_depends_on_alpha():
     """Seed 9 #10 (δ⁺ = 0.114): at μ = 0.01 the start put the switched example's optimal token 8.2 logits
-    ahead of a support token and GD went to W^mm; the start's μ(α) is now narrower and GD converges from it."""
+    ahead of a support token and GD went to W^mm; the start's μ(α) is now narrower and GD converges
+    from it."""
     from checks.theorems.gd_local import MU
 
     r = _one("gd-local", 9, 10)
@@ -82,7 +83,8 @@ def test_gd_local_cone_width_keeps_mu_where_the_start_separates():
 
 def test_gen_svm_finite_plateau_in_the_flat_tail_is_inconclusive_not_refuted():
     """Seed 18 #4: over the budget's second half GD's finite part crosses L_O's flat tail (log-ratio ≈ −5.9,
-    curvature −1.1e-5 there) and e grows 2.65 → 2.78; continued, it reaches W^fin⋆ (e = 3e-4 by 4·10⁵ steps)."""
+    curvature −1.1e-5 there) and e grows 2.65 → 2.78; continued, it reaches W^fin⋆ (e = 3e-4 by
+    4·10⁵ steps)."""
     from checks.theorems.gen_svm_finite import CURV_MIN
 
     r = _one("gen-svm-finite", 18, 4)
