@@ -308,7 +308,10 @@ def _figure(summary: dict[str, Any]) -> bytes | None:
         p, (lo, hi) = t["share"], t["wilson95"]
         colour = "tab:green" if t["as_expected"] == t["seeds"] else "tab:red"
         ax.errorbar([p], [y], xerr=[[p - lo], [hi - p]], fmt="o", color=colour, ms=3, capsize=2, lw=1)
-    ax.set_yticks(ys, [f"{t['id']} ({t['as_expected']}/{t['seeds']})" for t in rows], fontsize=6)
+    labels = [f"{t['id']} ({t['as_expected']}/{t['seeds']}"
+              + (f"; finding on {len(t['finding_seeds'])}" if t["finding_seeds"] else "") + ")" for t in rows]
+    ax.set_yticks(ys, labels, fontsize=6)
+    ax.set_ylim(-0.8, len(rows) - 0.2)
     ax.set_xlim(-0.02, 1.02)
     ax.set_xlabel("share of seeds with the expected verdict (Wilson 95 %)", fontsize=8)
     ax.tick_params(axis="x", labelsize=7)
