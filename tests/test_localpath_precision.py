@@ -101,3 +101,25 @@ def test_polish_path_never_uses_the_target():
         cos = [np.sum(W2[j] * Ws[k]) / (np.linalg.norm(W2[j]) * np.linalg.norm(Ws[k]))
                for k in range(3) if k != j]
         assert max(cos) > 1 - 1e-12
+
+
+def test_interior_point_beaten_on_its_sphere_is_undecided_not_refuted():
+    # quick seed 48, rp-kq-local 5: the optimiser's point inside the ball, beaten by its own radial rescale
+    # (certified by the excess loss), is a missed minimiser: constraint_active undecided, never failed
+    from checks.theorems.rp_w_local import RPWLocal
+
+    data, alpha, Wa = _instance()
+    Rm = np.linalg.norm(Wa)
+    radii = np.array([16.0, 32.0, 64.0]) * Rm
+    Ws = np.array([_boundary(Wa, r, seed=k) for k, r in enumerate(radii)])
+    Ws[2] = 0.99 * Ws[2]
+    c = candidates(data, Ws, radii, Wa, "fro")
+    norms = np.linalg.norm(Ws, axis=(1, 2))
+    st = dict(c, radii=radii, norms=norms, active=norms >= (1 - 1e-8) * radii, delta_plus=10.0, path_W=Ws)
+    thm = RPWLocal()
+    thm.resolved = lambda st: 3
+    out = thm.check_constraint_active({"data": data, "alpha": alpha}, st, None)
+    assert out.status == "undecided" and "missed" in out.reason
+    # the same point claimed to beat every sphere point by more than the bounds would be a decided refutation
+    st2 = dict(st, sphere_excess=st["raw_excess"] + 1.0)
+    assert thm.check_constraint_active({"data": data, "alpha": alpha}, st2, None).status == "failed"

@@ -146,7 +146,8 @@ def candidates(data, Ws: np.ndarray, radii: np.ndarray, centre: np.ndarray, norm
     The centre is never substituted (a path replaced by the
     predicted limit would confirm without evidence): a centre beating the (polished) point by more than the
     bounds is a certified missed minimiser (``beaten``). Returns the (polished) points, their (E, err), the
-    centre candidate's (E, err), ``beaten`` and ``polished`` (radii replaced)."""
+    centre candidate's (E, err), ``beaten``, ``polished`` (radii replaced), the optimiser's own points' (E, err)
+    (``raw_excess``, ``raw_err``) and the best candidate on the sphere ‖W‖ = R_j (``sphere_excess``, ``_err``)."""
     J = len(radii)
     nrm = np.array(
         [norm_of(centre, norm)] + [norm_of(W, norm) if np.all(np.isfinite(W)) else 0.0 for W in Ws]
@@ -162,6 +163,12 @@ def candidates(data, Ws: np.ndarray, radii: np.ndarray, centre: np.ndarray, norm
     E[:, :J + 1][:, ~ok] = np.inf  # a zero or non-finite path point proposes no candidate
     inball = nrm[1:][None, :] <= np.asarray(radii)[:, None] * (1 + 1e-12)  # float64 norm rounding
     E[:, J + 1:][~(inball & ok[1:][None, :])] = np.inf
+    # the best point ON the sphere ‖W‖ = R_j known at each radius (the centre and every path point rescaled to
+    # R_j), for ``check_constraint_active``: the optimiser's own point inside the ball is a decided interior
+    # minimiser only if it beats this one by more than the two rounding bounds
+    ks = np.argmin(E[:, :J + 1], axis=1)
+    sphere, sphere_err = E[np.arange(J), ks], err[np.arange(J), ks]
+    raw_excess, raw_err = Ep.copy(), errp.copy()  # the optimiser's own points, before the polish
     Ws, Ep, errp = np.array(Ws, copy=True), Ep.copy(), errp.copy()
     polished = np.zeros(J, dtype=bool)
     for j in range(J):
@@ -172,7 +179,8 @@ def candidates(data, Ws: np.ndarray, radii: np.ndarray, centre: np.ndarray, norm
     prev = np.array([E[j, j] if j else np.inf for j in range(J)])  # R_j · W_{j−1}/‖W_{j−1}‖
     prev_err = np.array([err[j, j] if j else np.inf for j in range(J)])
     return {"W": Ws, "excess": Ep, "excess_err": errp, "centre_excess": E[:, 0], "centre_err": err[:, 0],
-            "beaten": beaten, "polished": polished, "prev_excess": prev, "prev_err": prev_err}
+            "beaten": beaten, "polished": polished, "prev_excess": prev, "prev_err": prev_err,
+            "raw_excess": raw_excess, "raw_err": raw_err, "sphere_excess": sphere, "sphere_err": sphere_err}
 
 
 def independent_excess(data, centre: np.ndarray, Ws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -522,15 +530,47 @@ class LocalPathBase(Theorem):
                       excess_fidelity_gap=float(np.max(np.abs(E - Ei) / np.maximum(e + ei, 1e-300))))
 
     def check_constraint_active(self, inst, st, ctx):
+        """‖W̄_R‖ = R at every resolved radius. The optimiser's point inside the ball (by more than
+        numerics.gd_common.ACTIVE_RTOL) refutes it only where the loss decides that it is an interior
+        minimiser: its excess is below that of every known point on the sphere ‖W‖ = R (the centre, every path
+        point rescaled to R, its own radial rescale included; ``candidates``) by more than the two rounding
+        bounds. Beaten by one of them by more than the bounds, it is a certified missed minimiser (an
+        optimisation failure: the (K, Q) cone step shrinks ‖K‖² + ‖Q‖² and the decaying step does not restore
+        it — quick seed 48, rp-kq-local 5: (‖K‖² + ‖Q‖²)/2 = 0.99836 R at M = 64, excess 5.587e-29, its own
+        rescale to the sphere 4.996e-29, bounds 2.7e-41 and 2.4e-41); within the bounds the loss does not
+        decide. Both: undecided, never refuted. (Below L_∞ an interior point is ``cone_loss_above_limit``'s
+        vacuous case; seed 48 #5 has excess > 0 at every radius, 1.3e-56 at M = 128.) The regime rule as
+        check_direction."""
         J = self.resolved(st)
-        ok = bool(np.all(st["active"][:J]))
+        active = np.asarray(st["active"][:J], dtype=bool)
         m = {"norm_ratio_min": float(np.min(st["norms"][:J] / st["radii"][:J]))}
-        if (
-            not ok and st["delta_plus"] * MULTIPLES[J - 1] < REGIME_MIN
-        ):  # as check_direction (full, seed 0, 16)
+        if active.all():
+            return held(**m)
+        inner = np.flatnonzero(~active)
+        E, e = st["raw_excess"][inner], st["raw_err"][inner]
+        S, s = st["sphere_excess"][inner], st["sphere_err"][inner]
+        decided_in = (S - E) > (e + s)  # the interior point beats every sphere candidate, certified
+        beaten = (E - S) > (e + s)  # a sphere point beats the interior point, certified
+        m.update(interior_radii=[float(MULTIPLES[j]) for j in inner],
+                 # (E − S)/(bounds): > 1 beaten on the sphere, < −1 a decided interior point
+                 interior_vs_sphere=[float((E[k] - S[k]) / max(e[k] + s[k], 1e-300)) for k in range(len(inner))])
+        if not decided_in.any():
+            k = int(np.argmax(beaten)) if beaten.any() else 0
+            j = int(inner[k])
+            how = (f"a point on the sphere (the radial rescale of a path point or the centre) has lower excess "
+                   f"({S[k]:.4g} against {E[k]:.4g}, bounds {e[k]:.2g} + {s[k]:.2g}): the optimiser missed "
+                   "the constrained minimiser" if beaten[k] else
+                   f"its excess {E[k]:.4g} and the best sphere point's {S[k]:.4g} are within the rounding "
+                   f"bounds ({e[k]:.2g} + {s[k]:.2g}): the loss does not decide where the minimiser is")
+            return undecided(f"the optimiser's point at M = {MULTIPLES[j]:g} is inside the ball "
+                             f"(norm/R = {st['norms'][j] / st['radii'][j]:.6g}), but {how}", **m)
+        j = int(inner[np.flatnonzero(decided_in)[-1]])
+        if st["delta_plus"] * MULTIPLES[J - 1] < REGIME_MIN:  # as check_direction (full, seed 0, 16)
             return undecided(
                 "the norm constraint is inactive at a resolved radius before the asymptotic regime "
                 f"(δ⁺·M < {REGIME_MIN:g})",
                 **m,
             )
-        return decide(ok, "the norm constraint is inactive at some resolved radius", **m)
+        return failed(f"the norm constraint is inactive at M = {MULTIPLES[j]:g}: the path's point inside the "
+                      "ball has lower excess loss than every known point of the sphere by more than the "
+                      "rounding bounds", **m)
