@@ -58,11 +58,12 @@ MU_KQ = 0.015
 #: missed the constrained minimiser and one with unbalanced factors (‖KQ^T‖_⋆/R = 0.79; seed 0, instance 37).
 BIG_BUDGET = {"path_steps": 1500, "restarts": 4}
 PROFILES = {
-    # quick: 8 instances (were 6): the factored path misses the constrained minimiser (certified by the excess
-    # loss: undecided, never refuted) on ~4 % of quick instances (12 of 297 in a 50-seed sweep), so 6 instances
-    # with max_inconclusive 0.25 (1 of 6) left ~3 % of seeds INCONCLUSIVE (seed 48: #1 and #5); 8 admit 2.
+    # quick: 12 instances (were 6): the factored path misses the constrained minimiser (certified by the
+    # excess loss: undecided, never refuted) on ~4 % of quick instances (12 of 297 in a 50-seed sweep), so
+    # 6 instances with max_inconclusive 0.25 (1 of 6) left ~2 % of seeds INCONCLUSIVE (seed 48: #1 and #5),
+    # 8 instances with one vacuous (1 of 7) ~3 % (seed 33); 12 admit 3, a chance failure ≈ 0.2 % per seed.
     # Instances 0..5 are the same draws (per-instance seeds).
-    "quick": Profile(instances=8, min_confirmed=4, batch=8),
+    "quick": Profile(instances=12, min_confirmed=6, batch=12),
     # min_confirmed below rp-w-local's: ~20 % of the family is vacuous here (δ⁺ and local optimality are
     # decided on W^mm_⋆,α while the family filters on the Frobenius solution; ~12 % of cones of width 0.015
     # fail cone_selects_alpha)
@@ -139,7 +140,7 @@ class RPKQLocalControl(RPKQLocal):
     control_of = "rp-kq-local"
     locally_optimal = False
     check_nuclear_norm = None  # the control's false claim is the direction alone
-    # quick: 12 instances (the theorem's 8 otherwise). A control is FAIL when one instance is refuted; the tied
+    # quick: 12 instances (as the theorem). A control is FAIL when one instance is refuted; the tied
     # token leaves the loss flat along one direction, so the path decides a stall on ~40 % of instances only
     # (118 refuted of 300 in a 50-seed quick sweep, 101 inconclusive, 61 vacuous): with 6, P(none refuted)
     # ≈ 0.6^6 ≈ 5 % of seeds (seed 41: 0 of 6); with 12 ≈ 0.3 %. More instances only strengthen a control.
