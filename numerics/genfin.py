@@ -202,6 +202,19 @@ def curvature_at(data: AttentionData, V: Any, selected, W: Any, *, loss: str = "
     return _min_curvature(f, np.einsum("kde,de->k", basis, np.asarray(W, dtype=float)))
 
 
+def restricted_gradient(data: AttentionData, V: Any, selected, W: Any, *, loss: str = "logistic") -> np.ndarray:
+    """∇L_O at P_fin W as a (d, d) matrix in S_fin (zeros when S_fin = {0}). Subtracted from P_fin ∇L(W) (the
+    full loss, masked tokens included) it leaves the masked tokens' pull on the finite part, which vanishes
+    with their probabilities."""
+    basis = fin_basis(data, selected)
+    W = np.asarray(W, dtype=float)
+    if not len(basis):
+        return np.zeros_like(W)
+    f = _restricted(data, np.asarray(V, dtype=float), selected, basis, loss)
+    g = f(np.einsum("kde,de->k", basis, W))[1]
+    return np.einsum("k,kde->de", g, basis)
+
+
 @dataclass(frozen=True)
 class CoupledInstance:
     """One draw of :func:`coupled_selection`."""

@@ -34,7 +34,7 @@ Predictions (e(k) = ‖P_fin W(k) − W^fin⋆‖_F at the recorded k = S/2, 5S/
 * ``is_gradient_descent``: one run_gd step from W(0) and from W(0)/‖W(0)‖ is along −∇L computed independently
   (checks/theorems/_gd.py, ReLU head): an ascending or random optimiser is refuted here;
 * ``finite_part_converges``: e(S) ≤ FIN_TOL and e falls by at least FALL_MIN over the second half (theory: ×2
-  for a 1/k perturbation; measured ×1.6–1.8), or e(S) ≤ FIN_FLOOR. Refuted when e does not fall (no progress:
+  for a 1/k perturbation; measured ×1.6–1.8), or e(S) ≤ precision_floor (derived). Refuted when e does not fall (no progress:
   a no-op optimiser, or a limit other than W^fin⋆); undecided when a selected token's probability is still
   falling by ×FALL_MIN over the second half (GD deselecting it: measured on paper instance 120, 0.0020 →
   0.0013, drifting into the flat tail of L_O), when e falls but is still above FIN_TOL (budget), when a
@@ -58,10 +58,11 @@ import numpy as np
 
 from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
 from numerics import tolerances as tol
-from numerics.genfin import CATALOGUE_CONFIGS, coupled_selection, curvature_at, finite_part
+from numerics.genfin import (CATALOGUE_CONFIGS, coupled_selection, curvature_at, finite_part,
+                              restricted_gradient)
 from numerics.tokens import softmax_probs
 
-from ._gd import FIDELITY_TOL, init_fidelity, judge_fidelity, run_relu_gd_padded
+from ._gd import FIDELITY_TOL, independent_grad_W, init_fidelity, judge_fidelity, run_relu_gd_padded
 
 #: Plain GD step: the S_fin curvature of L_O is ≤ ~0.05 on this family (ℓ'' ≤ 1/4 times (∂h/∂θ)² ≤ 1/16 times
 #: ‖(b − a) z^T‖² = 2, averaged over n ≥ 3 examples), so η = 5 keeps η·H < 1 there; the loss is checked to
@@ -79,9 +80,9 @@ FIN_TOL = 3e-2
 #: Over the second half (k = S/2 → S) e must fall at least this factor: 2 for a 1/k perturbation, measured
 #: 1.6–1.8; a run that is not approaching W^fin⋆ (no-op optimiser, a different limit) keeps it near 1.
 FALL_MIN = 1.25
-#: Below this the error is at the solver's resolution (W^fin⋆ exact to ~1e-10): converged, nothing left to
-#: fall.
-FIN_FLOOR = 1e-8
+#: Unit roundoff of the float64 arithmetic GD, the projection and the finite-part solve run in: the
+#: precision floor of e (``precision_floor``) is derived from it, not fitted.
+EPS = float(np.finfo(float).eps)
 #: The control is judged only where its exponential-loss optimum is this far (‖·‖_F) from W^fin⋆: ten times
 #: the convergence threshold, so that a run that meets the claim cannot also meet the control.
 SEPARATION = 10 * FIN_TOL
@@ -154,7 +155,12 @@ class _FiniteBase(Theorem):
             fid = init_fidelity(data, W0, ETA, normalized=False, V=V, device=ctx.device)
             # L_O (the logistic loss GD trains, whatever the prediction) at the point W(S) projects to
             curv_end = curvature_at(data, V, sel, traj[-1])
+            # the S_fin gradient of the loss GD descends (masked tokens included; numpy, independent of the
+            # torch run) splits into ∇L_O at P_fin W(S) and the masked tokens' pull on the finite part
+            g_full = fp.project(independent_grad_W(data, traj[-1], V))
+            pull = float(np.linalg.norm(g_full - restricted_gradient(data, V, sel, traj[-1])))
             states.append({"traj": traj, "selected": sel, "fp": fp, "fidelity": fid, "curv_end": curv_end,
+                           "masked_pull": pull, "fin_residual_grad": float(np.linalg.norm(g_full)),
                            "p_mid": softmax_probs(data, traj[len(traj) // 2]), "p_end": p})
         return states
 
@@ -198,8 +204,10 @@ class _FiniteBase(Theorem):
             return undecided("a non-selected token's probability did not fall over the second half "
                              f"({masked_mid:.2g} → {masked_end:.2g}): selection not settled (budget)", **m)
         m["fin_curvature"] = target.curvature
-        if e[-1] <= FIN_FLOOR:
-            return held(**m)
+        floor = precision_floor(target, traj[-1], inst["data"].d)
+        m["fin_floor"] = floor
+        if e[-1] <= floor:
+            return held(**m)  # at the precision of the comparison: converged, nothing left to fall
         if target.curvature < CURV_MIN:
             return undecided(
                 f"L_O's minimiser is too flat (curvature {target.curvature:.2g} < {CURV_MIN:g}) to be "
@@ -222,6 +230,34 @@ class _FiniteBase(Theorem):
                 "part (budget)",
                 **m,
             )
+        if fall < FALL_MIN and "masked_pull" in st:
+            # The limit is not contradicted where the remaining error is what the masked tokens, whose
+            # probabilities are falling (checked above), still hold the finite part off by. GD descends
+            # L_O + (masked terms) on S_fin, so ∇L_O(P_fin W(S)) = r − g with r = P_fin ∇L(W(S)) (GD's own
+            # S_fin gradient) and g the masked pull; with L_O μ-strongly convex between P_fin W(S) and its
+            # minimiser (μ the smaller of its curvature at both ends, both ≥ CURV_MIN here), the iterate is
+            # within (‖g‖ + ‖r‖)/μ of it. Both norms are measured, no factor is fitted. The offset is the
+            # masked tokens' doing only where GD has settled on S_fin (‖r‖ ≤ ‖g‖; else an optimiser that
+            # stalls off the minimiser would pass). The 1/k fall FALL_MIN expects can then be slower:
+            # contributions of different examples' masked tokens can cancel (issue 29, quick seed 36 #0:
+            # P_fin W − W^fin⋆ changes sign near step 5000 and falls only ×1.12 over 10⁴ → 2·10⁴, 4.1e-7 →
+            # 3.6e-7, then ×1.5 to 2.4e-7 by 4·10⁴), so that is the budget, not a counterexample. A target
+            # other than L_O's minimiser (W^fin⋆ scaled by 0.9, zeroed, or mixed 3 % with a random
+            # direction: e ≥ 1e-2) lies orders of magnitude outside this bound and stays refuted.
+            # μ: the smaller end curvature, less their difference (a margin for the curvature's variation
+            # inside the segment, measured at its ends) and the 1e-10 error of the central differences
+            # that give it (numerics.genfin._min_curvature)
+            mu = min(target.curvature, curv_end) - abs(target.curvature - curv_end) - 1e-10
+            pull, resid = st["masked_pull"], st["fin_residual_grad"]
+            explained = (pull + resid) / mu + floor
+            m.update(masked_pull=pull, fin_residual_grad=resid, fin_err_explained=explained)
+            if resid <= pull and e[-1] <= explained:
+                return undecided(
+                    f"‖P_fin W − W^fin⋆‖ {e[0]:.3g} → {e[-1]:.3g} fell only ×{fall:.2f} < ×{FALL_MIN} over the "
+                    f"second half, but lies within the {explained:.2g} the masked tokens' vanishing pull "
+                    f"({pull:.2g}) accounts for: consistent with the limit, its fall not shown (budget)",
+                    **m,
+                )
         if fall < FALL_MIN:
             return failed(
                 f"P_fin W(k) is not approaching the predicted finite part: ‖P_fin W − W^fin⋆‖ "
@@ -232,6 +268,21 @@ class _FiniteBase(Theorem):
             return undecided(f"approaching W^fin⋆ (×{fall:.2f} over the second half) but still {e[-1]:.3g} > "
                              f"{FIN_TOL:g} away (budget)", **m)
         return held(**m)
+
+
+def precision_floor(target, W_end, d: int) -> float:
+    """The accuracy to which e = ‖P_fin W(S) − W^fin⋆‖_F can be computed: below it e is resolution, not
+    distance. The sum of (1) W^fin⋆'s own error, ‖∇L_O(W^fin⋆)‖ / curvature (the solve's gradient residual
+    over L_O's curvature: strong convexity); (2) the rounding of the projection, whose k coordinates are
+    dot products of d² terms, each within d² EPS ‖W(S)‖_F (the standard bound), so √k d² EPS ‖W(S)‖_F
+    in all; (3) GD's own rounding, EPS ‖W(S)‖_F per step, which the finite part's contraction 1 − η·curvature
+    per step sums to EPS ‖W(S)‖_F / (η·curvature). 0 where the curvature is not positive (no floor)."""
+    if not target.curvature > 0:
+        return 0.0
+    wn = float(np.linalg.norm(W_end))
+    k = len(target.basis)
+    return (target.grad_norm / target.curvature + np.sqrt(k) * d * d * EPS * wn
+            + EPS * wn / (ETA * target.curvature))
 
 
 @register
