@@ -60,6 +60,7 @@ from checks import Criterion, Profile, Theorem, decide, held, register, undecide
 from checks.experiments.sweep import wilson_interval
 from checks.theorems._trends import corr_curve
 from numerics.data import random_unit_sphere
+from numerics.errors import SolverError
 from numerics.gd import run_gd
 from numerics.svm import solve_att_svm
 from numerics.tokens import optimal_tokens
@@ -197,7 +198,18 @@ class OverparamGlobal(Theorem):
                 retried: list[str] = []
                 for r in range(runs):
                     data = inst[key][r]
-                    sol = solve_att_svm(data, optimal_tokens(data).index)
+                    try:
+                        sol = solve_att_svm(data, optimal_tokens(data).index)
+                    except SolverError as exc:
+                        # No attempt certified this draw's Att-SVM(opt) either way (full seed 7 #19: every
+                        # rung 'optimal_inaccurate'). Its feasibility and GD outcome are unknown, so it
+                        # counts as feasible *and* undecided: against the claim in the lower end of the
+                        # interval and for it in the upper (check_share_grows), so it can only widen the
+                        # interval. Recorded with the solvers' statuses (svm_retry_attempts), never hidden.
+                        counts["feasible"] += 1
+                        counts["undecided"] += 1
+                        retried.append(f"run {r}: uncertified ({exc.status}): {exc}"[:400])
+                        continue
                     if len(sol.attempts) > 1:  # certified by a later attempt (numerics.svm.core.FRO_ATTEMPTS)
                         retried.append(f"run {r}: " + " | ".join(sol.attempts))
                     if sol.feasible:
@@ -219,9 +231,9 @@ class OverparamGlobal(Theorem):
         g = min(st["growth_small"], st["growth_large"])
         rose = st["loss_rose_small"] + st["loss_rose_large"]
         # every Att-SVM solve certified only by a retry, with its attempts: recorded, never hidden
-        m = dict(norm_growth=g, loss_rose=rose,
-                 svm_retries=len(st["svm_retries_small"]) + len(st["svm_retries_large"]),
-                 svm_retry_attempts=st["svm_retries_small"] + st["svm_retries_large"])
+        retries = st["svm_retries_small"] + st["svm_retries_large"]
+        m = dict(norm_growth=g, loss_rose=rose, svm_retries=len(retries),
+                 svm_uncertified=sum("uncertified" in x for x in retries), svm_retry_attempts=retries)
         if g < NORM_GROWTH_MIN:
             return decide(
                 False, f"no progress: the median run's ‖W‖ grew {g:.3g}× (< {NORM_GROWTH_MIN:g}×)", **m

@@ -301,12 +301,19 @@ class _EquivBase(Theorem):
                 False, f"no progress: ‖q‖ grew by {growth:.3g} < {NORM_GROWTH_MIN}·η·steps", **metrics
             )
         falling = bool(qg[-1] <= qg[half] * (1 + 1e-6) + 1e-15 and wg[-1] <= wg[half] * (1 + 1e-6) + 1e-15)
-        ok = qg[-1] < CORR_TOL and wg[-1] < CORR_TOL and falling
-        if not ok:  # what the finding's mechanism is recognised by (the keys are the tokens, W = I)
-            metrics.update(abandoned_opt_metrics(X, inst["gamma"], a, qt))
+        near = bool(qg[-1] < CORR_TOL and wg[-1] < CORR_TOL)
+        if near and falling:
+            return decide(True, "", **metrics)
+        if near:
+            # The claim is the limit: an end error below CORR_TOL that rose since mid-run is not a refutation
+            # (full seed 5 #34: q 9.2e-5, W 5.2e-4 at the end); the budget has not shown the trend.
+            return undecided(f"1 − corr at the end below {CORR_TOL} (q {qg[-1]:.3g}, W {wg[-1]:.3g}) but not "
+                             f"falling since mid-run (q {qg[half]:.3g}, W {wg[half]:.3g})", **metrics)
+        metrics.update(abandoned_opt_metrics(X, inst["gamma"], a, qt))  # what the finding's mechanism reads
         return decide(
-            ok,
-            f"1 − corr at the end: q {qg[-1]:.3g}, W {wg[-1]:.3g} (need < {CORR_TOL} and falling)",
+            False,
+            f"1 − corr at the end: q {qg[-1]:.3g}, W {wg[-1]:.3g} (need < {CORR_TOL}; ‖q‖ grew, so not the "
+            "budget)",
             **metrics,
         )
 
