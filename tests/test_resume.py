@@ -53,7 +53,7 @@ def test_interrupt_keeps_finished_instances_and_resume_completes(tmp_path, sig):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=dict(os.environ, ATTNSVM_TEST_SLEEP="0.25"),
+        env=dict(os.environ, ATTNSVM_TEST_SLEEP="0.75"),  # ~10 s left after 6 results: no race under load
     )
     results = part / "results.jsonl"
     deadline = time.time() + 60
