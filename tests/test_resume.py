@@ -54,6 +54,10 @@ def test_interrupt_keeps_finished_instances_and_resume_completes(tmp_path, sig):
         stderr=subprocess.PIPE,
         text=True,
         env=dict(os.environ, ATTNSVM_TEST_SLEEP="0.75"),  # ~10 s left after 6 results: no race under load
+        # A test suite started in the background (`cmd &`) inherits an *ignored* SIGINT, and Python installs
+        # no KeyboardInterrupt handler then: the run would ignore the signal (as a nohup'd job should). Give
+        # the child the default disposition, as a terminal's foreground job has.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     results = part / "results.jsonl"
     deadline = time.time() + 60
