@@ -202,7 +202,8 @@ def curvature_at(data: AttentionData, V: Any, selected, W: Any, *, loss: str = "
     return _min_curvature(f, np.einsum("kde,de->k", basis, np.asarray(W, dtype=float)))
 
 
-def restricted_gradient(data: AttentionData, V: Any, selected, W: Any, *, loss: str = "logistic") -> np.ndarray:
+def restricted_gradient(data: AttentionData, V: Any, selected, W: Any, *,
+                        loss: str = "logistic") -> np.ndarray:
     """∇L_O at P_fin W as a (d, d) matrix in S_fin (zeros when S_fin = {0}). Subtracted from P_fin ∇L(W) (the
     full loss, masked tokens included) it leaves the masked tokens' pull on the finite part, which vanishes
     with their probabilities."""

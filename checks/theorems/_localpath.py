@@ -146,8 +146,9 @@ def candidates(data, Ws: np.ndarray, radii: np.ndarray, centre: np.ndarray, norm
     The centre is never substituted (a path replaced by the
     predicted limit would confirm without evidence): a centre beating the (polished) point by more than the
     bounds is a certified missed minimiser (``beaten``). Returns the (polished) points, their (E, err), the
-    centre candidate's (E, err), ``beaten``, ``polished`` (radii replaced), the optimiser's own points' (E, err)
-    (``raw_excess``, ``raw_err``) and the best candidate on the sphere ‖W‖ = R_j (``sphere_excess``, ``_err``)."""
+    centre candidate's (E, err), ``beaten``, ``polished`` (radii replaced), the optimiser's own points'
+    (E, err) (``raw_excess``, ``raw_err``) and the best candidate on the sphere ‖W‖ = R_j (``sphere_excess``,
+    ``_err``)."""
     J = len(radii)
     nrm = np.array(
         [norm_of(centre, norm)] + [norm_of(W, norm) if np.all(np.isfinite(W)) else 0.0 for W in Ws]
@@ -553,13 +554,14 @@ class LocalPathBase(Theorem):
         beaten = (E - S) > (e + s)  # a sphere point beats the interior point, certified
         m.update(interior_radii=[float(MULTIPLES[j]) for j in inner],
                  # (E − S)/(bounds): > 1 beaten on the sphere, < −1 a decided interior point
-                 interior_vs_sphere=[float((E[k] - S[k]) / max(e[k] + s[k], 1e-300)) for k in range(len(inner))])
+                 interior_vs_sphere=[float((E[k] - S[k]) / max(e[k] + s[k], 1e-300))
+                                     for k in range(len(inner))])
         if not decided_in.any():
             k = int(np.argmax(beaten)) if beaten.any() else 0
             j = int(inner[k])
-            how = (f"a point on the sphere (the radial rescale of a path point or the centre) has lower excess "
-                   f"({S[k]:.4g} against {E[k]:.4g}, bounds {e[k]:.2g} + {s[k]:.2g}): the optimiser missed "
-                   "the constrained minimiser" if beaten[k] else
+            how = (f"a point on the sphere (the radial rescale of a path point or the centre) has lower "
+                   f"excess ({S[k]:.4g} against {E[k]:.4g}, bounds {e[k]:.2g} + {s[k]:.2g}): the optimiser "
+                   "missed the constrained minimiser" if beaten[k] else
                    f"its excess {E[k]:.4g} and the best sphere point's {S[k]:.4g} are within the rounding "
                    f"bounds ({e[k]:.2g} + {s[k]:.2g}): the loss does not decide where the minimiser is")
             return undecided(f"the optimiser's point at M = {MULTIPLES[j]:g} is inside the ball "

@@ -34,13 +34,14 @@ Predictions (e(k) = ‖P_fin W(k) − W^fin⋆‖_F at the recorded k = S/2, 5S/
 * ``is_gradient_descent``: one run_gd step from W(0) and from W(0)/‖W(0)‖ is along −∇L computed independently
   (checks/theorems/_gd.py, ReLU head): an ascending or random optimiser is refuted here;
 * ``finite_part_converges``: e(S) ≤ FIN_TOL and e falls by at least FALL_MIN over the second half (theory: ×2
-  for a 1/k perturbation; measured ×1.6–1.8), or e(S) ≤ precision_floor (derived). Refuted when e does not fall (no progress:
-  a no-op optimiser, or a limit other than W^fin⋆); undecided when a selected token's probability is still
-  falling by ×FALL_MIN over the second half (GD deselecting it: measured on paper instance 120, 0.0020 →
-  0.0013, drifting into the flat tail of L_O), when e falls but is still above FIN_TOL (budget), when a
-  non-selected token's probability has not fallen over the second half (selection not settled), or — instead
-  of a refutation for not falling — when L_O's curvature at P_fin W(S) is below CURV_MIN (the finite part is
-  in L_O's flat tail, steered by the masked tokens; issue 29, quick seed 18 instance 4).
+  for a 1/k perturbation; measured ×1.6–1.8), or e(S) ≤ precision_floor (derived). Refuted when e does not
+  fall (no progress: a no-op optimiser, or a limit other than W^fin⋆); undecided when a selected token's
+  probability is still falling by ×FALL_MIN over the second half (GD deselecting it: measured on paper
+  instance 120, 0.0020 → 0.0013, drifting into the flat tail of L_O), when e falls but is still above FIN_TOL
+  (budget), when a non-selected token's probability has not fallen over the second half (selection not
+  settled), or — instead of a refutation for not falling — when L_O's curvature at P_fin W(S) is below
+  CURV_MIN (the finite part is in L_O's flat tail, steered by the masked tokens; issue 29, quick seed 18
+  instance 4).
 
 Negative control (``gen-svm-finite-control``), at the boundary where a weaker check ("the finite part
 converges") would pass: "P_fin W(k) → the restricted optimum of the *exponential* loss" — the same S_fin, the
@@ -58,8 +59,13 @@ import numpy as np
 
 from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
 from numerics import tolerances as tol
-from numerics.genfin import (CATALOGUE_CONFIGS, coupled_selection, curvature_at, finite_part,
-                              restricted_gradient)
+from numerics.genfin import (
+    CATALOGUE_CONFIGS,
+    coupled_selection,
+    curvature_at,
+    finite_part,
+    restricted_gradient,
+)
 from numerics.tokens import softmax_probs
 
 from ._gd import FIDELITY_TOL, independent_grad_W, init_fidelity, judge_fidelity, run_relu_gd_padded
@@ -253,8 +259,8 @@ class _FiniteBase(Theorem):
             m.update(masked_pull=pull, fin_residual_grad=resid, fin_err_explained=explained)
             if resid <= pull and e[-1] <= explained:
                 return undecided(
-                    f"‖P_fin W − W^fin⋆‖ {e[0]:.3g} → {e[-1]:.3g} fell only ×{fall:.2f} < ×{FALL_MIN} over the "
-                    f"second half, but lies within the {explained:.2g} the masked tokens' vanishing pull "
+                    f"‖P_fin W − W^fin⋆‖ {e[0]:.3g} → {e[-1]:.3g} fell only ×{fall:.2f} < ×{FALL_MIN} over "
+                    f"the second half, but lies within the {explained:.2g} the masked tokens' vanishing pull "
                     f"({pull:.2g}) accounts for: consistent with the limit, its fall not shown (budget)",
                     **m,
                 )
