@@ -115,15 +115,10 @@ def ball_candidate_loss(
     return loss(b.X, b.Y, b.Z, W, b.linear_head()).numpy()
 
 
-def rescaled_path_loss(data, Ws: np.ndarray, radii: np.ndarray, nuclear: bool) -> np.ndarray:
-    """min over k ≠ j of L(R_j · W_{R_k} / ‖W_{R_k}‖) for every j (‖·‖_F, or ‖·‖_⋆ for the (K, Q) path): every
-    path point, rescaled onto the sphere of radius R_j, is a point of that ball, so a lower loss there
-    certifies
-    that the path missed the constrained minimiser at R_j. This catches a warm start carried from R_{j-1} into
-    a
-    non-global basin (paper profile, seed 0: rp-w-frobenius 182, where at R = 8 the path sat at L = 0.472748,
-    1 − corr = 0.70, min-margin < 0, while 8 · W_16/‖W_16‖ has L = 0.469903 and 60 restarts × 3000 steps reach
-    L = 0.469314 with 1 − corr = 0.048). Costs J² loss evaluations (one batch), no optimisation."""
+def _rescaled_candidates(data, Ws: np.ndarray, radii: np.ndarray, nuclear: bool):
+    """The path's points rescaled onto every radius, cands[j, k] = R_j · W_k / ‖W_k‖ (‖·‖_F, or ‖·‖_⋆), and
+    their losses L[j, k] in one batch; inf where k = j or W_k has no direction (one computation for
+    :func:`rescaled_path_loss` and :func:`polish_path`)."""
     import torch
 
     from numerics.attention import batch_from_data, loss
@@ -138,7 +133,19 @@ def rescaled_path_loss(data, Ws: np.ndarray, radii: np.ndarray, nuclear: bool) -
              b.linear_head()).numpy().reshape(J, J)
     L[:, ~ok] = np.inf
     L[np.arange(J), np.arange(J)] = np.inf
-    return L.min(axis=1)
+    return cands, L
+
+
+def rescaled_path_loss(data, Ws: np.ndarray, radii: np.ndarray, nuclear: bool) -> np.ndarray:
+    """min over k ≠ j of L(R_j · W_{R_k} / ‖W_{R_k}‖) for every j (‖·‖_F, or ‖·‖_⋆ for the (K, Q) path): every
+    path point, rescaled onto the sphere of radius R_j, is a point of that ball, so a lower loss there
+    certifies
+    that the path missed the constrained minimiser at R_j. This catches a warm start carried from R_{j-1} into
+    a
+    non-global basin (paper profile, seed 0: rp-w-frobenius 182, where at R = 8 the path sat at L = 0.472748,
+    1 − corr = 0.70, min-margin < 0, while 8 · W_16/‖W_16‖ has L = 0.469903 and 60 restarts × 3000 steps reach
+    L = 0.469314 with 1 − corr = 0.048). Costs J² loss evaluations (one batch), no optimisation."""
+    return _rescaled_candidates(data, Ws, radii, nuclear)[1].min(axis=1)
 
 
 def polish_path(data, Ws: np.ndarray, radii: np.ndarray, loss: np.ndarray, nuclear: bool):
@@ -150,21 +157,8 @@ def polish_path(data, Ws: np.ndarray, radii: np.ndarray, loss: np.ndarray, nucle
     nuclear direction from R = 16 resp. 32 on (1 − corr 1.5e-4 resp. 3.3e-3 at R = 64); their small-R points
     were beaten by the rescaled large-R ones, and the whole instance was undecided.
     Returns (W, loss, polished)."""
-    import torch
-
-    from numerics.attention import batch_from_data
-    from numerics.attention import loss as loss_fn
-
     J = len(radii)
-    nrm = np.array([np.linalg.svd(W, compute_uv=False).sum() if nuclear else np.linalg.norm(W) for W in Ws])
-    ok = np.isfinite(nrm) & (nrm > 0)
-    dirs = np.where(ok[:, None, None], Ws / np.where(ok, nrm, 1.0)[:, None, None], 0.0)
-    cands = np.asarray(radii)[:, None, None, None] * dirs[None]  # (j, k, d, d): R_j · W_k / ‖W_k‖
-    b = batch_from_data([data] * (J * J))
-    L = loss_fn(b.X, b.Y, b.Z, torch.as_tensor(cands.reshape(J * J, *Ws.shape[1:]), dtype=torch.float64),
-                b.linear_head()).numpy().reshape(J, J)
-    L[:, ~ok] = np.inf
-    L[np.arange(J), np.arange(J)] = np.inf
+    cands, L = _rescaled_candidates(data, Ws, radii, nuclear)
     Ws, loss = np.array(Ws, copy=True), np.array(loss, dtype=np.float64, copy=True)
     polished = np.zeros(J, dtype=bool)
     for j in range(J):

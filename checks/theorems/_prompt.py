@@ -143,3 +143,19 @@ def abandoned_opt_token(m: dict, corr_tol: float, trend_rtol: float) -> bool:
                     and gap <= mid * (1 + trend_rtol) + 1e-15 and deficit > 0.0)
     except (KeyError, TypeError, ValueError):
         return False
+
+
+
+def abandoned_opt_refutation(result, growth_key: str, min_growth: float, corr_tol: float,
+                             trend_rtol: float) -> bool:
+    """The abandoned-optimal-token finding on one refuted instance (p-svm-gd, p-gd-equivalence): only
+    ``direction`` refuted (every other prediction held), the iterate's norm grew by ``min_growth`` (metric
+    ``growth_key``: the check's own progress rule) and :func:`abandoned_opt_token` holds."""
+    m, preds = result.metrics, result.predictions
+    others = all(v == "held" for k, v in preds.items() if k != "direction")
+    try:
+        progressed = float(m[growth_key]) >= min_growth
+    except (KeyError, TypeError, ValueError):
+        return False
+    return bool(others and preds.get("direction") == "failed" and progressed
+                and abandoned_opt_token(m, corr_tol, trend_rtol))

@@ -159,14 +159,20 @@ def cone_width(data, alpha, W_alpha, direction, M, dplus) -> float:
     return lo
 
 
-def init_multiplier(data, alpha, W_alpha) -> float:
-    """M = max(M_MIN, SHARE_EXP / δ⁺) (inf when δ⁺ = 0)."""
+def _higher_slacks(data, alpha, W_alpha) -> np.ndarray:
+    """Margin slacks of the tokens scoring at least α_i's, other than α_i, that are not support tokens (active
+    higher-scoring tokens are the control's business, not the local claim's)."""
     g = scores(data)
     marg = margins(data, W_alpha, alpha)
     higher = g >= g[np.arange(data.n), alpha][:, None]
     higher[np.arange(data.n), alpha] = False
     slack = marg[higher] - 1.0
-    slack = slack[slack > SUPPORT_TOL]  # active higher-scoring tokens are the control's business (not local)
+    return slack[slack > SUPPORT_TOL]
+
+
+def init_multiplier(data, alpha, W_alpha) -> float:
+    """M = max(M_MIN, SHARE_EXP / δ⁺) (inf when δ⁺ = 0)."""
+    slack = _higher_slacks(data, alpha, W_alpha)
     return M_MIN if slack.size == 0 else max(M_MIN, SHARE_EXP / float(slack.min()))
 
 
@@ -182,12 +188,7 @@ def _holds(out) -> bool:
 
 def slack_plus(data, alpha, W_alpha) -> float:
     """δ⁺: the smallest margin slack of the higher-scoring non-support tokens (1 when there are none)."""
-    g = scores(data)
-    marg = margins(data, W_alpha, alpha)
-    higher = g >= g[np.arange(data.n), alpha][:, None]
-    higher[np.arange(data.n), alpha] = False
-    slack = marg[higher] - 1.0
-    slack = slack[slack > SUPPORT_TOL]
+    slack = _higher_slacks(data, alpha, W_alpha)
     return 1.0 if slack.size == 0 else float(slack.min())
 
 

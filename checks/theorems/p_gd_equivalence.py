@@ -57,7 +57,7 @@ from numerics.prompt import prompt_scores, run_prompt_gd
 from numerics.svm import solve_att_svm, solve_p_svm
 from numerics.tokens import corr
 
-from ._prompt import abandoned_opt_metrics, abandoned_opt_token
+from ._prompt import abandoned_opt_metrics, abandoned_opt_refutation
 
 #: GD budget: q moves by LR per normalised step, so ‖q(STEPS)‖ ≈ 100, where 1 − corr(q, q^mm) < 1e-3 on B.2
 #: data (measured 3e-5 – 1e-3) and 1 − corr(W, W^mm) < 2e-3 (the off-family part adds ≈
@@ -108,14 +108,8 @@ def abandoned_opt_mechanism(result) -> bool:
     only ``direction`` refuted (the exact equivalence held), ‖q‖ progressed, and GD abandoned some example's
     optimal token and converged (to CORR_TOL) to the certified p-SVM of the other examples, under which the
     abandoned token loses — so q(k) → q^mm is the claim that failed, not the equivalence."""
-    m, preds = result.metrics, result.predictions
-    others = all(v == "held" for k, v in preds.items() if k != "direction")
-    try:
-        progressed = float(m["q_norm_growth"]) >= NORM_GROWTH_MIN * LR * STEPS
-    except (KeyError, TypeError, ValueError):
-        return False
-    return bool(others and preds.get("direction") == "failed" and progressed
-                and abandoned_opt_token(m, CORR_TOL, TREND_RTOL))
+    return abandoned_opt_refutation(result, "q_norm_growth", NORM_GROWTH_MIN * LR * STEPS, CORR_TOL,
+                                    TREND_RTOL)
 
 
 def _corr(a: np.ndarray, b: np.ndarray) -> np.ndarray:

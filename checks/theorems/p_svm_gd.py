@@ -53,7 +53,7 @@ from numerics.prompt import prompt_keys, prompt_scores, run_prompt_gd
 from numerics.svm import solve_p_svm
 from numerics.tokens import corr
 
-from ._prompt import abandoned_opt_metrics, abandoned_opt_token
+from ._prompt import abandoned_opt_metrics, abandoned_opt_refutation
 
 #: Normalised GD budget: ‖p‖ grows by ≈ LR per step, so ‖p(STEPS)‖ ≈ 150 (plus the start), where the
 #: directional error (≈ (log‖p‖/‖p‖)²) is < 1e-4 on the fixtures and < 2e-3 on random B.2 data.
@@ -100,14 +100,7 @@ def abandoned_opt_mechanism(result) -> bool:
     optimal
     token and converged to the certified p-SVM of the other examples, under which the abandoned token loses
     (``_prompt.abandoned_opt_token``, at the theorem's own CORR_TOL and TREND_RTOL)."""
-    m, preds = result.metrics, result.predictions
-    others = all(v == "held" for k, v in preds.items() if k != "direction")
-    try:
-        progressed = float(m["norm_growth"]) >= NORM_GROWTH_MIN * LR * STEPS
-    except (KeyError, TypeError, ValueError):
-        return False
-    return bool(others and preds.get("direction") == "failed" and progressed
-                and abandoned_opt_token(m, CORR_TOL, TREND_RTOL))
+    return abandoned_opt_refutation(result, "norm_growth", NORM_GROWTH_MIN * LR * STEPS, CORR_TOL, TREND_RTOL)
 
 
 class _PromptBase(Theorem):
