@@ -91,10 +91,13 @@ def _save_timings(profile: str, results: Sequence[TheoremResult]) -> None:
         pass
 
 
-def _pool_context() -> Any:
+def _pool_context(device: str = "cpu") -> Any:
     """fork where the platform has it (the workers inherit the loaded catalogue and start at once),
-    spawn elsewhere (each worker loads the catalogue in :func:`_worker_init`)."""
-    return mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    spawn elsewhere (each worker loads the catalogue in :func:`_worker_init`). A CUDA run always spawns:
+    the parent has already asked the CUDA runtime for its devices (``--device`` is checked up front), and a
+    forked child cannot initialise CUDA after that."""
+    fork = "fork" in mp.get_all_start_methods() and not device.startswith("cuda")
+    return mp.get_context("fork" if fork else "spawn")
 
 
 def _stop_pool(pool: ProcessPoolExecutor) -> None:
@@ -134,7 +137,7 @@ def _execute_pool(cfg, plan, data, out: Path, previous: dict, run: dict, bar, st
     nas = {cls.id: na for cls, _, na in plan}
     classes = {cls.id: cls for cls, _, _ in plan}
 
-    ctx = _pool_context()
+    ctx = _pool_context(cfg.device)
     results_queue = ctx.Queue()
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
                                initargs=(results_queue, cfg, str(out), data))
