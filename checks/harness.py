@@ -9,7 +9,7 @@ import math
 import time
 import traceback
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -247,19 +247,37 @@ def run_instances(
     device: str = "cpu",
     data: Any = None,
     on_result: Callable[[InstanceResult, Any], None] | None = None,
+    on_start: Callable[[str, list[int]], None] | None = None,
+    skip: Collection[int] = (),
+    drop: Collection[int] = (),
+    isolate: bool = False,
 ) -> list[InstanceResult]:
     """Run instances ``ks`` of a theorem in batches of ``profile.batch``; ``on_result(result, instance)``
-    is called as each finishes (streaming to disk happens there)."""
+    is called as each finishes (streaming to disk happens there).
+
+    For the supervised process pool (:mod:`checks.pool`), which re-runs a block after its worker died:
+    ``on_start(phase, instances)`` is called before each step that could kill or hang the process
+    (``"instance"`` generation of one instance, ``"prepare"`` of the batch or of one instance,
+    ``"evaluate"`` of one); instances in ``skip`` are generated and prepared with their batch (so every
+    other instance sees the same batch as before) but not evaluated again; instances in ``drop`` are not
+    generated at all (like an instance whose generation raised); ``isolate`` prepares one instance at a
+    time (the fallback that already isolates a batch whose ``prepare`` raised)."""
     thm = cls()
     batch = max(1, cls.profile(profile).batch)
     results: list[InstanceResult] = []
+
+    def announce(phase: str, which: list[int]) -> None:
+        if on_start is not None:
+            on_start(phase, which)
+
     for start in range(0, len(ks), batch):
-        chunk = list(ks[start:start + batch])
+        chunk = [k for k in ks[start:start + batch] if k not in drop]
         t0 = time.perf_counter()
         gens, ctxs = _contexts(cls, chunk, profile=profile, seed=seed, device=device, data=data)
         insts: list[Any] = []
         ready: list[int] = []
         for j, (g, c) in enumerate(zip(gens, ctxs, strict=True)):
+            announce("instance", [c.instance])
             try:
                 insts.append(thm.instance(g, c))
                 ready.append(j)
@@ -271,31 +289,59 @@ def run_instances(
         if not ready:
             continue
         rctxs = [ctxs[j] for j in ready]
-        try:
-            states = thm.prepare(insts, rctxs)
-            if len(states) != len(insts):
-                raise RuntimeError(f"prepare returned {len(states)} states for {len(insts)} instances")
-            prepared: list[tuple[Any, BaseException | None]] = [(s, None) for s in states]
-        except KeyboardInterrupt:
-            raise
-        except Exception:  # noqa: BLE001 - isolate the instance(s) that broke the batch
-            prepared = []
-            for inst, c in zip(insts, rctxs, strict=True):
-                try:
-                    prepared.append((thm.prepare([inst], [c])[0], None))
-                except Exception as exc:  # noqa: BLE001
-                    prepared.append((None, exc))
+        prepared = None if isolate else _prepare_batch(thm, insts, rctxs, announce)
+        if prepared is None:  # one at a time: asked for, or the batch raised
+            prepared = _prepare_each(thm, insts, rctxs, announce, skip)
         share = (time.perf_counter() - t0) / len(insts)
         for inst, c, (state, err) in zip(insts, rctxs, prepared, strict=True):
+            if c.instance in skip:
+                continue
             t1 = time.perf_counter() - share
             if err is not None:
                 r = _error_result(cls.id, c.instance, err, t1, "prepare")
             else:
+                announce("evaluate", [c.instance])
                 r = evaluate(thm, inst, state, c, t1)
             results.append(r)
             if on_result:
                 on_result(r, inst)
     return results
+
+
+_Prepared = list[tuple[Any, BaseException | None]]
+
+
+def _prepare_each(thm: Theorem, insts: list[Any], ctxs: list[Context],
+                  announce: Callable[[str, list[int]], None], skip: Collection[int]) -> _Prepared:
+    """``thm.prepare`` one instance at a time (an instance in ``skip`` is not prepared): each state, or the
+    exception that instance's prepare raised."""
+    prepared: _Prepared = []
+    for inst, c in zip(insts, ctxs, strict=True):
+        if c.instance in skip:
+            prepared.append((None, None))
+            continue
+        announce("prepare", [c.instance])
+        try:
+            prepared.append((thm.prepare([inst], [c])[0], None))
+        except Exception as exc:  # noqa: BLE001
+            prepared.append((None, exc))
+    return prepared
+
+
+def _prepare_batch(thm: Theorem, insts: list[Any], ctxs: list[Context],
+                   announce: Callable[[str, list[int]], None]) -> _Prepared | None:
+    """``thm.prepare`` of a whole batch, or None when it raised (the caller then isolates the instance(s)
+    that broke it by preparing one at a time)."""
+    announce("prepare", [c.instance for c in ctxs])
+    try:
+        states = thm.prepare(insts, ctxs)
+        if len(states) != len(insts):
+            raise RuntimeError(f"prepare returned {len(states)} states for {len(insts)} instances")
+        return [(s, None) for s in states]
+    except KeyboardInterrupt:
+        raise
+    except Exception:  # noqa: BLE001 - isolate the instance(s) that broke the batch
+        return None
 
 
 def _summarise(values: list[float]) -> dict[str, float]:

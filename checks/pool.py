@@ -8,49 +8,83 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
-import queue as _queue
+import pickle
 import signal
-from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as mp_wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from numerics.errors import EnvironmentFault
 
 from .runner import CheckConfig, _chunks, _extra_args, _with_counterexample, load_catalogue
 
 if TYPE_CHECKING:
     from .harness import InstanceResult, TheoremResult
 
-# -- the worker side of the process pool (module level: a worker finds these by name) --------------
+# -- the worker side of the process pool (module level: a worker process finds these by name) -----
 _WORKER: dict[str, Any] = {}
 
 
-def _worker_init(results_queue: Any, cfg: CheckConfig, out: str, data: Any) -> None:
+def _worker_init(cfg: CheckConfig, out: str, data: Any) -> None:
     """Set up one pool worker: the parent handles SIGINT/SIGTERM and ends the workers itself; under a
     start method other than fork the catalogue (and plugins) is loaded here."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     load_catalogue(cfg.plugins)
-    _WORKER.update(queue=results_queue, cfg=cfg, out=Path(out), data=data, extra=_extra_args(cfg))
+    _WORKER.update(cfg=cfg, out=Path(out), data=data, extra=_extra_args(cfg))
 
 
-def _worker_block(tid: str, ks: list[int]) -> list[InstanceResult]:
-    """Run one instance block of theorem ``tid`` in a worker; each finished instance is also put on the
-    results queue at once (the parent streams it to results.jsonl and the progress bar)."""
+def _worker_main(conn: Connection, cfg: CheckConfig, out: str, data: Any) -> None:
+    """A worker process: set up, say ready, then run the jobs the parent sends over ``conn`` (its own
+    pipe: a worker killed mid-message corrupts only that pipe) until it sends None.
+
+    Every message back is a tuple: ``("start", job, phase, instances)`` before each step that could kill
+    or hang the process, ``("result", job, InstanceResult)`` as each instance finishes, ``("done", job)``,
+    or ``("fail", job, message)`` when a job raised (a bug of the harness: instance errors are results)."""
+    _worker_init(cfg, out, data)
+    conn.send(("ready",))
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        kind, jid, args = msg
+        try:
+            if kind == "block":
+                _worker_block(conn, jid, **args)
+            else:
+                _worker_plot(**args)
+            conn.send(("done", jid))
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which stops the run
+            conn.send(("fail", jid, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+
+
+def _worker_block(conn: Connection, jid: int, tid: str, ks: list[int], skip: list[int], drop: list[int],
+                  isolate: bool) -> None:
+    """Run one instance block of theorem ``tid``; each finished instance goes to the parent at once (it
+    streams it to results.jsonl and the progress bar), and so does each step it starts."""
     from .harness import run_instances
     from .theorem import REGISTRY
 
     w = _WORKER
     cfg: CheckConfig = w["cfg"]
-    done: list[InstanceResult] = []
 
     def on_result(r: InstanceResult, inst: Any) -> None:
-        r = _with_counterexample(w["out"], cfg, w["extra"], tid, r, inst)
-        done.append(r)
-        w["queue"].put(r)
+        conn.send(("result", jid, _with_counterexample(w["out"], cfg, w["extra"], tid, r, inst)))
+
+    def on_start(phase: str, which: list[int]) -> None:
+        conn.send(("start", jid, phase, which))
 
     run_instances(REGISTRY[tid], ks, profile=cfg.profile, seed=cfg.seed, device=cfg.device, data=w["data"],
-                  on_result=on_result)
-    return done
+                  on_result=on_result, on_start=on_start, skip=set(skip), drop=set(drop), isolate=isolate)
 
 
 def _worker_plot(tid: str, t: TheoremResult, results: list[InstanceResult]) -> None:
@@ -100,48 +134,272 @@ def _pool_context(device: str = "cpu") -> Any:
     return mp.get_context("fork" if fork else "spawn")
 
 
-def _stop_pool(pool: ProcessPoolExecutor) -> None:
-    """End the pool's workers now (an interrupt: their unfinished blocks are redone by --resume)."""
-    procs = list(getattr(pool, "_processes", {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for p in procs:
-        if p.is_alive():
-            p.terminate()
-    for p in procs:
-        p.join(timeout=5)
+
+# -- the supervised pool: crashed workers are replaced, hung instances are timed out -------------------
+#: A block that kills its worker this many times at the same instance gets ERROR for that instance (the
+#: first loss may be the environment's: the OOM killer, a node going away; the block is simply run again).
+FAULT_STRIKES = 2
+
+#: Worker processes that die before they are ready, in a row, before the run stops as a fault.
+START_FAILURES = 3
 
 
-# C901: the pool's one event loop (submit blocks, collect, stream, draw figures, handle an interrupt); it is
-# exempt until run_check's named-step split (issue 13) gives each of those a function.
-def _execute_pool(cfg, plan, data, out: Path, previous: dict, run: dict, bar, stream, per_thm, summary,  # noqa: C901
-                  workers: int, figures: bool, plotted: set[str]) -> list[TheoremResult]:
-    """The plan on a pool of ``workers`` processes, one task per instance block (the blocks of
-    :func:`_chunks`, the longest first by the last run's timings). Every finished instance is streamed
-    as it arrives; a theorem is summarised (and its figure drawn on the pool) when its last block is
-    done; the partial report.json is rewritten then. On an interrupt the workers are ended at once and
-    KeyboardInterrupt propagates (finished instances are already in results.jsonl)."""
-    from . import report
+def _death(exitcode: int | None) -> str:
+    """How a worker process ended, in words ("killed by SIGKILL", "exited with status 3")."""
+    if exitcode is None:
+        return "stopped answering"
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exited with status {exitcode}"
 
+
+@dataclass
+class _Job:
+    """One task of the pool: an instance block of a theorem, or one theorem's figure. A block that lost
+    its worker is sent again with what is known so far: its finished instances (``skip``), those given
+    ERROR at generation or at an isolated prepare (``drop``), whether to prepare one at a time."""
+
+    jid: int
+    kind: str  # "block" | "plot"
+    tid: str
+    ks: list[int] = field(default_factory=list)
+    skip: set[int] = field(default_factory=set)
+    drop: set[int] = field(default_factory=set)
+    isolate: bool = False
+    strikes: dict[Any, int] = field(default_factory=dict)
+    plot: dict[str, Any] = field(default_factory=dict)
+
+    def message(self) -> tuple[str, int, dict[str, Any]]:
+        if self.kind == "plot":
+            return ("plot", self.jid, self.plot)
+        return ("block", self.jid, {"tid": self.tid, "ks": self.ks, "skip": sorted(self.skip),
+                                    "drop": sorted(self.drop), "isolate": self.isolate})
+
+    def unfinished(self) -> list[int]:
+        return [k for k in self.ks if k not in self.skip and k not in self.drop]
+
+
+@dataclass
+class _Slot:
+    """One worker process of the pool and what it is doing."""
+
+    proc: Any
+    conn: Connection
+    ready: bool = False
+    job: _Job | None = None
+    phase: tuple[str, list[int]] | None = None
+    since: float = 0.0
+
+
+class SupervisedPool:
+    """``workers`` processes, each with its own pipe, that run :class:`_Job` s. A worker that dies is
+    replaced and its job sent again (see :meth:`_fault`); a step that runs past ``timeout`` seconds per
+    instance has its worker killed and replaced, and the instance is ERROR. ``take(result)`` receives
+    every instance result, those the pool makes for faults included; ``done(job)`` each finished job."""
+
+    def __init__(self, workers: int, ctx: Any, initargs: tuple, timeout: float | None,
+                 take: Callable[[InstanceResult], None], done: Callable[[_Job], None]):
+        self.ctx, self.initargs, self.timeout = ctx, initargs, timeout
+        self.take, self.done = take, done
+        self.queue: deque[_Job] = deque()
+        self.faults: list[dict[str, Any]] = []  # one entry per lost worker (run.json / report.json)
+        self.notes: list[str] = []
+        self._start_failures = 0
+        self.slots = [self._spawn() for _ in range(workers)]
+
+    # -- processes ------------------------------------------------------------------------------------
+    def _spawn(self) -> _Slot:
+        parent, child = self.ctx.Pipe(duplex=True)
+        proc = self.ctx.Process(target=_worker_main, args=(child, *self.initargs), daemon=True)
+        proc.start()
+        child.close()
+        return _Slot(proc, parent)
+
+    def _replace(self, slot: _Slot) -> None:
+        try:
+            slot.conn.close()
+        except OSError:
+            pass
+        slot.proc.join(timeout=5)
+        self.slots[self.slots.index(slot)] = self._spawn()
+
+    def stop(self, *, now: bool = False) -> None:
+        """End every worker: politely when the work is done, at once (SIGKILL after SIGTERM) on an
+        interrupt or an error (their unfinished blocks are redone by --resume)."""
+        for s in self.slots:
+            try:
+                if now:
+                    s.proc.terminate()
+                else:
+                    s.conn.send(None)
+            except (OSError, ValueError):
+                pass
+        for s in self.slots:
+            s.proc.join(timeout=1 if now else 30)
+            if s.proc.is_alive():
+                s.proc.kill()
+                s.proc.join(timeout=5)
+            try:
+                s.conn.close()
+            except OSError:
+                pass
+
+    # -- the event loop ---------------------------------------------------------------------------------
+    def submit(self, job: _Job, *, first: bool = False) -> None:
+        (self.queue.appendleft if first else self.queue.append)(job)
+
+    def busy(self) -> bool:
+        return bool(self.queue) or any(s.job is not None for s in self.slots)
+
+    def step(self, wait_s: float = 0.1) -> None:
+        """Hand queued jobs to idle workers, read what the workers sent, and handle dead or hung ones."""
+        for s in self.slots:
+            if s.ready and s.job is None and self.queue:
+                s.job, s.since = self.queue.popleft(), time.monotonic()
+                s.phase = ("plot", [0]) if s.job.kind == "plot" else None  # a figure has one time limit
+                s.conn.send(s.job.message())
+        waitables: list[Any] = [s.conn for s in self.slots] + [s.proc.sentinel for s in self.slots]
+        mp_wait(waitables, timeout=wait_s)
+        for s in list(self.slots):
+            alive = self._read(s)
+            if not alive or not s.proc.is_alive():
+                self._read(s)  # what it sent before it died
+                if s.proc.is_alive():  # its pipe broke: it cannot be told anything any more
+                    s.proc.kill()
+                s.proc.join(timeout=5)
+                self._fault(s, _death(s.proc.exitcode), timed_out=False)
+            elif s.job is not None and self.timeout and s.phase is not None:
+                budget = self.timeout * max(1, len(s.phase[1]))
+                if time.monotonic() - s.since > budget:
+                    s.proc.kill()
+                    s.proc.join(timeout=5)
+                    self._read(s)
+                    self._fault(s, f"timed out after {budget:g} s", timed_out=True)
+
+    def _read(self, s: _Slot) -> bool:
+        """Handle every message waiting on a worker's pipe; False when the pipe is closed or broken."""
+        try:
+            while s.conn.poll():
+                self._handle(s, s.conn.recv())
+        except (EOFError, OSError, pickle.UnpicklingError):
+            return False
+        return True
+
+    def _handle(self, s: _Slot, msg: tuple) -> None:
+        kind = msg[0]
+        if kind == "ready":
+            s.ready = True
+            self._start_failures = 0
+            return
+        job = s.job
+        if job is None or msg[1] != job.jid:
+            return  # a late message of a job already given up
+        if kind == "start":
+            s.phase, s.since = (msg[2], list(msg[3])), time.monotonic()
+        elif kind == "result":
+            r = msg[2]
+            job.skip.add(r.instance)
+            self.take(r)
+        elif kind == "done":
+            s.job, s.phase = None, None
+            self.done(job)
+        elif kind == "fail":
+            raise RuntimeError(f"a pool worker's {job.kind} job for {job.tid} raised {msg[2]}")
+
+    # -- faults -------------------------------------------------------------------------------------------
+    def _fault(self, s: _Slot, what: str, *, timed_out: bool) -> None:
+        """A worker died (``what`` says how) or was killed for running past the time limit: replace it,
+        and decide what happens to the job it held (see the README's "Faults")."""
+        job, phase, elapsed = s.job, s.phase, time.monotonic() - s.since
+        if not s.ready:
+            self._start_failures += 1
+            if self._start_failures >= START_FAILURES:
+                raise EnvironmentFault(f"worker processes die as they start ({what}, {START_FAILURES} times "
+                                       "in a row); the finished instances are in results.jsonl")
+        self._replace(s)
+        if job is None:
+            self.faults.append({"what": what, "job": None})
+            return
+        entry: dict[str, Any] = {"what": what, "theorem": job.tid, "job": job.kind}
+        self.faults.append(entry)
+        if job.kind == "plot":
+            n = job.strikes["plot"] = job.strikes.get("plot", 0) + 1
+            if timed_out or n >= FAULT_STRIKES:
+                self.notes.append(f"no figure for {job.tid}: its worker {what}")
+                self.done(job)
+            else:
+                self.submit(job, first=True)
+            return
+        name, which = phase if phase is not None else ("start", job.unfinished())
+        entry.update(phase=name, instances=which)
+        if name in ("instance", "evaluate") or (name == "prepare" and len(which) == 1):
+            k = which[0]
+            n = job.strikes[k] = job.strikes.get(k, 0) + 1
+            if timed_out or n >= FAULT_STRIKES:
+                why = (f"{what} ({name} of instance {k}); its worker was replaced" if timed_out else
+                       f"worker {what} while running instance {k} ({name}), {n} times")
+                self._error(job, [k], why, elapsed)
+                (job.skip if name == "evaluate" else job.drop).add(k)
+        elif name == "prepare":  # a batch: prepare its instances one at a time from now on
+            n = job.strikes["prepare"] = job.strikes.get("prepare", 0) + 1
+            if timed_out or n >= FAULT_STRIKES:
+                job.isolate = True
+        else:  # it died before starting any step of the job
+            n = job.strikes["start"] = job.strikes.get("start", 0) + 1
+            if n >= FAULT_STRIKES:
+                self._error(job, job.unfinished(), f"worker {what} before it ran instances "
+                            f"{job.unfinished()}, {n} times", elapsed)
+                job.drop.update(job.unfinished())
+        if job.unfinished():
+            self.submit(job, first=True)
+        else:
+            self.done(job)
+
+    def _error(self, job: _Job, ks: list[int], why: str, elapsed: float) -> None:
+        from .harness import InstanceResult
+
+        for k in ks:
+            self.take(InstanceResult(job.tid, k, "error", reason=why, seconds=elapsed))
+
+
+def _ordered_blocks(cfg: CheckConfig, plan,
+                    previous: dict) -> tuple[list[tuple[str, list[int]]], dict[str, int]]:
+    """The instance blocks still to run, the longest first by the last run's timings (then in plan order),
+    and the number of blocks per theorem."""
     order = {cls.id: i for i, (cls, _, _) in enumerate(plan)}
     timings = _load_timings(cfg.profile)
-    done_thm: dict[str, TheoremResult] = {}
-    pending_blocks: dict[str, int] = {}
+    pending: dict[str, int] = {}
     tasks: list[tuple[float, int, str, list[int]]] = []
     for cls, ks, _ in plan:
         blocks = _chunks(cls, [k for k in ks if (cls.id, k) not in previous], cfg.profile)
-        pending_blocks[cls.id] = len(blocks)
+        pending[cls.id] = len(blocks)
         for b in blocks:
             tasks.append((-timings.get(cls.id, 0.0) * len(b), order[cls.id], cls.id, b))
     tasks.sort(key=lambda x: (x[0], x[1], x[3][0]))
+    return [(tid, b) for _, _, tid, b in tasks], pending
+
+
+def _execute_pool(cfg, plan, data, out: Path, previous: dict, run: dict, bar, stream, per_thm, summary,
+                  workers: int, figures: bool, plotted: set[str],
+                  timeout: float | None) -> list[TheoremResult]:
+    """The plan on a :class:`SupervisedPool` of ``workers`` processes, one job per instance block (the
+    blocks of :func:`_chunks`, the longest first by the last run's timings). Every finished instance is
+    streamed as it arrives; a theorem is summarised (and its figure drawn on the pool) when its last block
+    is done; the partial report.json is rewritten then. Lost workers are replaced and recorded in
+    ``run["workers"]``. On an interrupt the workers are ended at once and KeyboardInterrupt propagates
+    (finished instances are already in results.jsonl)."""
+    from . import report
+
+    order = {cls.id: i for i, (cls, _, _) in enumerate(plan)}
+    done_thm: dict[str, TheoremResult] = {}
+    tasks, pending_blocks = _ordered_blocks(cfg, plan, previous)
     seen: set[tuple[str, int]] = {(r.theorem, r.instance) for rs in per_thm.values() for r in rs}
     nas = {cls.id: na for cls, _, na in plan}
     classes = {cls.id: cls for cls, _, _ in plan}
-
-    ctx = _pool_context(cfg.device)
-    results_queue = ctx.Queue()
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
-                               initargs=(results_queue, cfg, str(out), data))
-    plots: list[Any] = []
+    jids = iter(range(1 << 62))
 
     def take(r: InstanceResult) -> None:
         key = (r.theorem, r.instance)
@@ -154,53 +412,36 @@ def _execute_pool(cfg, plan, data, out: Path, previous: dict, run: dict, bar, st
             bar.set_description(r.theorem)
             bar.update(1)
 
-    def drain(block: bool = False) -> None:
-        try:
-            r = results_queue.get(timeout=0.05) if block else results_queue.get_nowait()
-            while True:
-                take(r)
-                r = results_queue.get_nowait()
-        except _queue.Empty:
-            pass
-
     def finish(tid: str) -> None:
         t = summary(classes[tid], nas[tid])
         done_thm[tid] = t
         report.write_json(out, run, sorted(done_thm.values(), key=lambda x: order[x.id]))
         if figures and not t.not_applicable:
             rs = sorted(per_thm.get(tid, []), key=lambda r: r.instance)
-            plots.append(pool.submit(_worker_plot, tid, t, rs))
+            pool.submit(_Job(next(jids), "plot", tid, plot={"tid": tid, "t": t, "results": rs}))
             plotted.add(tid)
 
+    def done(job: _Job) -> None:
+        if job.kind == "block":
+            pending_blocks[job.tid] -= 1
+            if pending_blocks[job.tid] == 0:
+                finish(job.tid)
+
+    pool = SupervisedPool(workers, _pool_context(cfg.device), (cfg, str(out), data), timeout, take, done)
     try:
-        futures = {pool.submit(_worker_block, tid, b): tid for _, _, tid, b in tasks}
+        for tid, b in tasks:
+            pool.submit(_Job(next(jids), "block", tid, ks=b))
         for tid, n in pending_blocks.items():
             if n == 0:
                 finish(tid)
-        left = set(futures)
-        while left:
-            done, left = wait(left, timeout=0.1, return_when=FIRST_COMPLETED)
-            drain(block=not done)
-            for f in done:
-                for r in f.result():  # authoritative: queue items may still be in flight
-                    take(r)
-                tid = futures[f]
-                pending_blocks[tid] -= 1
-                if pending_blocks[tid] == 0:
-                    finish(tid)
-        for f in plots:
-            f.result()
-        drain()
+        while pool.busy():
+            pool.step()
     except BaseException:
-        try:
-            drain()
-        except Exception:  # noqa: BLE001 - a worker ended mid-message: those instances are redone on resume
-            pass
-        _stop_pool(pool)
+        pool.stop(now=True)
         raise
     else:
-        pool.shutdown(wait=True)
+        pool.stop()
     finally:
-        results_queue.close()
-        results_queue.cancel_join_thread()
+        run["workers"] = {"processes": workers, "lost": len(pool.faults), "faults": pool.faults,
+                          "instance_timeout_s": timeout, **({"notes": pool.notes} if pool.notes else {})}
     return [done_thm[cls.id] for cls, _, _ in plan]

@@ -285,12 +285,14 @@ def _chunks(cls: type[Theorem], todo: Sequence[int], profile: str) -> list[list[
 
 
 def _execute(cfg: CheckConfig, plan, data, out: Path, previous: dict, run: dict, progress: bool,
-             workers: int = 1, figures: bool = False):
+             workers: int = 1, figures: bool = False, timeout: float | None = None):
     """Run the plan, streaming each finished instance to results.jsonl and the partial report.json;
     returns (theorem results, instance results per theorem, interrupted?, ids whose figure is drawn).
 
-    With ``workers`` > 1 the instance blocks run on a process pool (see :func:`_execute_pool`); the results
-    are the same as with one worker, since every instance has its own seed and the blocks are the same."""
+    With ``workers`` >= 1 the instance blocks run on a supervised pool of that many processes (see
+    :func:`checks.pool._execute_pool`: a crashed worker is replaced, an instance step longer than
+    ``timeout`` seconds is ERROR); the results are the same for any number, since every instance has its
+    own seed and the blocks are the same. ``workers=0`` runs them in this process (no fault isolation)."""
     from . import report
     from .harness import aggregate, run_instances
 
@@ -320,11 +322,11 @@ def _execute(cfg: CheckConfig, plan, data, out: Path, previous: dict, run: dict,
     n_blocks = sum(len(_chunks(cls, [k for k in ks if (cls.id, k) not in previous], cfg.profile))
                    for cls, ks, _ in plan)
     try:
-        if workers > 1 and n_blocks > 1:
+        if workers >= 1 and n_blocks >= 1:
             from .pool import _execute_pool
 
             results = _execute_pool(cfg, plan, data, out, previous, run, bar, stream, per_thm, summary,
-                                    min(workers, n_blocks), figures, plotted)
+                                    min(workers, n_blocks), figures, plotted, timeout)
         else:
             for cls, ks, na in plan:
                 collected = per_thm[cls.id]
@@ -396,19 +398,29 @@ def run_check(
     only_instance: int | None = None,
     figures: bool = True,
     workers: int | None = None,
+    instance_timeout: float | None = None,
 ) -> tuple[int, dict[str, Any], list[TheoremResult]]:
     """Run a check and write every report file; returns (exit code without baseline, report, results).
 
     Arguments left as None take their defaults (quick, 0, cpu), or with ``resume`` the stored run's values;
     an argument given with ``resume`` must match the stored run (else InvalidInputError).
     Exit code: 0 when every theorem's status is quiet (:func:`checks.report.fails_run`), 1 otherwise,
-    130 when interrupted. ``workers``: size of the process pool (default :func:`default_workers`; 1 runs
-    in this process); the results do not depend on it, so it is not part of the stored run.
+    130 when interrupted. ``workers``: size of the supervised process pool (default
+    :func:`default_workers`; 0 runs in this process); the results do not depend on it, so it is not part of
+    the stored run. ``instance_timeout``: seconds an instance step may take (default
+    :data:`checks.cli.DEFAULT_INSTANCE_TIMEOUT_S`; 0: no limit; needs a pool).
     """
     from . import report
+    from .cli import DEFAULT_INSTANCE_TIMEOUT_S
 
-    if workers is not None and workers < 1:
-        raise InvalidInputError(f"--workers must be a positive integer, got {workers}")
+    if workers is not None and (isinstance(workers, bool) or workers < 0):
+        raise InvalidInputError(f"--workers must be a non-negative integer (0: in this process), got "
+                                f"{workers}")
+    if instance_timeout is None:
+        instance_timeout = DEFAULT_INSTANCE_TIMEOUT_S
+    if not 0 <= instance_timeout < float("inf"):
+        raise InvalidInputError(f"--instance-timeout must be a finite number of seconds >= 0, got "
+                                f"{instance_timeout}")
     out = Path(out)
     given = {"ids": list(ids), "profile": profile, "seed": seed, "device": device, "data": data_spec,
              "plugins": list(plugins), "instance": only_instance}
@@ -448,7 +460,8 @@ def run_check(
     write_text(out / "run.json", json.dumps(cfg.to_json(run["id"]), indent=1))
     nw = default_workers() if workers is None else int(workers)
     results, per_thm, interrupted, plotted = _execute(
-        cfg, plan, data, out, previous, run, progress, workers=nw, figures=figures
+        cfg, plan, data, out, previous, run, progress, workers=nw, figures=figures,
+        timeout=instance_timeout or None,
     )
     rep = _render(out, run, plan, results, per_thm, figures, plotted)
     if interrupted:
@@ -468,6 +481,27 @@ def _print_replay(out: Path, results: Sequence[TheoremResult]) -> None:
                 print(f"    metrics: {json.dumps(shown)[:2000]}")
 
 
+def workers_line(run: dict[str, Any]) -> str:
+    """The summary's line on lost workers: how many were lost and replaced, and what each was running
+    ('' when none was lost)."""
+    w = run.get("workers") or {}
+    faults = w.get("faults") or []
+    if not faults:
+        return ""
+    timed = sum(str(f.get("what", "")).startswith("timed out") for f in faults)
+    parts = ([f"{len(faults) - timed} died"] if len(faults) > timed else []) + (
+        [f"{timed} killed after --instance-timeout"] if timed else [])
+    lines = [f"workers: {len(faults)} lost and replaced ({', '.join(parts)}):"]
+    for f in faults:
+        ks = f.get("instances") or []
+        which = (f" instance {ks[0]}" if len(ks) == 1 else f" instances {ks[0]}–{ks[-1]}" if ks else "")
+        where = (f" while running {f['theorem']}{which} ({f.get('phase', f['job'])})" if f.get("theorem")
+                 else " while idle")
+        lines.append(f"  {f['what']}{where}")
+    lines += [f"  {n}" for n in w.get("notes", [])]
+    return "\n".join(lines)
+
+
 def cmd_check(args) -> int:
     from . import report
 
@@ -476,10 +510,14 @@ def cmd_check(args) -> int:
         args.ids, profile=args.profile, seed=args.seed, device=args.device, data_spec=args.data,
         plugins=args.plugin, out=args.out, resume=args.resume, progress=not args.no_progress,
         only_instance=args.instance, workers=getattr(args, "workers", None),
+        instance_timeout=getattr(args, "instance_timeout", None),
     )
     for note in rep["run"].get("data_notes", []):
         print(f"note: {note}", file=sys.stderr)
     print(report.text_table(results))
+    lost = workers_line(rep["run"])
+    if lost:
+        print(f"\n{lost}")
     out = Path(args.out)
     print(f"\nreport: {out / 'report.html'}  (also report.md, report.json, junit.xml, results.jsonl)")
     for t in results:

@@ -15,6 +15,12 @@ class InvalidInputError(AttnSVMError, ValueError):
     """User-supplied data or arguments are malformed (shapes, NaN, labels, file format...)."""
 
 
+class EnvironmentFault(AttnSVMError):
+    """A fault of the environment, not of attnsvm or its input: worker processes killed (the OOM killer, a
+    segfaulting library) faster than they can be replaced, memory or disk exhausted. The CLI reports it as
+    a fault with exit code 1, never as an internal error."""
+
+
 class InfeasibleError(AttnSVMError):
     """A program that had to be feasible is not. (Att-SVM infeasibility is an *outcome*, not this.)"""
 

@@ -11,7 +11,7 @@ import importlib
 import os
 import sys
 
-from numerics.errors import InvalidInputError
+from numerics.errors import EnvironmentFault, InvalidInputError
 
 # subcommand -> "module:function"; the function takes the parsed args and returns an exit code.
 HANDLERS = {
@@ -42,6 +42,24 @@ def seed_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value}")
+    return value
+
+
+#: The default of ``--instance-timeout``: seconds one instance step (its generation, its share of a batch's
+#: prepare, its evaluation) may take before it is ERROR and its worker replaced. See the README ("Faults")
+#: for how it was chosen from the paper profile's slowest instance.
+DEFAULT_INSTANCE_TIMEOUT_S = 300.0
+DEFAULT_TIMEOUT_TEXT = f"{DEFAULT_INSTANCE_TIMEOUT_S:g} s"
+
+
+def timeout_arg(text: str) -> float:
+    """--instance-timeout: seconds, a non-negative number (0: no limit)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0 (0: no limit), got {text}")
     return value
 
 
@@ -84,7 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help="processes running instance blocks (default: the cores available; results do not depend on it)",
+        help="worker processes running instance blocks (default: the cores available; results do not depend "
+             "on it); 0 runs them in this process, without protection against a crashing instance",
+    )
+    s.add_argument(
+        "--instance-timeout", type=timeout_arg, default=None, metavar="SECONDS",
+        help="an instance step running longer is ERROR and its worker replaced "
+             f"(default {DEFAULT_TIMEOUT_TEXT}; 0: no limit)",
     )
 
     s = sub.add_parser("svm", help="solve one attention SVM from an .npz file")
@@ -151,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue the sweep in --out (finished seeds are kept)")
     s.add_argument("--workers", type=int, default=None, metavar="N",
                    help="processes running instance blocks (default: the cores available)")
+    s.add_argument("--instance-timeout", type=timeout_arg, default=None, metavar="SECONDS",
+                   help=f"as for check (default {DEFAULT_TIMEOUT_TEXT}; 0: no limit)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     s = sub.add_parser(
@@ -174,6 +200,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _broken_pool(exc: BaseException) -> bool:
+    """A concurrent.futures pool whose worker died (imported only if a pool was used: --help stays fast)."""
+    mod = sys.modules.get("concurrent.futures.process")
+    return mod is not None and isinstance(exc, mod.BrokenProcessPool)
+
+
+def _fault_text(exc: BaseException) -> str:
+    if isinstance(exc, MemoryError):
+        return "out of memory (MemoryError); run fewer --workers, or a smaller --profile"
+    if _broken_pool(exc):
+        return ("a worker process died (killed by the system, e.g. out of memory, or a crashing library); "
+                f"{exc}")
+    return str(exc)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -191,7 +232,17 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except (EnvironmentFault, MemoryError) as exc:  # the environment, not a bug
+        print(f"attnsvm {args.command}: fault: {_fault_text(exc)}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # disk full, permissions, a vanished directory: the environment, not a bug
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        print(f"attnsvm {args.command}: fault: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
     except Exception as exc:  # a bug, not bad input: one line, the traceback on request
+        if _broken_pool(exc):  # a sweep's process pool lost a worker: the environment, not a bug
+            print(f"attnsvm {args.command}: fault: {_fault_text(exc)}", file=sys.stderr)
+            return 1
         if os.environ.get("ATTNSVM_DEBUG"):
             raise
         print(f"attnsvm {args.command}: internal error: {type(exc).__name__}: {exc} "
