@@ -149,3 +149,29 @@ def test_bad_fault_options_exit_2_with_one_line(argv, needle, tmp_path, capsys):
     assert rc == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and "\n" not in err
+
+
+@pytest.mark.parametrize("exc, needle", [
+    ("pool", "a worker process died"),
+    ("memory", "out of memory"),
+    ("disk", "No space left on device"),
+])
+def test_faults_of_the_environment_are_faults_not_internal_errors(exc, needle, monkeypatch, capsys):
+    """A sweep whose process pool lost a worker, memory or disk exhausted: exit 1 with a one-line fault,
+    never the 'internal error ... please report it' of a bug."""
+    import errno
+    from concurrent.futures.process import BrokenProcessPool
+
+    from checks.experiments import reproduce
+
+    raised = {"pool": BrokenProcessPool("A process in the process pool was terminated abruptly"),
+              "memory": MemoryError(), "disk": OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "out/x.csv")}
+
+    def boom(*a, **k):
+        raise raised[exc]
+
+    monkeypatch.setattr(reproduce, "reproduce", boom)
+    assert main(["reproduce", "svm-rank", "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("attnsvm reproduce: fault: ") and needle in err and "\n" not in err
+    assert "internal error" not in err

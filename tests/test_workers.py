@@ -74,11 +74,22 @@ def test_workers_resume_with_another_pool_size(tmp_path, monkeypatch):
     assert len(keys) == len(set(keys)) == 32
 
 
-@pytest.mark.parametrize("value", ["0", "-1"])
+@pytest.mark.parametrize("value", ["-1", "-3"])
 def test_bad_workers(tmp_path, capsys, value):
     rc = main(
         ["check", "slow-sum", "--plugin", SLOW, "--out", str(tmp_path), "--no-progress", "--workers", value]
     )
     assert rc == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--workers must be a positive integer" in err[0]
+    assert len(err) == 1 and "--workers must be a non-negative integer" in err[0]
+
+
+def test_workers_0_runs_in_this_process_with_the_same_results(tmp_path, monkeypatch):
+    """--workers 0 (no fault isolation: for a debugger) gives what the pool gives."""
+    monkeypatch.setenv("ATTNSVM_TEST_SLEEP", "0")
+    runs = {}
+    for w in (0, 1):
+        out = tmp_path / f"w{w}"
+        run_check(["slow-sum", "softmax-simplex"], plugins=[SLOW], out=out, progress=False, workers=w)
+        runs[w] = _outputs(out)
+    assert runs[0] == runs[1]

@@ -201,17 +201,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _broken_pool(exc: BaseException) -> bool:
-    """A concurrent.futures pool whose worker died (imported only if a pool was used: --help stays fast)."""
-    mod = sys.modules.get("concurrent.futures.process")
-    return mod is not None and isinstance(exc, mod.BrokenProcessPool)
+    """A sweep's worker died: a concurrent.futures pool broken, or a Dask task that killed its workers
+    ``allowed-failures`` times (checked only if those modules were imported: --help stays fast)."""
+    pool = sys.modules.get("concurrent.futures.process")
+    dask = sys.modules.get("distributed.scheduler")
+    return ((pool is not None and isinstance(exc, pool.BrokenProcessPool))
+            or (dask is not None and isinstance(exc, getattr(dask, "KilledWorker", ()))))
 
 
 def _fault_text(exc: BaseException) -> str:
     if isinstance(exc, MemoryError):
         return "out of memory (MemoryError); run fewer --workers, or a smaller --profile"
     if _broken_pool(exc):
-        return ("a worker process died (killed by the system, e.g. out of memory, or a crashing library); "
-                f"{exc}")
+        return ("a worker process died (killed by the system, e.g. out of memory, or a crashing library): "
+                f"{type(exc).__name__}: {exc}")
     return str(exc)
 
 
