@@ -132,7 +132,8 @@ def _load_config(out: Path, given: dict[str, Any], resume: bool) -> dict[str, An
 def run_stability(ids: Sequence[str] = (), *, seeds: Sequence[int], profile: str | None = None,
                   device: str | None = None, plugins: Sequence[str] = (),
                   out: str | Path = "reports/stability",
-                  resume: bool = False, workers: int | None = None, progress: bool = True
+                  resume: bool = False, workers: int | None = None, progress: bool = True,
+                  instance_timeout: float | None = None
                   ) -> tuple[int, dict[str, Any]]:
     """Run the selection on every seed (skipping finished seeds, resuming an interrupted one) and write the
     sweep's files; returns (exit code, the stability.json content)."""
@@ -169,7 +170,8 @@ def run_stability(ids: Sequence[str] = (), *, seeds: Sequence[int], profile: str
                 bar.set_description(f"seed {s}")
             code, _, _ = runner.run_check(
                 cfg["ids"], profile=cfg["profile"], seed=s, device=cfg["device"], plugins=cfg["plugins"],
-                out=d, resume=(d / "run.json").exists(), progress=False, figures=False, workers=workers)
+                out=d, resume=(d / "run.json").exists(), progress=False, figures=False, workers=workers,
+                instance_timeout=instance_timeout)
             if code == 130:
                 raise KeyboardInterrupt
             if bar is not None:
@@ -343,14 +345,16 @@ def text_table(summary: dict[str, Any]) -> str:
 
 
 def cmd_stability(args) -> int:
-    if args.workers is not None and args.workers < 1:
-        raise InvalidInputError(f"--workers must be a positive integer, got {args.workers}")
+    if args.workers is not None and args.workers < 0:
+        raise InvalidInputError(f"--workers must be a non-negative integer (0: in this process), got "
+                                f"{args.workers}")
     seeds = parse_seeds(args.seeds) if args.seeds else None
     if seeds is None and not args.resume:
         raise InvalidInputError("--seeds A:B is required (e.g. --seeds 0:49), unless --resume")
     code, summary = run_stability(
         args.ids, seeds=seeds or [], profile=args.profile, device=args.device, plugins=args.plugin,
-        out=args.out, resume=args.resume, workers=args.workers, progress=not args.no_progress)
+        out=args.out, resume=args.resume, workers=args.workers, progress=not args.no_progress,
+        instance_timeout=args.instance_timeout)
     print(text_table(summary))
     out = Path(args.out)
     print(f"\nstability report: {out / 'stability.md'}  (also stability.csv, stability.png, stability.json; "

@@ -58,7 +58,7 @@ def test_parse_seeds():
     (["stability", "--seeds=-1:2"], "--seeds must be"),
     (["stability"], "--seeds A:B is required"),
     (["stability", "no-such-theorem", "--seeds", "0:1"], "no-such-theorem"),
-    (["stability", "--seeds", "0:1", "--workers", "0"], "--workers must be a positive integer"),
+    (["stability", "--seeds", "0:1", "--workers", "-1"], "--workers must be a non-negative integer"),
 ])
 def test_bad_arguments_exit_2_with_one_line(argv, needle, tmp_path, capsys):
     try:
