@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from numerics.errors import EnvironmentFault
 
-from .runner import CheckConfig, _chunks, _extra_args, _with_counterexample, load_catalogue
+from .plan import CheckConfig, instance_blocks, load_catalogue, replay_args, with_counterexample
 
 if TYPE_CHECKING:
     from .harness import InstanceResult, TheoremResult
@@ -37,7 +37,7 @@ def _worker_init(cfg: CheckConfig, out: str, data: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     load_catalogue(cfg.plugins)
-    _WORKER.update(cfg=cfg, out=Path(out), data=data, extra=_extra_args(cfg))
+    _WORKER.update(cfg=cfg, out=Path(out), data=data, extra=replay_args(cfg))
 
 
 def _worker_main(conn: Connection, cfg: CheckConfig, out: str, data: Any) -> None:
@@ -78,7 +78,7 @@ def _worker_block(conn: Connection, jid: int, tid: str, ks: list[int], skip: lis
     cfg: CheckConfig = w["cfg"]
 
     def on_result(r: InstanceResult, inst: Any) -> None:
-        conn.send(("result", jid, _with_counterexample(w["out"], cfg, w["extra"], tid, r, inst)))
+        conn.send(("result", jid, with_counterexample(w["out"], cfg, w["extra"], tid, r, inst)))
 
     def on_start(phase: str, which: list[int]) -> None:
         conn.send(("start", jid, phase, which))
@@ -374,7 +374,7 @@ def _ordered_blocks(cfg: CheckConfig, plan,
     pending: dict[str, int] = {}
     tasks: list[tuple[float, int, str, list[int]]] = []
     for cls, ks, _ in plan:
-        blocks = _chunks(cls, [k for k in ks if (cls.id, k) not in previous], cfg.profile)
+        blocks = instance_blocks(cls, [k for k in ks if (cls.id, k) not in previous], cfg.profile)
         pending[cls.id] = len(blocks)
         for b in blocks:
             tasks.append((-timings.get(cls.id, 0.0) * len(b), order[cls.id], cls.id, b))
@@ -386,9 +386,9 @@ def _execute_pool(cfg, plan, data, out: Path, previous: dict, run: dict, bar, st
                   workers: int, figures: bool, plotted: set[str],
                   timeout: float | None) -> list[TheoremResult]:
     """The plan on a :class:`SupervisedPool` of ``workers`` processes, one job per instance block (the
-    blocks of :func:`_chunks`, the longest first by the last run's timings). Every finished instance is
-    streamed as it arrives; a theorem is summarised (and its figure drawn on the pool) when its last block
-    is done; the partial report.json is rewritten then. Lost workers are replaced and recorded in
+    blocks of :func:`instance_blocks`, the longest first by the last run's timings). Every finished
+    instance is streamed as it arrives; a theorem is summarised (and its figure drawn on the pool) when its
+    last block is done; the partial report.json is rewritten then. Lost workers are replaced and recorded in
     ``run["workers"]``. On an interrupt the workers are ended at once and KeyboardInterrupt propagates
     (finished instances are already in results.jsonl)."""
     from . import report

@@ -120,7 +120,7 @@ def run_power(
     time_limit: bool = True,
 ) -> dict[str, Any]:
     """The power matrix as a JSON-able dict (see module docstring); ``log`` gets one line per cell."""
-    from .runner import load_catalogue
+    from .plan import load_catalogue
 
     if sab.active():
         raise InvalidInputError(f"power analysis needs clean numerics, but {sab.ENV_VAR} installed "

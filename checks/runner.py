@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import platform
 import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,25 +18,27 @@ from numerics.errors import InvalidInputError
 
 from . import catalogue
 from .baseline import BaselineMismatch, compare_baseline, load_baseline
+from .plan import (
+    CheckConfig,
+    check_device,
+    default_workers,
+    instance_blocks,
+    load_catalogue,
+    load_data_arg,
+    make_plan,
+    replay_args,
+    resumed_config,
+    with_counterexample,
+)
 
 if TYPE_CHECKING:
     from .harness import InstanceResult, TheoremResult
-    from .theorem import Theorem
 
 # The numerics (numpy, torch, ...) load only when a command needs them: `attnsvm list` reads the
 # catalogue's metadata cache and imports none of them (checks.catalogue.cached_metadata).
 
 
 # -- helpers ----------------------------------------------------------------------------------
-def load_catalogue(plugins: Sequence[str] = (), *, use_pyproject: bool = True) -> None:
-    catalogue.load_builtin()
-    files = [Path(p) for p in plugins]
-    if use_pyproject:
-        files = catalogue.pyproject_plugins(".") + files
-    for f in files:
-        catalogue.load_plugin(f)
-
-
 def versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
     for mod in ("numpy", "scipy", "torch", "cvxpy", "sympy", "hypothesis"):
@@ -56,17 +56,6 @@ def git_sha() -> str | None:
         return r.stdout.strip() or None if r.returncode == 0 else None
     except Exception:  # noqa: BLE001
         return None
-
-
-def load_data_arg(spec: str | None):
-    """--data FILE.npz | digits -> AttentionData (or None)."""
-    if spec is None:
-        return None
-    from numerics import data as nd
-
-    if spec == "digits":
-        return nd.load_digits_data()
-    return nd.AttentionData.load(spec)
 
 
 def catalogue_metadata(plugins: Sequence[str] = ()) -> list[dict[str, Any]]:
@@ -142,91 +131,6 @@ def _sigterm(signum, frame):  # noqa: ARG001
     raise KeyboardInterrupt
 
 
-@dataclass
-class CheckConfig:
-    """What one `attnsvm check` run does: the arguments that decide its results (run.json keeps them, so
-    --resume continues exactly that run)."""
-
-    ids: list[str] = field(default_factory=list)
-    profile: str = "quick"
-    seed: int = 0
-    device: str = "cpu"
-    data: str | None = None
-    plugins: list[str] = field(default_factory=list)
-    instance: int | None = None
-
-    def to_json(self, run_id: str) -> dict[str, Any]:
-        return {"ids": list(self.ids), "profile": self.profile, "seed": self.seed, "device": self.device,
-                "data": self.data, "plugins": [str(p) for p in self.plugins], "instance": self.instance,
-                "run_id": run_id}
-
-
-def _resumed_config(out: Path, given: dict[str, Any]) -> tuple[CheckConfig, str | None]:
-    """The configuration stored in ``out/run.json``; an explicitly given argument that differs from it is
-    refused (resuming with another profile or other ids would silently re-run the old configuration)."""
-    cfg_path = out / "run.json"
-    if not cfg_path.exists():
-        raise InvalidInputError(f"--resume: no run to resume in {out} (missing run.json)")
-    try:
-        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-        stored = CheckConfig(ids=list(cfg["ids"]), profile=cfg["profile"], seed=int(cfg["seed"]),
-                             device=cfg["device"], data=cfg.get("data"), plugins=list(cfg.get("plugins", [])),
-                             instance=cfg.get("instance"))
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise InvalidInputError(f"--resume: {cfg_path} is not an attnsvm run.json ({exc})") from None
-    conflicts = []
-    for key, value in given.items():
-        if value in (None, [], ()):
-            continue  # not given on the command line: the stored value applies
-        have = getattr(stored, key)
-        if (sorted(map(str, value)) if isinstance(value, list) else value) != (
-                sorted(map(str, have)) if isinstance(have, list) else have):
-            conflicts.append(f"--{key} {value!r} (the run in {out} used {have!r})")
-    if conflicts:
-        raise InvalidInputError("--resume continues the run as it was started; conflicting argument(s): "
-                                + "; ".join(conflicts) + ". Drop them, or start a new run with another --out")
-    return stored, cfg.get("run_id")
-
-
-def _check_device(device: str) -> None:
-    if device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise InvalidInputError(f"--device {device}: CUDA is not available on this machine")
-    elif device != "cpu":
-        raise InvalidInputError(f"--device must be cpu or cuda, got {device!r}")
-
-
-def _plan(cfg: CheckConfig, data: Any) -> list[tuple[type[Theorem], list[int], str | None]]:
-    """(theorem, instance indices to run, reason it does not apply to the given data) per selected theorem."""
-    from .theorem import PROFILES
-
-    if cfg.seed < 0:
-        raise InvalidInputError(f"--seed must be a non-negative integer, got {cfg.seed}")
-    if cfg.profile not in PROFILES:
-        raise InvalidInputError(f"--profile must be one of {', '.join(PROFILES)}, got {cfg.profile!r}")
-    selected = catalogue.select(list(cfg.ids))
-    if cfg.instance is not None:
-        if not cfg.ids:
-            raise InvalidInputError(
-                "--instance K replays one instance of the theorem(s) named: give their ids "
-                "(the counterexample's .replay.txt has the whole command)"
-            )
-        selected = [c for c in selected if c.id in cfg.ids]
-        for c in selected:
-            n = c.profile(cfg.profile).instances
-            if not 0 <= cfg.instance < n:
-                raise InvalidInputError(f"--instance {cfg.instance}: {c.id} has instances 0..{n - 1} on the "
-                                        f"{cfg.profile} profile")
-    plan = []
-    for cls in selected:
-        na = cls().not_applicable(data) if data is not None else None
-        ks = [cfg.instance] if cfg.instance is not None else list(range(cls.profile(cfg.profile).instances))
-        plan.append((cls, [] if na else ks, na))
-    return plan
-
-
 def _run_metadata(cfg: CheckConfig, plan, run_id: str | None) -> dict[str, Any]:
     from numerics import tolerances
 
@@ -247,43 +151,6 @@ def _run_metadata(cfg: CheckConfig, plan, run_id: str | None) -> dict[str, Any]:
     }
 
 
-def _extra_args(cfg: CheckConfig) -> str:
-    """The arguments besides id/profile/seed that a replay line needs."""
-    extra = (f" --data {cfg.data}" if cfg.data else "") + (
-        f" --device {cfg.device}" if cfg.device != "cpu" else ""
-    )
-    return extra + "".join(f" --plugin {p}" for p in cfg.plugins)
-
-
-def default_workers() -> int:
-    """The default size of the check process pool: the cores this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
-
-
-def _with_counterexample(out: Path, cfg: CheckConfig, extra: str, tid: str, r: InstanceResult,
-                         inst: Any) -> InstanceResult:
-    """A refuted instance's data saved under counterexamples/ with its replay line (in the process that
-    ran it, so the instance itself never travels between processes)."""
-    from . import report
-
-    if r.outcome == "refuted" and inst is not None:
-        line = f"attnsvm check {tid} --profile {cfg.profile} --seed {cfg.seed} --instance {r.instance}{extra}"
-        rel = report.save_counterexample(out, tid, r.instance, inst, line)
-        if rel:
-            r = replace(r, counterexample=rel)
-    return r
-
-
-def _chunks(cls: type[Theorem], todo: Sequence[int], profile: str) -> list[list[int]]:
-    """The instance blocks that :func:`checks.harness.run_instances` prepares together. A worker runs exactly
-    these blocks, so a batched ``prepare`` sees the same batches whatever the number of workers."""
-    batch = max(1, cls.profile(profile).batch)
-    return [list(todo[i:i + batch]) for i in range(0, len(todo), batch)]
-
-
 def _execute(cfg: CheckConfig, plan, data, out: Path, previous: dict, run: dict, progress: bool,
              workers: int = 1, figures: bool = False, timeout: float | None = None):
     """Run the plan, streaming each finished instance to results.jsonl and the partial report.json;
@@ -296,7 +163,7 @@ def _execute(cfg: CheckConfig, plan, data, out: Path, previous: dict, run: dict,
     from . import report
     from .harness import aggregate, run_instances
 
-    extra = _extra_args(cfg)
+    extra = replay_args(cfg)
     replay = cfg.instance is not None
     bar = None
     if progress:
@@ -319,7 +186,7 @@ def _execute(cfg: CheckConfig, plan, data, out: Path, previous: dict, run: dict,
         per_thm[cls.id] = [previous[(cls.id, k)] for k in ks if (cls.id, k) in previous]
         if bar is not None:
             bar.update(len(per_thm[cls.id]))
-    n_blocks = sum(len(_chunks(cls, [k for k in ks if (cls.id, k) not in previous], cfg.profile))
+    n_blocks = sum(len(instance_blocks(cls, [k for k in ks if (cls.id, k) not in previous], cfg.profile))
                    for cls, ks, _ in plan)
     try:
         if workers >= 1 and n_blocks >= 1:
@@ -335,7 +202,7 @@ def _execute(cfg: CheckConfig, plan, data, out: Path, previous: dict, run: dict,
                     bar.set_description(cls.id)
 
                 def on_result(r: InstanceResult, inst: Any, cls=cls, collected=collected) -> None:
-                    r = _with_counterexample(out, cfg, extra, cls.id, r, inst)
+                    r = with_counterexample(out, cfg, extra, cls.id, r, inst)
                     stream.write(r)
                     collected.append(r)
                     if bar is not None:
@@ -426,7 +293,7 @@ def run_check(
              "plugins": list(plugins), "instance": only_instance}
     run_id = None
     if resume:
-        cfg, run_id = _resumed_config(out, given)
+        cfg, run_id = resumed_config(out, given)
     else:
         cfg = CheckConfig(
             ids=list(ids),
@@ -438,11 +305,11 @@ def run_check(
             instance=only_instance,
         )
     load_catalogue(cfg.plugins)
-    plan = _plan(cfg, None)  # validate ids, seed, profile and --instance before loading data
+    plan = make_plan(cfg, None)  # validate ids, seed, profile and --instance before loading data
     data = load_data_arg(cfg.data)
     if data is not None:
-        plan = _plan(cfg, data)
-    _check_device(cfg.device)
+        plan = make_plan(cfg, data)
+    check_device(cfg.device)
     run = _run_metadata(cfg, plan, run_id)
     if data is not None and getattr(data, "notes", ()):
         run["data_notes"] = list(data.notes)

@@ -137,7 +137,7 @@ def run_stability(ids: Sequence[str] = (), *, seeds: Sequence[int], profile: str
                   ) -> tuple[int, dict[str, Any]]:
     """Run the selection on every seed (skipping finished seeds, resuming an interrupted one) and write the
     sweep's files; returns (exit code, the stability.json content)."""
-    from . import runner
+    from . import plan, runner
 
     out = Path(out)
     given = {"ids": sorted(ids), "profile": profile, "seeds": list(seeds), "plugins": list(plugins),
@@ -145,10 +145,10 @@ def run_stability(ids: Sequence[str] = (), *, seeds: Sequence[int], profile: str
     cfg = _load_config(out, given, resume)
     cfg["profile"] = cfg.get("profile") or "quick"
     cfg["device"] = cfg.get("device") or "cpu"
-    runner.load_catalogue(cfg["plugins"])
+    plan.load_catalogue(cfg["plugins"])
     # unknown ids, a bad profile or device: exit 2 before any work
-    runner._plan(runner.CheckConfig(ids=list(cfg["ids"]), profile=cfg["profile"]), None)
-    runner._check_device(cfg["device"])
+    plan.make_plan(plan.CheckConfig(ids=list(cfg["ids"]), profile=cfg["profile"]), None)
+    plan.check_device(cfg["device"])
     out.mkdir(parents=True, exist_ok=True)
     if not resume:  # a new sweep: never reuse a seed finished by an earlier sweep with other arguments
         import shutil

@@ -16,6 +16,7 @@ import time
 
 def cmd_warmup(args) -> int:
     from numerics import kernels
+    from numerics.gd import warm_kernels
 
     from .runner import catalogue_metadata
 
@@ -30,7 +31,7 @@ def cmd_warmup(args) -> int:
         return 0
     shapes = sorted({*kernels.CATALOGUE_SHAPES, *kernels.recorded_shapes()})
     print(f"GD kernels: {len(shapes)} shapes, cache {kernels.cache_dir()}")
-    for r in kernels.warm(shapes):
+    for r in warm_kernels(shapes):
         n, T, d, m = r["shape"]
         print(f"  n={n} T={T} d={d} m={m} {r['param']:2}: {r['seconds']:.2f} s")
     print(f"done in {time.perf_counter() - t0:.1f} s")

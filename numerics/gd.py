@@ -141,6 +141,7 @@ __all__ = [
     "kernels",
     "regularization_path",
     "run_gd",
+    "warm_kernels",
 ]
 
 # -- GD ------------------------------------------------------------------------------------------
@@ -416,3 +417,25 @@ def _kernel_gd(X, Z, gamma, param, params, steps, lr, loss, record_every, progre
         loss_traj=np.stack(Ls) if rec else None,
         param=param, normalized=True, lr=lr, steps=steps, backend="numba",
     )
+
+
+def warm_kernels(shapes=None, params: tuple[str, ...] = ("W", "KQ")) -> list[dict]:
+    """Compile (or load from the disk cache) the kernels of ``shapes`` (default: CATALOGUE_SHAPES and every
+    recorded shape: :mod:`numerics.kernels`) by one short run per parameterisation through :func:`run_gd`,
+    so the compiled signatures are exactly those a check uses. Returns one {shape, param, seconds} per run."""
+    import time
+
+    from .data import random_unit_sphere
+
+    if shapes is None:
+        shapes = sorted({*kernels.CATALOGUE_SHAPES, *kernels.recorded_shapes()})
+    out = []
+    for n, T, d, m in shapes:
+        data = random_unit_sphere(n, T, d, rng=np.random.default_rng(0))
+        for param in params:
+            if param == "W" and m != d:
+                continue
+            t0 = time.perf_counter()
+            run_gd([data], param=param, m=m if param == "KQ" else None, steps=1, lr=0.1, backend="numba")
+            out.append({"shape": [n, T, d, m], "param": param, "seconds": time.perf_counter() - t0})
+    return out

@@ -46,19 +46,12 @@ from .errors import InvalidInputError
 __all__ = [
     "LOSSES",
     "PromptGDResult",
-    "PromptPath",
     "VPPath",
     "prompt_keys",
     "prompt_scores",
     "prompt_loss",
     "prompt_grad",
-    "prompt_excess",
     "run_prompt_gd",
-    "prompt_reg_path",
-    "head_value",
-    "prompt_head_grad",
-    "prompt_head_excess",
-    "prompt_head_reg_path",
     "joint_vp_loss",
     "joint_vp_path",
 ]
@@ -309,15 +302,3 @@ def joint_vp_path(X: Any, Y: Any, radii: Any, *, keys: Any = None, loss: str = "
     V, P, LL, SP = (np.stack(x, axis=1) for x in (V, P, LL, SP))  # (B, S, ...)
     paths = [VPPath(radii=radii, v=V[k], p=P[k], log_loss=LL[k], restart_spread=SP[k]) for k in range(B)]
     return paths[0] if single else paths
-
-
-# The paths of p live in numerics.prompt_path (imported last: it builds on this module's model).
-from .prompt_path import (  # noqa: E402, F401  (re-exported)
-    PromptPath,
-    head_value,
-    prompt_excess,
-    prompt_head_excess,
-    prompt_head_grad,
-    prompt_head_reg_path,
-    prompt_reg_path,
-)

@@ -14,12 +14,12 @@ from checks.harness import run_theorem
 from checks.testing import assert_verdict_as_expected, parametrize_with_theorems
 from checks.theorem import REGISTRY
 from numerics.errors import InvalidInputError
-from numerics.prompt import (
+from numerics.prompt import prompt_loss
+from numerics.prompt_path import (
     head_value,
     prompt_excess,
     prompt_head_excess,
     prompt_head_grad,
-    prompt_loss,
     prompt_reg_path,
 )
 from numerics.sabotage import sabotage

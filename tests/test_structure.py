@@ -1,5 +1,6 @@
-"""Structure rules of issue 13: theorem modules do not import each other, moved modules keep their old
-import paths, and the GD protocol, the loss table and corr each have one definition."""
+"""Structure rules: theorem modules do not import each other, no import circles (no module imports one
+that imports it back, however long the way round), moved modules keep their old import paths, and the GD
+protocol, the loss table and corr each have one definition."""
 
 from __future__ import annotations
 
@@ -126,3 +127,90 @@ def test_one_corr_for_matrices_and_vectors():
     assert np.isnan(corr(a, np.zeros(3), axis=-1))
     A = np.arange(6.0).reshape(3, 2)
     assert corr(np.stack([A, -A]), A) == pytest.approx([1.0, -1.0])
+
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("theory", "numerics", "checks")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, modules: set[str]) -> set[str]:
+    """The project modules that ``path`` imports, at module level or inside a function (a lazy import
+    closes a circle as well): ``from X import name`` counts X.name when that is a module, else X."""
+    me = _module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                mod = ".".join([*base, node.module] if node.module else base)
+            else:
+                mod = node.module or ""
+            targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules else mod for a in node.names]
+        else:
+            continue
+        out |= {t for t in targets if t in modules and t != me}
+    return out
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    files = [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")]
+    modules = {_module_name(p) for p in files}
+    # a package's __init__ re-exporting its submodules is not a circle with them: edges into a package
+    # itself are left out (importing checks.x runs checks/__init__ first, which is no dependency of x's)
+    packages = {_module_name(p) for p in files if p.name == "__init__.py"}
+    return {_module_name(p): _imports(p, modules) - packages for p in files}
+
+
+def test_no_import_circles():
+    """Two modules that import each other (directly or around a longer circle, lazily or not) are one
+    module split in two: move what both need into a third that both import."""
+    assert _circles(_graph()) == []
+
+
+def test_circle_detector_finds_a_lazy_circle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _circles(graph) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []

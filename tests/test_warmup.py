@@ -6,6 +6,7 @@ import pytest
 
 from checks.cli import main
 from numerics import kernels
+from numerics.gd import warm_kernels
 
 
 def test_recorded_shapes_come_from_shapes_json_and_cached_modules(tmp_path):
@@ -27,7 +28,7 @@ def test_warm_compiles_into_the_cache_and_records_the_shape(tmp_path, monkeypatc
     key = (2, 3, 2, 2)
     kernels._MODULES.pop(key, None)
     try:
-        runs = kernels.warm([key], params=("W",))
+        runs = warm_kernels([key], params=("W",))
         assert [r["shape"] for r in runs] == [list(key)] and runs[0]["seconds"] > 0
         assert key in kernels.recorded_shapes(tmp_path)
         assert list(tmp_path.glob("__pycache__/attnsvm_gd_*_n2_T3_d2_m2*.nbi")), (

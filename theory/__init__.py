@@ -25,20 +25,18 @@ from .derivations import (
     CounterValue,
     Derivation,
     UndecidedIdentityError,
-    all_derivations,
     closed_form_gradient,
     covariance_identity,
     gradient_closed_form,
     kq_chain_rule,
-    no_stationary_point_lemma,
     softmax_jacobian,
-    stationary_conditions,
     symbolic_gradient,
 )
 from .losses import CONTROL_LOSSES, LOSSES, AssumptionAResult, assumption_a, loss_derivative, loss_expr
 from .model import HEADS, Exp, SymbolicModel, symbolic_model, to_exp
 from .proofs import PROOFS, verify
 from .smoothness import lipschitz_bound
+from .stationarity import all_derivations, no_stationary_point_lemma, stationary_conditions
 
 __all__ = [
     "METHODS", "VARIANTS", "CounterValue", "Derivation", "UndecidedIdentityError", "all_derivations",

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from types import MappingProxyType
@@ -464,29 +463,8 @@ def covariance_identity(
                   sp.ImmutableMatrix([[lhs]]), sp.ImmutableMatrix([[rhs]]), mod.ellp, method, t0=t0)
 
 
-def all_derivations(method: str = "auto") -> list[Derivation]:
-    """Every derivation at its default sizes, correct variant and every wrong variant (cached)."""
-    from .stationarity import no_stationary_point_lemma, stationary_conditions
-
-    fns: dict[str, Callable[..., Derivation]] = {
-        "softmax-jacobian": softmax_jacobian,
-        "gradient-closed-form": gradient_closed_form,
-        "kq-chain-rule": kq_chain_rule,
-        "covariance-identity": covariance_identity,
-        "stationary-conditions": stationary_conditions,
-        "no-stationary-point-n1-T2": no_stationary_point_lemma,
-    }
-    return [fns[name](variant=v, method=method) for name, vs in VARIANTS.items() for v in vs]
-
-
 __all__ = [
     "CounterValue", "Derivation", "UndecidedIdentityError", "VARIANTS", "METHODS", "POINTS",
     "softmax_jacobian", "gradient_closed_form", "kq_chain_rule", "covariance_identity",
-    "stationary_conditions", "no_stationary_point_lemma", "symbolic_gradient", "closed_form_gradient",
-    "all_derivations",
+    "symbolic_gradient", "closed_form_gradient",
 ]
-
-# The stationary-point derivations live in theory.stationarity (split for size); re-exported here.
-from .stationarity import LEMMA_ARGUMENT, no_stationary_point_lemma, stationary_conditions  # noqa: E402
-
-__all__ += ["LEMMA_ARGUMENT", "no_stationary_point_lemma", "stationary_conditions"]

@@ -34,10 +34,22 @@ covariance form of the gradient in its appendix.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import sympy as sp
 
-from .derivations import Derivation, _check_method, _check_variant, _prove, symbolic_gradient
+from .derivations import (
+    VARIANTS,
+    Derivation,
+    _check_method,
+    _check_variant,
+    _prove,
+    covariance_identity,
+    gradient_closed_form,
+    kq_chain_rule,
+    softmax_jacobian,
+    symbolic_gradient,
+)
 from .general import GeneralProof, Step, T, _proof, cov, covariance_general, stationarity_conditions_general
 from .model import symbolic_model, to_exp
 from .proofcache import disk_cached
@@ -314,3 +326,18 @@ def no_stationary_point_general() -> GeneralProof:
         steps,
         t0,
     )
+
+
+def all_derivations(method: str = "auto") -> list[Derivation]:
+    """Every derivation at its default sizes, correct variant and every wrong variant (cached): those of
+    theory.derivations and the two of this module (the one module that sees both)."""
+
+    fns: dict[str, Callable[..., Derivation]] = {
+        "softmax-jacobian": softmax_jacobian,
+        "gradient-closed-form": gradient_closed_form,
+        "kq-chain-rule": kq_chain_rule,
+        "covariance-identity": covariance_identity,
+        "stationary-conditions": stationary_conditions,
+        "no-stationary-point-n1-T2": no_stationary_point_lemma,
+    }
+    return [fns[name](variant=v, method=method) for name, vs in VARIANTS.items() for v in vs]

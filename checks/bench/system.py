@@ -93,7 +93,7 @@ def _profile_run(b: Bench, key: str, profile: str, goal_s: float) -> None:
     out["exit_code"] = proc.returncode
     out["profile"] = profile
     out["load_average"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
-    from ..runner import default_workers
+    from ..plan import default_workers
 
     out["workers"] = default_workers()
     b.results[key] = out
@@ -156,6 +156,7 @@ def bench_startup(b: Bench) -> None:
     """Start-up of the command line (``--help``, ``list`` with the metadata cached) and GD in a fresh process
     (interpreter start, imports, kernel cache load and the run) against the naive loop: issue 17's goals."""
     from numerics import kernels
+    from numerics.gd import warm_kernels
 
     exe = [sys.executable, "-m", "checks"]
     out: dict[str, Any] = {}
@@ -183,7 +184,7 @@ def bench_startup(b: Bench) -> None:
         sz = b.sizes
         n, T, d = sz.gd_shape
         R, steps = sz.gd_instances, sz.gd_steps
-        kernels.warm([(n, T, d, d)], params=("W",))  # the disk cache the fresh process loads
+        warm_kernels([(n, T, d, d)], params=("W",))  # the disk cache the fresh process loads
         code = ("import time\nfrom checks.bench import _gd_data, _gd_init, GD_LR\n"
                 "from numerics.gd import run_gd\n"
                 f"ds = _gd_data({sz.gd_shape!r}, {R}, seed=1); init = _gd_init('W', {R}, {d}, seed=2)\n"

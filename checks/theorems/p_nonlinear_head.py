@@ -44,7 +44,7 @@ the sphere's minimiser for one support constraint, ≈ R × it when several comp
 rebalance at rate R per radian); ``direction``: 1 − corr(p_R, p^mm_α) judged by ``rp_w_frobenius.judge_path``
 with
 the per-instance threshold min(CORR_TOL, sep/4), sep = 1 − corr(p^mm_α, p^mm_{α^lin}) (α^lin below) where the
-two selections differ. Path: numerics.prompt.prompt_head_reg_path on R = 1..128.
+two selections differ. Path: numerics.prompt_path.prompt_head_reg_path on R = 1..128.
 
 No progress refutes: a path whose point at every judged radius is no better (E) than the best of its starting
 points was not optimised (a no-op or climbing optimiser) and is refuted, not left undecided.
@@ -68,7 +68,7 @@ import numpy as np
 import torch
 
 from checks import Criterion, Profile, Theorem, decide, register
-from numerics.prompt import head_value, prompt_head_excess, prompt_head_reg_path
+from numerics.prompt_path import head_value, prompt_head_excess, prompt_head_reg_path
 from numerics.svm import solve_p_svm
 from numerics.tokens import corr
 

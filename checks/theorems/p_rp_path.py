@@ -23,7 +23,8 @@ Hypotheses implemented (exactly): logistic loss; ``feasible`` (the certified p-S
 every
 support token of p^mm_α scores below α by > TIE_TOL); cone half-width μ = LOCAL_MU = 1 − cos 0.5 (a wide cone,
 so
-a random point of it is far from its axis). The path is numerics.prompt.prompt_reg_path on R = 1, 2, …, 128
+a random point of it is far from its axis). The path is numerics.prompt_path.prompt_reg_path on
+R = 1, 2, …, 128
 (RESTARTS random starts + warm start per radius, normalised Riemannian GD on the sphere ‖p‖ = R, candidates
 compared by the excess loss E = L − L_∞, which keeps its precision at any R where L itself is flat in
 float64).
@@ -84,7 +85,7 @@ import torch
 
 from checks import Criterion, Profile, Theorem, decide, register
 from numerics import tolerances as tol
-from numerics.prompt import prompt_excess, prompt_reg_path
+from numerics.prompt_path import prompt_excess, prompt_reg_path
 from numerics.svm import solve_p_svm
 from numerics.tokens import corr
 
