@@ -10,10 +10,9 @@ import json
 import os
 import pkgutil
 import sys
+import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import tomllib
 
 from numerics.errors import InvalidInputError
 

@@ -184,7 +184,7 @@ def run_power(
     return {
         "schema": SCHEMA,
         "run": {
-            "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "started": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "profile": profile,
             "seed": seed,
             "git": git_sha(),

@@ -134,7 +134,7 @@ def _sigterm(signum, frame):  # noqa: ARG001
 def _run_metadata(cfg: CheckConfig, plan, run_id: str | None) -> dict[str, Any]:
     from numerics import tolerances
 
-    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     return {
         "id": run_id or f"{started.replace(':', '').replace('+0000', 'Z')}-s{cfg.seed}",
         "started": started,

@@ -214,3 +214,17 @@ def test_circle_detector_finds_a_lazy_circle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _circles(graph) == [["a", "b", "c"]]
     assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_stated_python_minimum_parses_every_module():
+    """pyproject's requires-python is the oldest Python the code is written for: every module parses with
+    that grammar (ast's feature_version), and 3.10 is not claimed (checks.catalogue needs tomllib, 3.11)."""
+    import re
+    import tomllib
+
+    spec = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["requires-python"]
+    major, minor = map(int, re.fullmatch(r">=\s*(\d+)\.(\d+)", spec.strip()).groups())
+    assert (major, minor) >= (3, 11)
+    for pkg in (*PACKAGES, "tests", "examples", "tools"):
+        for path in (ROOT / pkg).rglob("*.py"):
+            ast.parse(path.read_text(encoding="utf-8"), filename=str(path), feature_version=(major, minor))
