@@ -54,10 +54,12 @@ class CheckConfig:
     data: str | None = None
     plugins: list[str] = field(default_factory=list)
     instance: int | None = None
+    sabotage: str | None = None  # power analysis: a broken component for the whole run (checks.power)
 
     def to_json(self, run_id: str) -> dict[str, Any]:
         return {"ids": list(self.ids), "profile": self.profile, "seed": self.seed, "device": self.device,
                 "data": self.data, "plugins": [str(p) for p in self.plugins], "instance": self.instance,
+                "sabotage": self.sabotage,
                 "run_id": run_id}
 
 
@@ -71,7 +73,7 @@ def resumed_config(out: Path, given: dict[str, Any]) -> tuple[CheckConfig, str |
         cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
         stored = CheckConfig(ids=list(cfg["ids"]), profile=cfg["profile"], seed=int(cfg["seed"]),
                              device=cfg["device"], data=cfg.get("data"), plugins=list(cfg.get("plugins", [])),
-                             instance=cfg.get("instance"))
+                             instance=cfg.get("instance"), sabotage=cfg.get("sabotage"))
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise InvalidInputError(f"--resume: {cfg_path} is not an attnsvm run.json ({exc})") from None
     conflicts = []
@@ -132,7 +134,8 @@ def replay_args(cfg: CheckConfig) -> str:
     extra = (f" --data {cfg.data}" if cfg.data else "") + (
         f" --device {cfg.device}" if cfg.device != "cpu" else ""
     )
-    return extra + "".join(f" --plugin {p}" for p in cfg.plugins)
+    extra += "".join(f" --plugin {p}" for p in cfg.plugins)
+    return extra + (f" --sabotage {cfg.sabotage}" if cfg.sabotage else "")
 
 
 def default_workers() -> int:

@@ -37,6 +37,10 @@ def _worker_init(cfg: CheckConfig, out: str, data: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     load_catalogue(cfg.plugins)
+    if cfg.sabotage:  # --sabotage: a forked worker inherited the broken component, a spawned one installs it
+        from .power.sabotage import install
+
+        install(cfg.sabotage)
     _WORKER.update(cfg=cfg, out=Path(out), data=data, extra=replay_args(cfg))
 
 

@@ -3,6 +3,7 @@ resume, interrupt handling, reports, baseline comparison and exit codes."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import platform
@@ -266,6 +267,7 @@ def run_check(
     figures: bool = True,
     workers: int | None = None,
     instance_timeout: float | None = None,
+    sabotage: str | None = None,
 ) -> tuple[int, dict[str, Any], list[TheoremResult]]:
     """Run a check and write every report file; returns (exit code without baseline, report, results).
 
@@ -275,7 +277,9 @@ def run_check(
     130 when interrupted. ``workers``: size of the supervised process pool (default
     :func:`default_workers`; 0 runs in this process); the results do not depend on it, so it is not part of
     the stored run. ``instance_timeout``: seconds an instance step may take (default
-    :data:`checks.cli.DEFAULT_INSTANCE_TIMEOUT_S`; 0: no limit; needs a pool).
+    :data:`checks.cli.DEFAULT_INSTANCE_TIMEOUT_S`; 0: no limit; needs a pool). ``sabotage``: a power test
+    (:mod:`checks.power.sabotage`): the named component is broken for the whole run, in every worker; the
+    run records it, and its verdicts are a power test, not results.
     """
     from . import report
     from .cli import DEFAULT_INSTANCE_TIMEOUT_S
@@ -290,7 +294,7 @@ def run_check(
                                 f"{instance_timeout}")
     out = Path(out)
     given = {"ids": list(ids), "profile": profile, "seed": seed, "device": device, "data": data_spec,
-             "plugins": list(plugins), "instance": only_instance}
+             "plugins": list(plugins), "instance": only_instance, "sabotage": sabotage}
     run_id = None
     if resume:
         cfg, run_id = resumed_config(out, given)
@@ -303,6 +307,7 @@ def run_check(
             data=data_spec,
             plugins=list(plugins),
             instance=only_instance,
+            sabotage=sabotage,
         )
     load_catalogue(cfg.plugins)
     plan = make_plan(cfg, None)  # validate ids, seed, profile and --instance before loading data
@@ -310,6 +315,7 @@ def run_check(
     if data is not None:
         plan = make_plan(cfg, data)
     check_device(cfg.device)
+    broken = _sabotaged(cfg.sabotage)  # an unknown name: exit 2 before any work
     run = _run_metadata(cfg, plan, run_id)
     if data is not None and getattr(data, "notes", ()):
         run["data_notes"] = list(data.notes)
@@ -326,14 +332,28 @@ def run_check(
 
     write_text(out / "run.json", json.dumps(cfg.to_json(run["id"]), indent=1))
     nw = default_workers() if workers is None else int(workers)
-    results, per_thm, interrupted, plotted = _execute(
-        cfg, plan, data, out, previous, run, progress, workers=nw, figures=figures,
-        timeout=instance_timeout or None,
-    )
+    with broken:  # forked workers inherit the broken component, spawned ones install it (checks.pool)
+        results, per_thm, interrupted, plotted = _execute(
+            cfg, plan, data, out, previous, run, progress, workers=nw, figures=figures,
+            timeout=instance_timeout or None,
+        )
     rep = _render(out, run, plan, results, per_thm, figures, plotted)
     if interrupted:
         return 130, rep, results
     return (1 if any(report.fails_run(t) for t in results) else 0), rep, results
+
+
+def _sabotaged(name: str | None) -> contextlib.AbstractContextManager[Any]:
+    """The power test ``--sabotage NAME`` as a context for the run (nothing when None); an unknown name is
+    bad input. Says on stderr that the verdicts are a power test."""
+    if not name:
+        return contextlib.nullcontext()
+    from .power import sabotage as sab
+
+    sab.resolve([name])
+    print(f"attnsvm check: numerics sabotaged (--sabotage {name}): verdicts are a power test, not results",
+          file=sys.stderr)
+    return sab.sabotage(name)
 
 
 def _print_replay(out: Path, results: Sequence[TheoremResult]) -> None:
@@ -377,7 +397,7 @@ def cmd_check(args) -> int:
         args.ids, profile=args.profile, seed=args.seed, device=args.device, data_spec=args.data,
         plugins=args.plugin, out=args.out, resume=args.resume, progress=not args.no_progress,
         only_instance=args.instance, workers=getattr(args, "workers", None),
-        instance_timeout=getattr(args, "instance_timeout", None),
+        instance_timeout=getattr(args, "instance_timeout", None), sabotage=getattr(args, "sabotage", None),
     )
     for note in rep["run"].get("data_notes", []):
         print(f"note: {note}", file=sys.stderr)

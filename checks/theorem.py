@@ -209,10 +209,11 @@ class Theorem:
     finding_mechanism: ClassVar[Callable[[Any], bool] | None] = None
     #: metric plotted per instance in the report figure (defaults to the first numeric metric)
     plot_metric: ClassVar[str | None] = None
-    #: Numeric components the check relies on, by name from ``numerics.sabotage.COMPONENTS`` ("gd", "kq-gd",
-    #: "regpath", "prompt-gd", "prompt-path", "seq-gd", "vp-path", "gradient", "softmax", "causal-mask",
-    #: "optimal-token", "svm-fro", "svm-nuc", "certificate", "rank"). ``attnsvm power`` runs the theorem under
-    #: every sabotage of these components and expects each to change its verdict (README, "Power analysis").
+    #: Numeric components the check relies on, by name from ``checks.power.sabotage.COMPONENTS`` ("gd",
+    #: "kq-gd", "regpath", "prompt-gd", "prompt-path", "seq-gd", "vp-path", "gradient", "softmax",
+    #: "causal-mask", "optimal-token", "svm-fro", "svm-nuc", "certificate", "rank"). ``attnsvm power`` runs
+    #: the theorem under every sabotage of these components and expects each to change its verdict (README,
+    #: "Power analysis").
     #: Empty: nothing numeric to sabotage (e.g. a symbolic check).
     depends_on: ClassVar[tuple[str, ...]] = ()
     #: Predictions (names of ``check_*`` methods) that certify the numerics the hypotheses are computed from,
@@ -353,7 +354,7 @@ REGISTRY: dict[str, type[Theorem]] = {}
 
 def _depends_on_problems(deps: Any) -> list[str]:
     """What is wrong with a ``depends_on`` declaration (empty when it is a tuple of known components)."""
-    from numerics.sabotage import COMPONENTS
+    from checks.power.sabotage import COMPONENTS
 
     if not isinstance(deps, tuple) or not all(isinstance(c, str) for c in deps):
         return [f"depends_on must be a tuple of component names, got {deps!r}"]

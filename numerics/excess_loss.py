@@ -52,7 +52,7 @@ def logistic_excess(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, gamma: to
     Y_i v^T x_it), ρ = ``ref`` (R, n) int64 token indices. With ``with_error``: (E, bound) with the rounding
     bound of the module docstring (R,)."""
     # the library's softmax (max-subtracted: each s_it relative-accurate), looked up at call time so that a
-    # broken softmax (numerics.sabotage "softmax-no-normaliser") reaches the comparisons made with E too
+    # broken softmax (the power analysis's "softmax-no-normaliser") reaches the comparisons made with E too
     s = att.softmax(X, Z, W)
     r = ref.unsqueeze(-1)
     a = gamma.gather(-1, r).squeeze(-1)  # γ_iρ (R, n)

@@ -97,7 +97,7 @@ def __getattr__(name: str) -> Any:
     if where is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f".{where}", __package__), name)
-    globals()[name] = value  # later lookups (and patches by numerics.sabotage) see a plain global
+    globals()[name] = value  # later lookups (and patches of the power analysis) see a plain global
     return value
 
 

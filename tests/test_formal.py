@@ -174,10 +174,10 @@ def test_proved_gradient_equals_numerics(sizes, loss):
 
 
 def test_comparison_detects_sabotaged_numerics():
-    """Power of the theory-to-numerics link: with numerics' gradient transposed (numerics.sabotage), the
+    """Power of the theory-to-numerics link: with numerics' gradient transposed (checks.power.sabotage), the
     proved
     expression no longer matches numerics.attention."""
-    from numerics.sabotage import sabotage
+    from checks.power.sabotage import sabotage
 
     e = _inst(2, 3, 2, seed=5)
     mine = ins.grad_W(e["X"], e["Y"], e["Z"], e["v"], e["W"])

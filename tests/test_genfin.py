@@ -251,7 +251,7 @@ def test_a_broken_optimiser_is_refuted_not_vacuous(tid):
     fail (nothing is masked); the step-fidelity prediction still runs and refutes the instance."""
     from checks.catalogue import load_builtin, select
     from checks.harness import run_instances
-    from numerics.sabotage import sabotage
+    from checks.power.sabotage import sabotage
 
     load_builtin()
     (cls,) = [c for c in select([tid]) if c.id == tid]

@@ -2,7 +2,7 @@
 
 For each: the theorem PASSes on quick/seed 0, its boundary control FAILs, and the relevant sabotages of the
 numerics
-it depends on (numerics.sabotage.sabotage) change its verdict. Plus the facts the checks rest on.
+it depends on (checks.power.sabotage.sabotage) change its verdict. Plus the facts the checks rest on.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 from checks import catalogue
 from checks.harness import _contexts, run_theorem
+from checks.power.sabotage import sabotage
 from checks.theorem import REGISTRY
-from numerics.sabotage import sabotage
 
 catalogue.load_builtin()
 

@@ -1,7 +1,7 @@
 """Issue 15 (part): the local regularisation paths rp-w-local / rp-kq-local and overparam-support.
 
 For each theorem: PASS on quick/seed 0, its boundary control FAILs, and the relevant sabotages of the
-numerics it depends on (numerics.sabotage.sabotage) change its verdict. Also the cone projection used by
+numerics it depends on (checks.power.sabotage.sabotage) change its verdict. Also the cone projection used by
 numerics.gd.regularization_path(cone=...), checked against its defining properties.
 """
 
@@ -13,11 +13,11 @@ import torch
 
 from checks import catalogue
 from checks.harness import run_theorem
+from checks.power.sabotage import sabotage
 from checks.theorem import REGISTRY
 from numerics.data import random_unit_sphere
 from numerics.errors import InvalidInputError
 from numerics.gd import project_cone, regularization_path
-from numerics.sabotage import sabotage
 from numerics.tokens import corr
 
 catalogue.load_builtin()

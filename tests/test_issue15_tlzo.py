@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from checks.harness import run_theorem
+from checks.power.sabotage import sabotage
 from checks.testing import assert_verdict_as_expected, parametrize_with_theorems
 from checks.theorem import REGISTRY
 from numerics.errors import InvalidInputError
@@ -22,7 +23,6 @@ from numerics.prompt_path import (
     prompt_head_grad,
     prompt_reg_path,
 )
-from numerics.sabotage import sabotage
 
 IDS = ["p-rp-path", "p-gd-equivalence", "p-nonlinear-head", "joint-vp-path", "joint-vp-path-equal-radii"]
 
@@ -72,7 +72,7 @@ def test_sabotage_is_detected(tid, sab):
 
 def test_depends_on_declares_the_new_component():
     assert "prompt-path" in REGISTRY["p-rp-path"].depends_on
-    from numerics.sabotage import breaks
+    from checks.power.sabotage import breaks
 
     assert "prompt-path" in breaks("noop-gd") and "prompt-path" in breaks("random-gd")
 

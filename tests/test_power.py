@@ -1,4 +1,4 @@
-"""The sabotage seam (numerics/sabotage.py) and the power matrix (checks/power.py, `attnsvm power`).
+"""The sabotage seam (checks/power/sabotage.py) and the power matrix (checks/power.py, `attnsvm power`).
 
 Seam: a sabotage reaches every reference to the broken function (theorem modules import names with
 ``from numerics.gd import run_gd``), is undone on exit wherever a reference went, and never leaks
@@ -20,9 +20,10 @@ import pytest
 
 from checks import Profile, Theorem, catalogue, held, register
 from checks.cli import main
+from checks.power import sabotage as sab
+from checks.power import sabotage_gd
 from checks.theorem import REGISTRY
-from numerics import gd, prompt, sabotage_gd, sequence, svm, tokens
-from numerics import sabotage as sab
+from numerics import gd, prompt, sequence, svm, tokens
 from numerics.data import AttentionData, random_unit_sphere
 from numerics.errors import InvalidInputError, SolverError
 
@@ -48,8 +49,7 @@ def _data(seed=0, R=None):
 # -- the seam -----------------------------------------------------------------------------------------
 
 def test_normal_run_has_no_sabotage():
-    # the suite itself must never run sabotaged: the variable unset, nothing installed, nothing leaked
-    assert sab.ENV_VAR not in os.environ
+    # the suite itself must never run sabotaged: nothing installed, nothing leaked
     assert sab.active() == ()
     assert sab.leaks() == []
 
@@ -100,14 +100,26 @@ def test_one_sabotage_at_a_time_and_unknown_names():
     assert sab.active() == ()
 
 
-def test_env_var_installs_sabotage_in_a_subprocess():
-    code = ("import checks; from numerics import sabotage, tokens; "
-            "print(sabotage.active(), tokens.optimal_tokens.__qualname__)")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), sab.ENV_VAR: "argmin-optimal-token"}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert "('argmin-optimal-token',) _argmin_tokens.<locals>.optimal_tokens" in r.stdout
-    assert "numerics sabotaged" in r.stderr  # the process says so
+def test_check_sabotage_option_breaks_every_worker_and_is_recorded(tmp_path, capsys):
+    """`attnsvm check --sabotage NAME`: the named component is broken in every worker (forked ones inherit
+    it), the run says so and records it, and a replay line carries it; importing checks installs nothing."""
+    from checks.cli import main
+
+    out = tmp_path / "sab"
+    rc = main(["check", "svm-feasibility", "--sabotage", "dropped-constraint-svm", "--workers", "2",
+               "--out", str(out), "--no-progress"])
+    printed = capsys.readouterr()
+    assert rc == 1 and "numerics sabotaged (--sabotage dropped-constraint-svm)" in printed.err
+    assert json.loads((out / "run.json").read_text())["sabotage"] == "dropped-constraint-svm"
+    rep = json.loads((out / "report.json").read_text())
+    assert {t["id"]: t["verdict"] for t in rep["theorems"]}["svm-feasibility"] != "PASS"
+    assert "--sabotage dropped-constraint-svm" in printed.out  # the replay line
+    assert sab.active() == () and sab.leaks() == []  # undone after the run
+    assert main(["check", "svm-feasibility", "--sabotage", "nope", "--out", str(tmp_path / "x")]) == 2
+    code = "import checks, numerics; from checks.power import sabotage; print(sabotage.active())"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(ROOT), "ATTNSVM_SABOTAGE": "noop-gd"})
+    assert r.returncode == 0 and r.stdout.strip() == "()", r.stderr  # no environment hook any more
 
 
 def test_catalogue_names_known_components():

@@ -10,10 +10,10 @@ import pytest
 
 from checks import catalogue
 from checks.harness import run_theorem
+from checks.power.sabotage import sabotage
 from checks.theorem import REGISTRY
 from checks.theorems._gd import FIDELITY_TOL, step_fidelity, step_fidelity_kq
 from numerics.data import random_unit_sphere
-from numerics.sabotage import sabotage
 
 
 def _data(seed=0):

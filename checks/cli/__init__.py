@@ -21,7 +21,7 @@ HANDLERS = {
     "assumptions": "checks.experiments.assumptions:cmd_assumptions",
     "reproduce": "checks.experiments.reproduce:cmd_reproduce",
     "bench": "checks.bench:cmd_bench",
-    "power": "checks.power:cmd_power",
+    "power": "checks.power.matrix:cmd_power",
     "warmup": "checks.warmup:cmd_warmup",
     "stability": "checks.stability:cmd_stability",
 }
@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="an instance step running longer is ERROR and its worker replaced "
              f"(default {DEFAULT_TIMEOUT_TEXT}; 0: no limit)",
     )
+    s.add_argument("--sabotage", metavar="NAME", default=None,
+                   help="power test: run with this numeric component broken (see `attnsvm power "
+                        "--list-sabotages`); recorded in run.json, and the verdicts are not results")
 
     s = sub.add_parser("svm", help="solve one attention SVM from an .npz file")
     s.add_argument("file", metavar="FILE.npz")

@@ -519,7 +519,7 @@ class LocalPathBase(Theorem):
         agrees with the independent plain evaluation (``independent_excess``) at every point of the
         optimiser's path, within the sum of the two rounding bounds (no fitted tolerance). A broken softmax,
         loss or excess form fails it at the small radii, where the softmax is far from one-hot
-        (numerics.sabotage "softmax-no-normaliser": at M = 2 the two differ by O(e^{-2}))."""
+        (checks.power.sabotage "softmax-no-normaliser": at M = 2 the two differ by O(e^{-2}))."""
         data, centre = inst["data"], st["sol"].W
         E, e = path_excess(data, centre, st["path_W"])
         Ei, ei = independent_excess(data, centre, st["path_W"])

@@ -1,6 +1,6 @@
 """``attnsvm power``: the power matrix theorem x sabotage -- which checks catch which numeric bug.
 
-For every selected theorem, run it once clean and once under every sabotage (numerics/sabotage.py)
+For every selected theorem, run it once clean and once under every sabotage (checks/power/sabotage.py)
 of a component it declares in ``Theorem.depends_on``, in memory, with the same profile and seed. A
 sabotage is *detected* when plain ``attnsvm check`` would exit non-zero under it although the clean
 run does not (checks.report.fails_run: a PASS that turns FAIL, ERROR, INCONCLUSIVE or VACUOUS; a
@@ -27,13 +27,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from numerics import sabotage as sab
 from numerics.errors import InvalidInputError
 
-from . import catalogue
-from .harness import TheoremResult, run_theorem
-from .report import fails_run
-from .theorem import Theorem
+from .. import catalogue
+from ..harness import TheoremResult, run_theorem
+from ..report import fails_run
+from ..theorem import Theorem
+from . import sabotage as sab
 
 SCHEMA = 1
 
@@ -120,10 +120,10 @@ def run_power(
     time_limit: bool = True,
 ) -> dict[str, Any]:
     """The power matrix as a JSON-able dict (see module docstring); ``log`` gets one line per cell."""
-    from .plan import load_catalogue
+    from ..plan import load_catalogue
 
     if sab.active():
-        raise InvalidInputError(f"power analysis needs clean numerics, but {sab.ENV_VAR} installed "
+        raise InvalidInputError(f"power analysis needs clean numerics, but a sabotage is installed "
                                 f"{'+'.join(sab.active())}; unset it")
     names = list(dict.fromkeys(sabotages)) if sabotages else sab.default_names()
     sab.resolve(names)  # unknown names: one-line error
@@ -179,7 +179,7 @@ def run_power(
     survivors = [
         [r["id"], n] for r in rows for n, c in r["cells"].items() if c["status"] in (SURVIVED, TIMEOUT)
     ]
-    from .runner import git_sha
+    from ..runner import git_sha
 
     return {
         "schema": SCHEMA,

@@ -1,7 +1,7 @@
 """The bugs of the SVM, softmax, mask, optimal-token, gradient and rank sabotages of
-:mod:`numerics.sabotage`: factories that take the original function and return the broken replacement
+:mod:`checks.power.sabotage`: factories that take the original function and return the broken replacement
 (the catalogue, the components, the GD sabotages and the injection machinery live in
-:mod:`numerics.sabotage`). Never import these into normal code paths: they are for power analysis only."""
+:mod:`checks.power.sabotage`). Never import these into normal code paths: they are for power analysis only."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def _fro_for_nuclear(original):
     """The nuclear solver answers with the Frobenius solution of the same (reduced) rows."""
 
     def _solve_nuclear_ladder(rows, rungs, cache):
-        from .svm import core
+        from numerics.svm import core
 
         U, V = core._bases(rows)
         c = core._hard_margin_core(core._reduced_features(rows, U, V), rows.b)
@@ -110,7 +110,7 @@ def _softmax_probs_unnormalised(original):
 
 def _att_softmax_unnormalised(original):
     def softmax(X, Z, W):
-        from .attention import logits
+        from numerics.attention import logits
 
         lg = logits(X, Z, W)
         return (lg - lg.amax(-1, keepdim=True)).exp()
@@ -145,7 +145,7 @@ def _argmin_tokens(original):
     import numpy as np
 
     def optimal_tokens(data, *, v=None, tie_tol=None):
-        from . import tokens
+        from numerics import tokens
 
         ot = original(data, v=v) if tie_tol is None else original(data, v=v, tie_tol=tie_tol)
         return dataclasses.replace(ot, index=np.argmin(tokens.scores(data, v), axis=1))
@@ -163,7 +163,7 @@ def _transposed(original):
 def _absolute_rank(original):
     import numpy as np
 
-    from . import tolerances as tol
+    from numerics import tolerances as tol
 
     def rank_by_gap(W, rtol=tol.RANK_RTOL):
         if W is None:

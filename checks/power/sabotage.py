@@ -8,9 +8,9 @@ catalogue of named sabotages -- each a realistic bug in one numeric component --
     with sabotage("noop-gd"):                   # in-process, restored on exit
         run_theorem(GDLocal, profile="quick")
 
-    ATTNSVM_SABOTAGE=noop-gd attnsvm check gd-local    # a whole process (and its children)
+    attnsvm check gd-local --sabotage noop-gd   # a whole check run, every worker (recorded in run.json)
 
-``attnsvm power`` (checks/power.py) runs every theorem under every sabotage of a component the
+``attnsvm power`` (checks/power/matrix.py) runs every theorem under every sabotage of a component the
 theorem declares in ``Theorem.depends_on`` and reports which survived.
 
 How the injection works. Each sabotage names (module, attribute) pairs and a factory building the
@@ -20,8 +20,9 @@ loaded module: ``from numerics.gd import run_gd`` in a theorem module, a plugin 
 its own global, so patching only ``numerics.gd`` would not reach it. A module imported while the
 sabotage is active picks up the replacement from the defining module. On exit every slot holding a
 replacement is given its original back, wherever it is (:func:`leaks` checks that none is left).
-One sabotage (or one ``+``-joined combination) at a time; the environment variable installs it for
-the life of the process (``checks`` honours it at import, so subprocesses inherit it).
+One sabotage (or one ``+``-joined combination) at a time; ``attnsvm check --sabotage NAME`` installs it
+for the run (forked workers inherit it, spawned ones call :func:`install`). Importing ``checks`` or
+``numerics`` never installs one.
 
 GD has a torch path and compiled numba kernels (numerics.kernels): the GD sabotages (and those that
 break a piece the GD step uses: the gradient, the softmax) replace ``run_gd`` as a whole by an
@@ -39,16 +40,15 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import os
 import sys
 import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidInputError
-from .sabotage_gd import Patch, _descent_loop, _gd_patches
-from .sabotage_patches import (  # the SVM, softmax, mask, token, gradient and rank bugs
+from numerics.errors import InvalidInputError
+
+from .patches import (  # the SVM, softmax, mask, token, gradient and rank bugs
     SCALE,
     _absolute_rank,
     _argmin_tokens,
@@ -65,9 +65,7 @@ from .sabotage_patches import (  # the SVM, softmax, mask, token, gradient and r
     _softmax_probs_unnormalised,
     _transposed,
 )
-
-#: The environment variable that installs sabotages for a whole process ("name" or "name+name").
-ENV_VAR = "ATTNSVM_SABOTAGE"
+from .sabotage_gd import Patch, _descent_loop, _gd_patches
 
 #: Components a theorem may declare in ``Theorem.depends_on`` (and a sabotage may break).
 COMPONENTS: dict[str, str] = {
@@ -360,13 +358,9 @@ def sabotage(*names: str) -> Iterator[list[Sabotage]]:
         undo()
 
 
-def install_from_env(environ: dict[str, str] | None = None) -> tuple[str, ...]:
-    """Install the sabotage named in ``ATTNSVM_SABOTAGE`` for the rest of the process (no-op when unset or
-    already installed); warns on stderr, since every verdict of the process is then a power test."""
-    spec = (os.environ if environ is None else environ).get(ENV_VAR, "").strip()
-    if not spec or _ACTIVE:
-        return active()
-    _install([spec])
-    print(f"attnsvm: numerics sabotaged ({ENV_VAR}={spec}): verdicts are a power test, not results",
-          file=sys.stderr)
+def install(name: str) -> tuple[str, ...]:
+    """Install sabotage ``name`` for the rest of the process (a spawned worker of ``attnsvm check
+    --sabotage NAME``); nothing when it is already in force (a forked worker inherits it)."""
+    if not _ACTIVE:
+        _install([name])
     return active()

@@ -1,8 +1,8 @@
-"""The GD sabotages of :mod:`numerics.sabotage`: ``run_gd`` (both backends), the regularisation paths, prompt
-and sequence GD and the joint (v, p) path replaced by explicit torch loops whose steps go along a broken
-direction (no-op, ascent, random) or along the true one through a broken piece (the softmax, the gradient).
-The catalogue, the components and the injection machinery live in :mod:`numerics.sabotage`. Never import
-these into normal code paths: they are for power analysis only."""
+"""The GD sabotages of :mod:`checks.power.sabotage`: ``run_gd`` (both backends), the regularisation paths,
+prompt and sequence GD and the joint (v, p) path replaced by explicit torch loops whose steps go along a
+broken direction (no-op, ascent, random) or along the true one through a broken piece (the softmax, the
+gradient). The catalogue, the components and the injection machinery live in :mod:`checks.power.sabotage`.
+Never import these into normal code paths: they are for power analysis only."""
 
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ def _loop_run_gd(mode: str) -> Callable[[Any], Callable]:
         import numpy as np
         import torch
 
-        from . import attention as att
-        from . import gd
+        from numerics import attention as att
+        from numerics import gd
 
         def run_gd(data, *, param="W", steps, lr, normalized=True, loss="logistic", m=None, seed=0, init=None,
                    device="cpu", record_every=None, head=None, init_scale=0.01, dtype=torch.float64,
@@ -185,7 +185,7 @@ def _within(
 def _regpath(mode: str) -> Callable[[Any], Callable]:
     def factory(original):
         def regularization_path(*args, **kwargs):
-            from . import regpath as rp
+            from numerics import regpath as rp
 
             with _swapped(rp, "_grad_dir", _grad_transform(mode, rp._grad_dir)), \
                     _swapped(rp, "_kq_grads", _grad_transform(mode, rp._kq_grads)):
@@ -201,7 +201,7 @@ def _vp_noop(original):
     import numpy as np
 
     def joint_vp_path(X, Y, radii, *, keys=None, loss="logistic", starts=8, rng, iters=120, v_radii=None):
-        from .prompt import VPPath, joint_vp_loss
+        from numerics.prompt import VPPath, joint_vp_loss
 
         Xa = np.asarray(X, dtype=float)
         single = Xa.ndim == 3
