@@ -344,8 +344,11 @@ def cmd_gd(args: Any) -> int:
     print(f"attnsvm gd: {args.steps} steps of {kind} GD on {'W' if m is None else f'(K, Q), m = {m}'}, "
           f"lr {args.lr:g}, {args.loss} loss, {args.device}", file=sys.stderr, flush=True)
     try:
+        # without --init run_gd draws the start itself from the seed (the very call a script would make;
+        # `init` above is that same start, for the fidelity step and the plain-lr bound)
+        given = None if args.init is None else tuple(a[None] for a in init) if m else init[0][None]
         res = run_gd([data], param=args.param, steps=args.steps, lr=args.lr, normalized=args.normalized,
-                     loss=args.loss, m=m, init=tuple(a[None] for a in init) if m else init[0][None],
+                     loss=args.loss, m=m, init=given, seed=head["seed"] or 0, init_scale=args.init_scale,
                      device=args.device, record_every=record_every, progress=sys.stderr.isatty(),
                      backend=args.backend)
     except KeyboardInterrupt as exc:
@@ -371,6 +374,9 @@ def _report(data: AttentionData, args: Any, head: dict[str, Any], init: tuple[np
         "final": {"loss": float(res.loss[0]), "W_norm": float(res.norms[0]), "W": W.tolist(),
                   "K": None if res.K is None else res.K[0].tolist(),
                   "Q": None if res.Q is None else res.Q[0].tolist()},
+        "initial": {"W": (init[0] if len(init) == 1 else init[0] @ init[1].T).tolist(),
+                    "K": init[0].tolist() if len(init) == 2 else None,
+                    "Q": init[1].tolist() if len(init) == 2 else None},
         "selected": selected.tolist(), "optimal": opt.index.tolist(), "optimal_tied": opt.tied.tolist(),
         "selected_optimal": (selected == opt.index).tolist(),
         "svm": solution_dict(sol) if sol is not None else {"status": "failed", "error": failure},
