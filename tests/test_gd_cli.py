@@ -129,7 +129,9 @@ def test_json_schema_and_independent_corr(capsys, data_path, param):
     assert out["selected_optimal"] == [a == b for a, b in zip(out["selected"], out["optimal"], strict=True)]
     assert rec["W_norm"][-1] == pytest.approx(np.linalg.norm(W), rel=1e-14)
     fid = out["step_fidelity"]
-    assert fid["initial"] <= gdcli.STEP_RTOL and fid["final"] <= gdcli.STEP_RTOL
+    for k in ("initial", "final"):
+        assert set(fid[k]) == {"rel_diff", "step_norm", "engine_step_norm"}
+        assert fid[k]["rel_diff"] <= gdcli.STEP_RTOL and fid[k]["step_norm"] == pytest.approx(0.1 * (1 if param == "W" else np.sqrt(2)))
 
 
 def test_default_start_is_run_gds(capsys, data_path):

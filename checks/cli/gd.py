@@ -208,10 +208,14 @@ def _unit(g: np.ndarray) -> np.ndarray:
     return h / np.linalg.norm(h)
 
 
-def step_fidelity(data: AttentionData, params: tuple[np.ndarray, ...], args: Any, backend: str) -> float:
-    """‖Δ_engine − Δ_indep‖ / ‖Δ_indep‖ for one step from ``params``: Δ_engine from run_gd (steps=1, the same
-    options and code path), Δ_indep = −lr ∇/‖∇‖ per factor (normalised) or −lr ∇ (plain) with ∇ from
-    :func:`autograd_grads`. 0 when both steps are 0, inf when only the independent one is."""
+def step_fidelity(data: AttentionData, params: tuple[np.ndarray, ...], args: Any, backend: str
+                  ) -> dict[str, float | None]:
+    """One step from ``params``: Δ_engine from run_gd (steps=1, the same options and code path) against
+    Δ_indep = −lr ∇/‖∇‖ per factor (normalised) or −lr ∇ (plain), ∇ from :func:`autograd_grads`.
+
+    Returns rel_diff = ‖Δ_engine − Δ_indep‖ / ‖Δ_indep‖ (None when Δ_indep = 0: the gradient vanished in
+    float64, e.g. every softmax saturated to an exact one-hot, and there is nothing to compare), and both
+    step norms (Δ as one vector (ΔK, ΔQ) for (K, Q))."""
     kw = dict(param=args.param, steps=1, lr=args.lr, normalized=args.normalized, loss=args.loss,
               device=args.device, backend=backend)
     if args.param == "W":
@@ -225,10 +229,8 @@ def step_fidelity(data: AttentionData, params: tuple[np.ndarray, ...], args: Any
     a = np.concatenate([g.ravel() for g in got])
     b = np.concatenate([w.ravel() for w in want])
     den = float(np.linalg.norm(b))
-    num = float(np.linalg.norm(a - b))
-    if den == 0:
-        return 0.0 if num == 0 else math.inf
-    return num / den
+    return {"rel_diff": float(np.linalg.norm(a - b)) / den if den > 0 else None,
+            "step_norm": den, "engine_step_norm": float(np.linalg.norm(a))}
 
 
 # -- records ----------------------------------------------------------------------------------------
@@ -381,8 +383,7 @@ def _report(data: AttentionData, args: Any, head: dict[str, Any], init: tuple[np
         "selected_optimal": (selected == opt.index).tolist(),
         "svm": solution_dict(sol) if sol is not None else {"status": "failed", "error": failure},
         "corr": c,
-        "step_fidelity": {"method": "torch autograd", "rtol": STEP_RTOL,
-                          "initial": _num(fid["initial"]), "final": _num(fid["final"])},
+        "step_fidelity": {"method": "torch autograd", "rtol": STEP_RTOL, **fid},
         "records": rec,
     }
     if args.out:
@@ -423,7 +424,11 @@ def _print_text(doc: dict[str, Any], sol: SVMSolution | None, failure: str | Non
     fid = doc["step_fidelity"]
     parts = []
     for k in ("initial", "final"):
-        v = fid[k]
-        ok = v is not None and v <= STEP_RTOL
-        parts.append(f"{k} {'inf' if v is None else f'{v:.2e}'} ({'agree' if ok else 'DIFFER'})")
+        v = fid[k]["rel_diff"]
+        if v is None:
+            moved = fid[k]["engine_step_norm"] > 0
+            parts.append(f"{k} n/a (the gradient is 0 in float64: saturated softmax; engine step "
+                         f"{'NOT 0: DIFFER' if moved else '0 too'})")
+        else:
+            parts.append(f"{k} {v:.2e} ({'agree' if v <= STEP_RTOL else 'DIFFER'})")
     print(f"step:        engine vs autograd, relative difference: {', '.join(parts)}")
