@@ -130,7 +130,7 @@ def test_json_schema_and_independent_corr(capsys, data_path, param):
     assert rec["W_norm"][-1] == pytest.approx(np.linalg.norm(W), rel=1e-14)
     fid = out["step_fidelity"]
     for k in ("initial", "final"):
-        assert set(fid[k]) == {"rel_diff", "direction_diff", "step_norm", "engine_step_norm"}
+        assert set(fid[k]) == {"rel_diff", "direction_diff", "step_norm", "engine_step_norm", "grad_max"}
         assert fid[k]["rel_diff"] <= gdcli.STEP_RTOL
         assert fid[k]["step_norm"] == pytest.approx(0.1 * (1 if param == "W" else np.sqrt(2)))  # lr a factor
 

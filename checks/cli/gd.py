@@ -47,6 +47,12 @@ LOGIT_GAP_MAX = 700.0
 #: relative difference the fidelity line says DIFFER.
 STEP_RTOL = 1e-6
 
+#: A gradient whose largest entry is below this (2^52 times float64's smallest normal, ~1e-292) is made of
+#: softmax tails at float64's underflow (e^-670 and beyond, partly flushed to subnormals or 0): neither the
+#: engine's step nor the independent one is determined at working precision there, and the step check says
+#: n/a instead of comparing them.
+GRAD_UNDERFLOW = float(np.finfo(np.float64).tiny) * 2.0 ** 52
+
 #: Records when --record-every is not given: about this many along the run.
 DEFAULT_RECORDS = 100
 
@@ -234,7 +240,8 @@ def step_fidelity(data: AttentionData, params: tuple[np.ndarray, ...], args: Any
     den, na = float(np.linalg.norm(b)), float(np.linalg.norm(a))
     return {"rel_diff": float(np.linalg.norm(a - b)) / den if den > 0 else None,
             "direction_diff": 1.0 - float(np.sum(_unit(a) * _unit(b))) if den > 0 and na > 0 else None,
-            "step_norm": den, "engine_step_norm": na}
+            "step_norm": den, "engine_step_norm": na,
+            "grad_max": max(float(np.max(np.abs(g))) for g in grads)}
 
 
 # -- records ----------------------------------------------------------------------------------------
@@ -441,4 +448,7 @@ def _fidelity_text(which: str, f: dict[str, float | None], normalized: bool) -> 
     if normalized and dirdiff is not None and dirdiff <= STEP_RTOL and f["engine_step_norm"] < f["step_norm"]:
         return (f"{which}: direction 1 − corr {dirdiff:.1e} (agree), length {f['engine_step_norm']:.2g} < lr "
                 "(the engine's norm floor: the gradient is at float64's underflow)")
+    if f["grad_max"] < GRAD_UNDERFLOW:
+        return (f"{which} n/a (the gradient, max |∇| = {f['grad_max']:.2g}, is at float64's underflow; "
+                f"engine step {f['engine_step_norm']:.2g})")
     return f"{which} {v:.2e} (DIFFER)"
