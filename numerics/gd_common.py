@@ -179,28 +179,44 @@ def _progress(steps: int, enabled: bool):
     return tqdm(total=steps, desc="gd", unit="step")
 
 
+#: A KeyboardInterrupt raised inside a GD run carries the records made so far in this attribute:
+#: (iterations list, W list of (R, d, d) arrays, loss list of (R,) arrays), all of equal length.
+GD_RECORDS_ATTR = "gd_records"
+
+
 def _drive(steps_from, steps: int, rec: set[int], progress: bool, current_W, loss_of):
     """Run ``steps_from(k, stop)`` up to each record point and record (iterations, W, loss) there; the
-    hot loop itself has no checks. Progress is updated every 100 steps when asked for."""
+    hot loop itself has no checks. Progress is updated every 100 steps when asked for. An interrupt
+    (Ctrl-C) propagates with the records so far attached (:data:`GD_RECORDS_ATTR`)."""
     its: list[int] = []
     Ws: list[Any] = []
     Ls: list[Any] = []
     bar = _progress(steps, progress)
     k = 0
-    for stop in [*sorted(rec), steps]:
-        while k < stop:
-            chunk = min(stop, k + 100) if bar is not None else stop
-            steps_from(k, chunk)
-            if bar is not None:
-                bar.update(chunk - k)
-            k = chunk
-        if stop in rec and (not its or its[-1] != stop):
-            Wk = current_W()
-            its.append(stop)
-            Ws.append(Wk)
-            Ls.append(loss_of(Wk))
-    if bar is not None:
-        bar.close()
+    try:
+        for stop in [*sorted(rec), steps]:
+            while k < stop:
+                chunk = min(stop, k + 100) if bar is not None else stop
+                steps_from(k, chunk)
+                if bar is not None:
+                    bar.update(chunk - k)
+                k = chunk
+            if stop in rec and (not its or its[-1] != stop):
+                Wk = current_W()
+                Lk = loss_of(Wk)
+                its.append(stop)
+                Ws.append(Wk)
+                Ls.append(Lk)
+    except KeyboardInterrupt as exc:
+        # the records so far travel with the interrupt (GD_RECORDS_ATTR): attnsvm gd writes them out
+        def host(a):
+            return _np(a) if hasattr(a, "detach") else np.asarray(a)
+
+        setattr(exc, GD_RECORDS_ATTR, (list(its), [host(w) for w in Ws], [host(v) for v in Ls]))
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
     return its, Ws, Ls
 
 

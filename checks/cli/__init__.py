@@ -18,6 +18,7 @@ HANDLERS = {
     "list": "checks.runner:cmd_list",
     "check": "checks.runner:cmd_check",
     "svm": "checks.cli.svm:cmd_svm",
+    "gd": "checks.cli.gd:cmd_gd",
     "assumptions": "checks.experiments.assumptions:cmd_assumptions",
     "reproduce": "checks.experiments.reproduce:cmd_reproduce",
     "bench": "checks.bench:cmd_bench",
@@ -124,6 +125,29 @@ def build_parser() -> argparse.ArgumentParser:
         "--exact", action="store_true", help="prove optimality in exact rational arithmetic (small problems)"
     )
     s.add_argument("--json", action="store_true", help="machine-readable output")
+
+    s = sub.add_parser("gd", help="run GD on one .npz dataset and compare it with its attention SVM")
+    s.add_argument("file", metavar="FILE.npz")
+    s.add_argument("--param", choices=["W", "KQ"], default="W", help="train W, or (K, Q) with W = K Qᵀ")
+    s.add_argument("--m", type=int, default=None, metavar="M", help="width of K, Q (default d; --param KQ)")
+    s.add_argument("--steps", type=int, default=1000, metavar="N", help="GD steps (default 1000)")
+    s.add_argument("--lr", type=float, default=0.1, metavar="ETA", help="step size (default 0.1)")
+    mode = s.add_mutually_exclusive_group()
+    mode.add_argument("--normalized", dest="normalized", action="store_true", default=True,
+                      help="normalised GD: each parameter moves by lr ∇/‖∇‖ (default)")
+    mode.add_argument("--plain", dest="normalized", action="store_false", help="plain GD: lr ∇")
+    s.add_argument("--loss", default="logistic", help="logistic (default), exponential or linear")
+    s.add_argument("--init", metavar="INIT.npz", help="start: key W (d, d), or keys K, Q (d, m)")
+    s.add_argument("--seed", type=seed_arg, default=None,
+                   help="seed of the random start without --init (default 0; as run_gd draws it)")
+    s.add_argument("--init-scale", type=float, default=0.01, help="scale of the random start (default 0.01)")
+    s.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="torch device, float64")
+    s.add_argument("--backend", choices=["auto", "torch", "numba"], default="auto",
+                   help="run_gd's code path (default auto)")
+    s.add_argument("--record-every", type=int, default=None, metavar="K",
+                   help="record every K steps (default: about 100 records)")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.add_argument("--out", metavar="DIR", help="write trajectory.csv, trajectory.png and gd.json to DIR")
 
     s = sub.add_parser("assumptions", help="how often each hypothesis holds over a grid of (n,T,d)")
     s.add_argument("--grid", default=None, help="e.g. n=5,T=5,d=2:4:6:8 (colon-separated values)")

@@ -54,15 +54,32 @@ def solution_dict(sol: SVMSolution) -> dict[str, Any]:
     }
 
 
-def cmd_svm(args: Any) -> int:
-    data = AttentionData.load(args.file)
+def load_data(path: Any) -> AttentionData:
+    """The dataset of ``path`` (AttentionData.load: one-line InvalidInputError on a bad file); its
+    dtype notes go to stderr. Shared by ``attnsvm svm`` and ``attnsvm gd``."""
+    data = AttentionData.load(path)
     for note in data.notes:
         print(f"note: {note}", file=sys.stderr)
-    alpha = parse_alpha(getattr(args, "alpha", "optimal"), data)
+    return data
+
+
+def solve_certified(data: AttentionData, alpha: np.ndarray | None, norm: str, *, exact: bool = False,
+                    m: int | None = None) -> tuple[SVMSolution | None, str | None]:
+    """(solution, None) for a certified answer (optimal or infeasible), else (None, the failure line):
+    solve_att_svm raises SolverError for a failed solve or an answer whose certificate does not verify,
+    and that is reported as a failure, never as a solution. Shared by ``attnsvm svm`` and ``attnsvm gd``."""
     try:
-        sol = solve_att_svm(data, alpha, norm=args.norm, exact=bool(getattr(args, "exact", False)))
+        return solve_att_svm(data, alpha, norm=norm, exact=exact, m=m), None
     except SolverError as exc:
-        print(f"attnsvm svm: solver failure ({exc.solver}, status {exc.status}): {exc}")
+        return None, f"solver failure ({exc.solver}, status {exc.status}): {exc}"
+
+
+def cmd_svm(args: Any) -> int:
+    data = load_data(args.file)
+    alpha = parse_alpha(getattr(args, "alpha", "optimal"), data)
+    sol, failure = solve_certified(data, alpha, args.norm, exact=bool(getattr(args, "exact", False)))
+    if sol is None:
+        print(f"attnsvm svm: {failure}")
         return 1
     if getattr(args, "json", False):
         print(json.dumps(solution_dict(sol)))
