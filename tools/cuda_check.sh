@@ -22,7 +22,7 @@ $PY - <<'PY'
 import json, numpy as np
 for p in ("W", "KQ"):
     a, b = (json.load(open(f"/tmp/gd-{d}-{p}.json")) for d in ("cpu", "cuda"))
-    Wa, Wb = np.asarray(a["W"]), np.asarray(b["W"])
+    Wa, Wb = np.asarray(a["final"]["W"]), np.asarray(b["final"]["W"])
     print(p, "corr cpu", a["corr"], "cuda", b["corr"], "max|W_cpu - W_cuda|/max|W|",
           float(np.abs(Wa - Wb).max() / np.abs(Wa).max()), "selected equal", a["selected"] == b["selected"])
 PY
