@@ -10,7 +10,8 @@ t0=$(date +%s)
 $PY -m checks check --profile quick --device cuda --workers 8 --out /tmp/cq --baseline reports/baseline.json \
   --no-progress > "$OUT/check.txt" 2>&1 &
 P=$!
-sleep 25; K=$(pgrep -P $P | head -1); echo "killing worker $K of $P"; kill -9 "$K"
+sleep 25; K=$(pgrep -P $P -f spawn_main | head -1); [ -n "$K" ] || K=$(pgrep -P $P | head -1)  # a worker, not the resource tracker
+echo "killing worker $K of $P: $(tr "\0" " " < /proc/$K/cmdline | cut -c1-80)"; kill -9 "$K"
 wait $P; echo "check rc=$? wall=$(( $(date +%s) - t0 )) s"; tail -14 "$OUT/check.txt"
 cp /tmp/cq/results.jsonl "$OUT/cuda-results.jsonl"
 $PY -c "import numpy as np; from numerics.data import random_unit_sphere; \
