@@ -25,9 +25,18 @@ VERDICTS = ("PASS", "FAIL", "VACUOUS", "INCONCLUSIVE", "ERROR")
 SIZE_KEYS = ("n", "T", "d", "m")
 
 
-def instance_seed(root: int, theorem_id: str, k: int) -> np.random.SeedSequence:
-    """The seed of instance k of a theorem: independent of every other instance and theorem."""
-    return np.random.SeedSequence([int(root), zlib.crc32(theorem_id.encode()), int(k)])
+def instance_seed(root: int, theorem_id: str, k: int, draw: int = 0) -> np.random.SeedSequence:
+    """The seed of instance k of a theorem: independent of every other instance and theorem. ``draw`` j > 0
+    is the j-th redraw of instance k (:attr:`checks.theorem.Theorem.redraw_on`), independent as well."""
+    key = [int(root), zlib.crc32(theorem_id.encode()), int(k)]
+    return np.random.SeedSequence(key + ([int(draw)] if draw else []))
+
+
+#: PASS on a theorem's own random family also needs at most this share of its instances vacuous: a family
+#: that mostly misses the theorem's hypotheses has not shown the claim, however many instances it confirmed
+#: (issue 23; a theorem meets it by construction, or redraws, :attr:`Theorem.redraw_on`). Runs on --data
+#: and controls are exempt: given data is what it is, and a control is decided by its refutations.
+MAX_VACUOUS_SHARE = 0.25
 
 
 def _jsonable(x: Any) -> Any:
@@ -115,13 +124,17 @@ class TheoremResult:
         return _jsonable(asdict(self))
 
 
-def verdict_of(counts: dict[str, int], min_confirmed: int, max_inconclusive: float = 1.0) -> str:
+def verdict_of(counts: dict[str, int], min_confirmed: int, max_inconclusive: float = 1.0,
+               max_vacuous: float = 1.0) -> str:
     """FAIL if any refuted; ERROR if any error; VACUOUS if too few instances met the hypotheses; PASS if
-    enough were confirmed AND at most ``max_inconclusive`` of the non-vacuous ones stayed undecided;
-    otherwise INCONCLUSIVE.
+    enough were confirmed AND at most ``max_inconclusive`` of the non-vacuous ones stayed undecided AND at
+    most ``max_vacuous`` of all were vacuous; otherwise INCONCLUSIVE.
 
     >>> c = dict(instances=8, confirmed=6, refuted=0, vacuous=0, inconclusive=2, error=0)
     >>> verdict_of(c, 5, 0.25), verdict_of(c, 5, 0.2)
+    ('PASS', 'INCONCLUSIVE')
+    >>> v = dict(instances=8, confirmed=5, refuted=0, vacuous=3, inconclusive=0, error=0)
+    >>> verdict_of(v, 5, 0.25), verdict_of(v, 5, 0.25, max_vacuous=0.25)
     ('PASS', 'INCONCLUSIVE')
     """
     if counts["refuted"] > 0:
@@ -131,7 +144,8 @@ def verdict_of(counts: dict[str, int], min_confirmed: int, max_inconclusive: flo
     eligible = counts["instances"] - counts["vacuous"]
     if eligible < min_confirmed:
         return "VACUOUS"
-    if counts["confirmed"] >= min_confirmed and counts["inconclusive"] <= max_inconclusive * eligible + 1e-12:
+    if (counts["confirmed"] >= min_confirmed and counts["inconclusive"] <= max_inconclusive * eligible + 1e-12
+            and counts["vacuous"] <= max_vacuous * counts["instances"] + 1e-12):
         return "PASS"
     return "INCONCLUSIVE"
 
@@ -227,11 +241,11 @@ def evaluate(thm: Theorem, inst: Any, state: Any, ctx: Context, t0: float) -> In
 
 
 def _contexts(cls: type[Theorem], ks: Sequence[int], *, profile: str, seed: int, device: str,
-              data: Any) -> tuple[list[np.random.Generator], list[Context]]:
+              data: Any, draw: int = 0) -> tuple[list[np.random.Generator], list[Context]]:
     params = dict(cls.profile(profile).params)
     gens, ctxs = [], []
     for k in ks:
-        gen_ss, ctx_ss = instance_seed(seed, cls.id, k).spawn(2)
+        gen_ss, ctx_ss = instance_seed(seed, cls.id, k, draw).spawn(2)
         gens.append(np.random.default_rng(gen_ss))
         ctxs.append(Context(profile=profile, params=params, device=device, rng=np.random.default_rng(ctx_ss),
                             seed=seed, instance=k, data=data))
@@ -302,6 +316,9 @@ def run_instances(
             else:
                 announce("evaluate", [c.instance])
                 r = evaluate(thm, inst, state, c, t1)
+                if cls.redraw_on and data is None:
+                    r, inst = _redraw(thm, r, inst, profile=profile, seed=seed, device=device,
+                                      announce=announce)
             results.append(r)
             if on_result:
                 on_result(r, inst)
@@ -309,6 +326,40 @@ def run_instances(
 
 
 _Prepared = list[tuple[Any, BaseException | None]]
+
+
+def _redrawable(cls: type[Theorem], r: InstanceResult) -> bool:
+    """Vacuous only through hypotheses that define the theorem's own random family (``redraw_on``)."""
+    unmet = [name for name, ok in r.hypotheses.items() if ok is not True]
+    return r.outcome == "vacuous" and bool(unmet) and all(name in cls.redraw_on for name in unmet)
+
+
+def _redraw(thm: Theorem, r: InstanceResult, inst: Any, *, profile: str, seed: int, device: str,
+            announce: Callable[[str, list[int]], None]) -> tuple[InstanceResult, Any]:
+    """Instance k drawn again (seed :func:`instance_seed` with draw j = 1, 2, ...) while it misses only family
+    hypotheses (:attr:`Theorem.redraw_on`), at most ``max_redraws`` times, each prepared on its own; the last
+    draw's result stands, and ``family_draws`` (1 + the redraws) is one of its metrics (the report shows how
+    many draws the family needed). Never on --data: given data is what it is."""
+    cls, k = type(thm), r.instance
+    j = 0
+    while _redrawable(cls, r) and j < cls.max_redraws:
+        j += 1
+        gens, ctxs = _contexts(cls, [k], profile=profile, seed=seed, device=device, data=None, draw=j)
+        t0 = time.perf_counter()
+        announce("instance", [k])
+        try:
+            inst = thm.instance(gens[0], ctxs[0])
+        except Exception as exc:  # noqa: BLE001
+            return _error_result(cls.id, k, exc, t0, f"instance generation (redraw {j})"), None
+        announce("prepare", [k])
+        try:
+            state = thm.prepare([inst], [ctxs[0]])[0]
+        except Exception as exc:  # noqa: BLE001
+            return _error_result(cls.id, k, exc, t0, f"prepare (redraw {j})"), inst
+        announce("evaluate", [k])
+        r = evaluate(thm, inst, state, ctxs[0], t0)
+    r.metrics["family_draws"] = j + 1
+    return r, inst
 
 
 def _prepare_each(thm: Theorem, insts: list[Any], ctxs: list[Context],
@@ -389,11 +440,12 @@ def aggregate(cls: type[Theorem], results: Sequence[InstanceResult], *, profile:
     prof = cls.profile(profile)
     assert prof.max_inconclusive is not None  # Theorem.profile fills it in from the default profile
     min_conf, max_inc = (1, 1.0) if replay else (prof.min_confirmed, prof.max_inconclusive)
-    verdict = "VACUOUS" if not_applicable else verdict_of(counts, min_conf, max_inc)
+    max_vac = 1.0 if (replay or given_data or cls.control_of) else MAX_VACUOUS_SHARE
+    verdict = "VACUOUS" if not_applicable else verdict_of(counts, min_conf, max_inc, max_vac)
     found = sorted(finding_instances(cls, results, profile=profile, seed=seed)) if not given_data else []
     refuted = {r.instance for r in results if r.outcome == "refuted"}
     known = bool(verdict == "FAIL" and refuted and refuted <= set(found)
-                 and (replay or _rest_passes(counts, len(found), min_conf, max_inc)))
+                 and (replay or _rest_passes(counts, len(found), min_conf, max_inc, max_vac)))
     return TheoremResult(
         id=cls.id, title=cls.title, reference=cls.reference, statement=cls.statement, expected=cls.expected,
         verdict=verdict, counts=counts, hypotheses=hyp_rates, metrics=metrics,
@@ -424,7 +476,8 @@ def finding_instances(cls: type[Theorem], results: Sequence[InstanceResult], *, 
     return {r.instance for r in refuted if r.instance in seen}
 
 
-def _rest_passes(counts: dict[str, int], n_found: int, min_confirmed: int, max_inconclusive: float) -> bool:
+def _rest_passes(counts: dict[str, int], n_found: int, min_confirmed: int, max_inconclusive: float,
+                 max_vacuous: float = 1.0) -> bool:
     """Whether the instances other than the finding's decide the theorem on their own: PASS with the finding's
     (refuted) instances left out, so a finding never hides errors, undecided or vacuous instances.
 
@@ -433,7 +486,7 @@ def _rest_passes(counts: dict[str, int], n_found: int, min_confirmed: int, max_i
     (True, False)
     """
     rest = dict(counts, instances=counts["instances"] - n_found, refuted=counts["refuted"] - n_found)
-    return verdict_of(rest, min_confirmed, max_inconclusive) == "PASS"
+    return verdict_of(rest, min_confirmed, max_inconclusive, max_vacuous) == "PASS"
 
 
 def run_theorem(cls: type[Theorem], *, profile: str = "quick", seed: int = 0, device: str = "cpu",

@@ -209,6 +209,12 @@ class Theorem:
     finding_mechanism: ClassVar[Callable[[Any], bool] | None] = None
     #: metric plotted per instance in the report figure (defaults to the first numeric metric)
     plot_metric: ClassVar[str | None] = None
+    #: Hypotheses that define the theorem's own random family (not the claim's conditions on arbitrary
+    #: data): an instance vacuous only through these is drawn again (a new seed, up to ``max_redraws``
+    #: times; the ``family_draws`` metric reports it), since PASS needs at most MAX_VACUOUS_SHARE of the
+    #: instances vacuous (checks.harness). Never used on --data.
+    redraw_on: ClassVar[tuple[str, ...]] = ()
+    max_redraws: ClassVar[int] = 4
     #: Numeric components the check relies on, by name from ``checks.power.sabotage.COMPONENTS`` ("gd",
     #: "kq-gd", "regpath", "prompt-gd", "prompt-path", "seq-gd", "vp-path", "gradient", "softmax",
     #: "causal-mask", "optimal-token", "svm-fro", "svm-nuc", "certificate", "rank"). ``attnsvm power`` runs

@@ -1,0 +1,115 @@
+"""Honest aggregation (issue 23): a known finding is quiet only when the theorem's other instances decide it
+on their own, a theorem mostly vacuous on its own random family does not PASS, and a family redraw is
+counted and reported. Toy plugin theorems, so the rules are tested apart from any numerics."""
+
+import json
+
+import pytest
+
+from checks.cli import main
+
+PLUGIN = '''
+from checks import Profile, Theorem, decide, failed, held, register, undecided
+
+class _Toy(Theorem):
+    reference = "tests"
+    profiles = {"quick": Profile(instances=10, min_confirmed=5)}
+
+    def instance(self, rng, ctx):
+        return {"k": ctx.instance, "x": float(rng.uniform())}
+
+    def check_ok(self, inst, st, ctx):
+        return held(x=inst["x"])
+
+@register
+class Mostly(_Toy):
+    id = "toy-mostly-vacuous"
+    title = "true, but 3 of 10 instances miss a hypothesis"
+    def assume_drawn_well(self, inst, st, ctx):
+        return decide(inst["k"] >= 3, "a bad draw")
+
+@register
+class MostlyControl(_Toy):
+    id = "toy-mostly-vacuous-control"
+    title = "control"
+    expected = "FAIL"
+    control_of = "toy-mostly-vacuous"
+    def check_ok(self, inst, st, ctx):
+        return failed("false", x=inst["x"])
+
+@register
+class Redrawn(_Toy):
+    id = "toy-redrawn"
+    title = "true; a draw below 0.3 misses the family hypothesis and is drawn again"
+    redraw_on = ("drawn_well",)
+    def assume_drawn_well(self, inst, st, ctx):
+        return decide(inst["x"] >= 0.3, f"x = {inst['x']:.2f} < 0.3")
+
+@register
+class RedrawnControl(MostlyControl):
+    id = "toy-redrawn-control"
+    control_of = "toy-redrawn"
+
+def _mechanism(r):
+    return r.metrics.get("trapped") is True
+
+@register
+class Finding(_Toy):
+    id = "toy-finding"
+    title = "true except a documented mechanism on instance 0; the rest undecided"
+    finding = "instance 0 is trapped (a documented counterexample)"
+    finding_seen = {("quick", 0): (0,)}
+    finding_mechanism = staticmethod(_mechanism)
+    def check_ok(self, inst, st, ctx):
+        if inst["k"] == 0:
+            return failed("trapped", trapped=True)
+        return undecided("budget too small") if inst["k"] < 6 else held()
+
+@register
+class FindingControl(MostlyControl):
+    id = "toy-finding-control"
+    control_of = "toy-finding"
+'''
+
+
+@pytest.fixture(scope="module")
+def plugin(tmp_path_factory):
+    """One plugin file for the module (a plugin path is loaded once per process)."""
+    path = tmp_path_factory.mktemp("plugin") / "toy_aggregation.py"
+    path.write_text(PLUGIN)
+    return path
+
+
+def _run(tmp_path, plugin, tid):
+    out = tmp_path / tid
+    rc = main(["check", tid, "--plugin", str(plugin), "--out", str(out), "--no-progress", "--workers", "1"])
+    rep = json.loads((out / "report.json").read_text())
+    return rc, {t["id"]: t for t in rep["theorems"]}, out
+
+
+def test_a_theorem_30_percent_vacuous_on_its_own_family_fails_the_run(tmp_path, plugin, capsys):
+    rc, by_id, _ = _run(tmp_path, plugin, "toy-mostly-vacuous")
+    t = by_id["toy-mostly-vacuous"]
+    assert t["counts"]["confirmed"] == 7 and t["counts"]["vacuous"] == 3  # 7 >= min_confirmed 5
+    assert t["verdict"] == "INCONCLUSIVE" and rc == 1  # but 30 % > 25 % vacuous: not shown
+
+
+def test_a_family_redraw_is_counted_and_decides(tmp_path, plugin, capsys):
+    rc, by_id, out = _run(tmp_path, plugin, "toy-redrawn")
+    t = by_id["toy-redrawn"]
+    assert t["verdict"] == "PASS" and rc == 0
+    draws = {}
+    for line in (out / "results.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r["theorem"] == "toy-redrawn":
+            draws[r["instance"]] = r["metrics"]["family_draws"]
+            assert r["outcome"] == "confirmed" and r["metrics"]["x"] >= 0.3  # the draw that stands
+    assert set(draws) == set(range(10)) and max(draws.values()) > 1  # some instance needed a redraw
+    assert t["metrics"]["family_draws"]["max"] == max(draws.values())  # the report shows the draws
+
+
+def test_a_known_finding_with_the_rest_undecided_fails_the_run(tmp_path, plugin, capsys):
+    rc, by_id, _ = _run(tmp_path, plugin, "toy-finding")
+    t = by_id["toy-finding"]
+    assert t["verdict"] == "FAIL" and t["finding_instances"] == [0]  # the mechanism recognises instance 0
+    assert t["known_finding"] is False and t["status"] != "KNOWN FINDING" and rc == 1  # 5 undecided of 9
