@@ -236,6 +236,17 @@ class Theorem:
     def instance(self, rng: np.random.Generator, ctx: Context) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must define instance(rng, ctx)")
 
+    def predicted(self, name: str, obj: Any, kind: str = "direction",
+                  span: Sequence[Any] | None = None) -> Any:
+        """The predicted object a check compares the numerics with (a direction, a bound, a finite part),
+        through the one seam :func:`checks.power.resolution.predicted`: unchanged in every normal run,
+        perturbed by a relative ε under ``attnsvm power --resolution``, which measures the smallest error
+        the check catches. ``kind``: "direction", "upper" / "lower" (a bound), "point"; ``span``: the
+        subspace the object lives in (default: the whole space)."""
+        from .power.resolution import predicted
+
+        return predicted(self.id, name, obj, kind, span)
+
     def prepare(self, instances: Sequence[Any], ctxs: Sequence[Context]) -> list[Any]:
         """Expensive shared work for a batch of instances (e.g. one batched GD run). Default: none."""
         return [None] * len(instances)

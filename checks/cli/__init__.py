@@ -223,6 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--list-sabotages", action="store_true", help="list the sabotages and components, then exit"
     )
+    s.add_argument("--resolution", action="store_true",
+                   help="instead of sabotages: perturb each predicted object by ε = 1 … 0.01 and report the "
+                        "smallest ε whose verdict is FAIL (resolution.json, resolution.md in --out)")
     s.add_argument("--no-progress", action="store_true", help="no per-cell progress lines on stderr")
     return p
 

@@ -262,6 +262,10 @@ def markdown(rep: dict[str, Any]) -> str:
 
 
 def cmd_power(args) -> int:
+    if getattr(args, "resolution", False):
+        from .resolution import cmd_resolution
+
+        return cmd_resolution(args)
     if args.list_sabotages:
         for n, s in sab.CATALOGUE.items():
             print(f"{n:36} breaks {', '.join(s.breaks):40} {'' if s.default else '(opt-in) '}{s.how}")

@@ -19,6 +19,7 @@ from numerics.svm import is_locally_optimal, solve_att_svm
 from numerics.tokens import optimal_tokens, scores
 from numerics.tolerances import TIE_TOL
 
+from ..power.resolution import token_difference_span
 from ._given import draw_candidate, given_metrics, need_head, switched_candidates
 from ._smoothness import smoothness_bound  # noqa: F401  (one definition, shared with smoothness-step)
 
@@ -209,7 +210,8 @@ class GlobalGD(Theorem):
 
     # -- predictions
     def target(self, inst, st):
-        return st["sol"].W
+        """W^mm, the direction every prediction compares GD with (the resolution seam: Theorem.predicted)."""
+        return self.predicted("W^mm", st["sol"].W, "direction", token_difference_span(inst["data"]))
 
     def check_norm_grows(self, inst, st, ctx):
         idx = doubling_points(st["its"], self.steps)

@@ -15,6 +15,7 @@ from numerics.gd import regularization_path
 from numerics.svm import solve_att_svm
 from numerics.tokens import corr, min_margin, optimal_tokens
 
+from ..power.resolution import token_difference_span
 from ._given import class_subset, need_head, subset_metrics
 
 RADII = 2.0 ** np.arange(0, 8)  # 1..128 (THEORY.md §4)
@@ -374,7 +375,7 @@ class PathCheck(Theorem):
             out.append({"W": Wj, "path_W": rp.W[:, j], "polished": pol,
                         "active": rp.constraint_active[:, j], "norms": rp.norms[:, j],
                         "loss": Lj, "cand_loss": cand,
-                        "fro": fro, "nuc": nuc, "radii": radii, **dec})
+                        "fro": fro, "nuc": nuc, "radii": radii, "data": data, **dec})
         return out
 
     def assume_loss_A(self, inst, st, ctx):
@@ -391,12 +392,17 @@ class PathCheck(Theorem):
         SEP_MIN)."""
         return separated(st, self.sep_min)
 
+    #: the SVM solution the claim says the path converges to ("fro": W^mm, "nuc": W^mm_⋆), and the other one
+    target_key, other_key = "fro", "nuc"
+
     def target(self, st):
-        return st["fro"].W
+        """The path's predicted limit direction (the resolution seam: Theorem.predicted)."""
+        name = "W^mm" if self.target_key == "fro" else "W^mm_⋆"
+        return self.predicted(name, st[self.target_key].W, "direction", token_difference_span(st["data"]))
 
     def other(self, st):
         """The solution the claim says the path does *not* converge to (the control's target)."""
-        return st["nuc"].W
+        return st[self.other_key].W
 
     def threshold(self, st) -> float:
         """Per-instance directional threshold: min(corr_err_max, sep / SEPARATION_K) (see SEPARATION_K)."""
@@ -440,7 +446,7 @@ class PathCheck(Theorem):
             return undecided(f"{out.reason}; but a point of the last two judged radii is another radius's "
                              "point rescaled (the optimiser's own was beaten): not the minimiser's",
                              **out.metrics)
-        key = "fro" if self.target(st) is st["fro"].W else "nuc"
+        key = self.target_key
         if out.status == "failed" and not target_decided(st, key, (J - 2, J - 1)):
             return undecided(f"{out.reason}; but at the last two judged radii the path's point does not beat "
                              f"the claimed target's ball point by more than the rounding bound of the excess "

@@ -120,11 +120,7 @@ class RPKQNuclear(PathCheck):
         data = inst["data"]
         return decide(data.d >= data.n, f"m = d = {data.d} < n = {data.n}")
 
-    def target(self, st):
-        return st["nuc"].W
-
-    def other(self, st):
-        return st["fro"].W
+    target_key, other_key = "nuc", "fro"
 
     check_margin = None  # replaced by the nuclear-norm identity below
 
@@ -149,10 +145,6 @@ class RPKQNuclearControl(RPKQNuclear):
     def not_applicable(self, data):
         return control_not_applicable(data, m_ge_n=True, sep_min=self.sep_min)
 
-    def target(self, st):
-        return st["fro"].W
-
-    def other(self, st):
-        return st["nuc"].W
+    target_key, other_key = "fro", "nuc"
 
     check_nuclear_norm = None  # the control's false claim is the direction alone

@@ -108,10 +108,6 @@ class RPWFrobeniusControl(RPWFrobenius):
     def not_applicable(self, data):
         return control_not_applicable(data, m_ge_n=False, sep_min=self.sep_min)
 
-    def target(self, st):
-        return st["nuc"].W
-
-    def other(self, st):
-        return st["fro"].W
+    target_key, other_key = "nuc", "fro"
 
     check_margin = None  # the control's false claim is the direction alone

@@ -1,0 +1,235 @@
+"""Resolution: the smallest error in a predicted object that a theorem's check catches (issue 23).
+
+A check that PASSes on the right answer says little until it is shown to FAIL on a nearly right one. Each
+prediction that compares the numerics with a predicted object (a max-margin direction, a finite part, a
+bound) hands that object to :func:`predicted` (the one seam, called through ``Theorem.predicted``) before
+comparing. Normally the object comes back unchanged. Under :func:`perturbed` (``attnsvm power
+--resolution``) it comes back perturbed by a relative amount ε, seeded by (theorem, instance, object name):
+
+* ``"direction"``: tilted by the angle arcsin ε, towards a random unit direction orthogonal to it inside
+  ``span`` (the subspace the theorem's SVM solutions live in: the span of the token-difference matrices
+  (x_it − x_iτ) z_iᵀ for W), its norm kept;
+* ``"upper"`` / ``"lower"`` (a bound the numerics must stay below / above): scaled by 1 − ε / 1 + ε, the
+  direction in which a too-optimistic bound would err;
+* ``"point"`` (e.g. a finite part W^fin): moved by ε‖obj‖ in a random direction inside ``span``.
+
+:func:`measure` runs a theorem at the ladder ε ∈ LADDER and reports the smallest ε at which its verdict is
+FAIL: the check's resolution. A theorem whose checks call no seam has no measured resolution (``None``),
+which the report says instead of guessing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: The relative sizes of perturbation tried, largest first (issue 23).
+LADDER = (1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01)
+KINDS = ("direction", "upper", "lower", "point")
+
+
+@dataclass
+class _State:
+    eps: float
+    used: set[str] = field(default_factory=set)
+
+
+_ACTIVE: list[_State] = []
+
+
+@contextlib.contextmanager
+def perturbed(eps: float) -> Iterator[_State]:
+    """Within: every predicted object handed to :func:`predicted` is perturbed by ``eps`` (0: only recorded,
+    so a clean run says which objects a theorem declares)."""
+    if not 0 <= eps <= 1:
+        raise ValueError(f"a relative perturbation lies in [0, 1], got {eps}")
+    st = _State(float(eps))
+    _ACTIVE.append(st)
+    try:
+        yield st
+    finally:
+        _ACTIVE.remove(st)
+
+
+def _rng(theorem: str, name: str, obj: Any) -> np.random.Generator:
+    """Seeded by the theorem, the object's name and the object itself (rounded to 8 significant digits, so
+    the several predictions of one instance that ask for the same object get the same perturbation)."""
+    x = np.asarray(obj, dtype=float)
+    key = np.format_float_scientific if x.ndim == 0 else None
+    text = key(float(x), precision=8) if key else np.array2string(x.reshape(-1), precision=8, threshold=10**9)
+    return np.random.default_rng([zlib.crc32(theorem.encode()), zlib.crc32(name.encode()),
+                                  zlib.crc32(text.encode())])
+
+
+def _orthonormal_basis(span: Sequence[np.ndarray] | None, shape: tuple[int, ...]) -> np.ndarray:
+    """(k, size) orthonormal rows spanning ``span`` (the whole space when None)."""
+    size = int(np.prod(shape))
+    if span is None or len(span) == 0:
+        return np.eye(size)
+    A = np.stack([np.asarray(a, dtype=float).reshape(-1) for a in span])
+    u, s, vt = np.linalg.svd(A, full_matrices=False)
+    keep = s > s.max() * 1e-10 if s.size and s.max() > 0 else np.zeros(0, bool)
+    return vt[keep]
+
+
+def _random_in(basis: np.ndarray, rng: np.random.Generator, avoid: np.ndarray | None) -> np.ndarray | None:
+    """A random unit vector in the row span of ``basis``, orthogonal to ``avoid`` (None if none exists)."""
+    v = rng.standard_normal(basis.shape[0]) @ basis
+    if avoid is not None:
+        a = avoid / np.linalg.norm(avoid)
+        v = v - (v @ a) * a
+    n = np.linalg.norm(v)
+    return None if n < 1e-12 else v / n
+
+
+def perturb(obj: Any, kind: str, eps: float, rng: np.random.Generator,
+            span: Sequence[np.ndarray] | None = None) -> Any:
+    """``obj`` perturbed by the relative amount ``eps`` (see the module docstring); ``eps = 0``: unchanged."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r} (one of {', '.join(KINDS)})")
+    if eps == 0:
+        return obj
+    if kind == "upper":
+        return obj * (1.0 - eps)
+    if kind == "lower":
+        return obj * (1.0 + eps)
+    x = np.asarray(obj, dtype=float)
+    flat, norm = x.reshape(-1), float(np.linalg.norm(x))
+    if norm == 0:
+        return obj
+    basis = _orthonormal_basis(span, x.shape)
+    if kind == "point":
+        v = _random_in(basis, rng, None)
+        return x if v is None else (flat + eps * norm * v).reshape(x.shape)
+    u = _random_in(basis, rng, flat)
+    if u is None:  # the span holds only the direction itself: nothing to tilt towards inside it
+        u = _random_in(np.eye(flat.size), rng, flat)
+    theta = float(np.arcsin(min(eps, 1.0)))
+    return ((np.cos(theta) * flat / norm + np.sin(theta) * u) * norm).reshape(x.shape)
+
+
+def predicted(theorem: str, name: str, obj: Any, kind: str, span: Sequence[np.ndarray] | None = None) -> Any:
+    """The seam: ``obj`` as the prediction compares with it (perturbed under :func:`perturbed`)."""
+    if not _ACTIVE:
+        return obj
+    st = _ACTIVE[-1]
+    st.used.add(f"{name} ({kind})")
+    return perturb(obj, kind, st.eps, _rng(theorem, name, obj), span)
+
+
+def token_difference_span(data: Any) -> list[np.ndarray]:
+    """The span the W-SVM solutions of ``data`` live in: (x_it − x_iτ) z_iᵀ over examples and token pairs
+    (every Att-SVM constraint matrix, for any selection α)."""
+    X, Z = np.asarray(data.X, float), np.asarray(data.Z, float)
+    out = []
+    for i in range(X.shape[0]):
+        for t in range(1, X.shape[1]):
+            out.append(np.outer(X[i, t] - X[i, 0], Z[i]))
+    return out
+
+
+def measure(cls: type, *, profile: str = "quick", seed: int = 0,
+            run: Callable[..., Any] | None = None, ladder: Sequence[float] = LADDER) -> dict[str, Any]:
+    """The theorem at ε = 0 (clean; which objects it declares) and at every ε of the ladder: its verdicts
+    and its resolution, the smallest ε at which the verdict is FAIL (None if none is, or nothing is
+    declared)."""
+    from ..harness import run_theorem
+
+    run = run or run_theorem
+    with perturbed(0.0) as st:
+        clean = run(cls, profile=profile, seed=seed)
+    row: dict[str, Any] = {"id": cls.id, "profile": profile, "seed": seed, "clean": clean.verdict,
+                           "objects": sorted(st.used), "verdicts": {}, "resolution": None}
+    if not st.used:
+        return row
+    for eps in ladder:
+        with perturbed(eps):
+            row["verdicts"][f"{eps:g}"] = run(cls, profile=profile, seed=seed).verdict
+    fails = [float(e) for e, v in row["verdicts"].items() if v == "FAIL"]
+    row["resolution"] = min(fails) if fails else None
+    return row
+
+
+#: The goals of issue 23, by kind of the object a theorem declares: a direction must be resolved at
+#: ε <= 0.05 on the quick profile, a finite part ("point") at 0.1, a bound at a factor 2 (ε = 0.5).
+GOALS = {"direction": 0.05, "point": 0.1, "upper": 0.5, "lower": 0.5}
+
+
+def _goal(objects: Sequence[str]) -> float | None:
+    kinds = [o.rsplit("(", 1)[-1].rstrip(")") for o in objects]
+    goals = [GOALS[k] for k in kinds if k in GOALS]
+    return min(goals) if goals else None
+
+
+def run_resolution(ids: Sequence[str] = (), *, profile: str = "quick", seed: int = 0,
+                   plugins: Sequence[str] = (), log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """:func:`measure` for every selected theorem (controls only if named), with its goal."""
+    from .. import catalogue
+    from ..plan import load_catalogue
+    from .sabotage import active
+
+    if active():
+        from numerics.errors import InvalidInputError
+
+        raise InvalidInputError("resolution needs clean numerics, but a sabotage is installed")
+    load_catalogue(plugins)
+    named = set(ids)
+    rows = []
+    for cls in catalogue.select(list(ids)):
+        if cls.control_of and cls.id not in named:
+            continue
+        row = measure(cls, profile=profile, seed=seed)
+        row["goal"] = _goal(row["objects"])
+        row["meets_goal"] = (None if row["goal"] is None else
+                             row["resolution"] is not None and row["resolution"] <= row["goal"])
+        rows.append(row)
+        if log:
+            log(f"{cls.id}: clean {row['clean']}, resolution {row['resolution']} "
+                f"({', '.join(row['objects']) or 'no predicted object declared'})")
+    return {"profile": profile, "seed": seed, "ladder": list(LADDER), "theorems": rows}
+
+
+def markdown(rep: dict[str, Any]) -> str:
+    eps = [f"{e:g}" for e in rep["ladder"]]
+    lines = [f"# Resolution (profile {rep['profile']}, seed {rep['seed']})", "",
+             "Verdict with the predicted object perturbed by a relative ε (checks/power/resolution.py); the "
+             "resolution is the smallest ε whose verdict is FAIL.", "",
+             "| theorem | predicted object | clean | " + " | ".join(f"ε={e}" for e in eps)
+             + " | resolution | goal | met |",
+             "|---|---|---|" + "---|" * len(eps) + "---|---|---|"]
+    for r in rep["theorems"]:
+        if not r["objects"]:
+            continue
+        v = [r["verdicts"].get(e, "") for e in eps]
+        lines.append(f"| {r['id']} | {', '.join(r['objects'])} | {r['clean']} | " + " | ".join(v)
+                     + f" | {r['resolution'] if r['resolution'] is not None else 'none'} | {r['goal']} | "
+                     + ("yes" if r["meets_goal"] else "**no**") + " |")
+    undeclared = [r["id"] for r in rep["theorems"] if not r["objects"]]
+    if undeclared:
+        lines += ["", "No predicted object declared through the seam yet (resolution not measured): "
+                  + ", ".join(undeclared) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def cmd_resolution(args) -> int:
+    import json
+    import sys
+    from pathlib import Path
+
+    from numerics.fileio import write_text
+
+    log = None if args.no_progress else (lambda line: print(line, file=sys.stderr, flush=True))
+    rep = run_resolution(args.ids, profile=args.profile, seed=args.seed, plugins=args.plugin, log=log)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_text(out / "resolution.json", json.dumps(rep, indent=1))
+    md = markdown(rep)
+    write_text(out / "resolution.md", md)
+    print(md)
+    print(f"resolution: {out / 'resolution.md'} (also resolution.json)")
+    return 0

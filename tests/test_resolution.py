@@ -1,0 +1,69 @@
+"""The resolution seam (checks/power/resolution.py): a predicted object perturbed by a relative ε, and the
+smallest ε a theorem's check catches. The perturbations are exact (a tilt by arcsin ε keeps the norm and
+lies in the given span; a bound scales by 1 ∓ ε) and the seam is the identity outside `perturbed`."""
+
+import numpy as np
+import pytest
+
+from checks import Profile, Theorem, decide
+from checks.power.resolution import LADDER, measure, perturb, perturbed, predicted, token_difference_span
+from numerics.data import random_unit_sphere
+
+
+@pytest.mark.parametrize("eps", LADDER)
+def test_a_tilt_is_exact_and_stays_in_its_span(eps):
+    data = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(1))
+    span = token_difference_span(data)
+    W = sum(np.random.default_rng(2).standard_normal() * a for a in span)
+    V = perturb(W, "direction", eps, np.random.default_rng(3), span)
+    cos = float(np.sum(W * V) / (np.linalg.norm(W) * np.linalg.norm(V)))
+    assert np.linalg.norm(V) == pytest.approx(np.linalg.norm(W), rel=1e-12)
+    assert np.sqrt(max(0.0, 1 - cos**2)) == pytest.approx(eps, abs=1e-9)  # sin of the tilt angle is ε
+    B = np.stack([a.reshape(-1) for a in span])
+    resid = V.reshape(-1) - B.T @ np.linalg.lstsq(B.T, V.reshape(-1), rcond=None)[0]
+    assert np.linalg.norm(resid) < 1e-9 * np.linalg.norm(V)  # inside the span of the SVM's solutions
+
+
+def test_bounds_and_points():
+    rng = np.random.default_rng(0)
+    assert perturb(2.0, "upper", 0.1, rng) == pytest.approx(1.8)
+    assert perturb(2.0, "lower", 0.1, rng) == pytest.approx(2.2)
+    x = np.ones((2, 2))
+    assert np.linalg.norm(perturb(x, "point", 0.1, rng) - x) == pytest.approx(0.1 * np.linalg.norm(x))
+    assert perturb(x, "direction", 0.0, rng) is x
+
+
+def test_the_seam_is_the_identity_outside_a_perturbation():
+    W = np.eye(3)
+    assert predicted("t", "W", W, "direction") is W
+    with perturbed(0.0) as st:
+        assert predicted("t", "W", W, "direction") is W
+    assert st.used == {"W (direction)"}
+    with perturbed(0.5):  # the same object gets the same perturbation every time it is asked for
+        a, b = predicted("t", "W", W, "direction"), predicted("t", "W", W, "direction")
+    assert np.array_equal(a, b) and not np.allclose(a, W)
+
+
+class _Sharp(Theorem):
+    """Toy: the predicted direction e1 is compared with the exact answer at tolerance 1e-3 (1 − cos)."""
+
+    id = "toy-sharp"
+    reference = "tests"
+    title = "toy"
+    profiles = {"quick": Profile(instances=6, min_confirmed=5)}
+
+    def instance(self, rng, ctx):
+        return None
+
+    def check_direction(self, inst, st, ctx):
+        e1 = np.array([1.0, 0.0, 0.0])
+        w = self.predicted("e1", e1, "direction")
+        return decide(1 - float(w @ e1) < 1e-3, "off")
+
+
+def test_measure_finds_the_smallest_error_caught():
+    row = measure(_Sharp)
+    assert row["clean"] == "PASS" and row["objects"] == ["e1 (direction)"]
+    # 1 − cos(arcsin ε) < 1e-3 holds for ε ≤ 0.0447: ε = 0.05 is caught, 0.02 is not
+    assert row["resolution"] == 0.05
+    assert row["verdicts"]["0.02"] == "PASS" and row["verdicts"]["0.05"] == "FAIL"
