@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from checks import Profile, Theorem, decide
-from checks.power.resolution import LADDER, measure, perturb, perturbed, predicted, token_difference_span
+from checks.power.matrix import measure
+from checks.power.resolution import LADDER, perturb, perturbed, predicted, token_difference_span
 from numerics.data import random_unit_sphere
 
 

@@ -34,6 +34,7 @@ from ..harness import TheoremResult, run_theorem
 from ..report import fails_run
 from ..theorem import Theorem
 from . import sabotage as sab
+from .resolution import LADDER, perturbed
 
 SCHEMA = 1
 
@@ -263,8 +264,6 @@ def markdown(rep: dict[str, Any]) -> str:
 
 def cmd_power(args) -> int:
     if getattr(args, "resolution", False):
-        from .resolution import cmd_resolution
-
         return cmd_resolution(args)
     if args.list_sabotages:
         for n, s in sab.CATALOGUE.items():
@@ -286,3 +285,96 @@ def cmd_power(args) -> int:
     print(text_table(rep))
     print(f"\npower matrix: {out / 'power.md'} (also power.json)")
     return 1 if rep["survivors"] else 0
+
+
+# -- resolution: the predicted objects perturbed (checks.power.resolution is the seam) -----------------
+def measure(cls: type, *, profile: str = "quick", seed: int = 0,
+            run: Callable[..., Any] | None = None, ladder: Sequence[float] = LADDER) -> dict[str, Any]:
+    """The theorem at ε = 0 (clean; which objects it declares) and at every ε of the ladder: its verdicts
+    and its resolution, the smallest ε at which the verdict is FAIL (None if none is, or nothing is
+    declared)."""
+    run = run or run_theorem
+    with perturbed(0.0) as st:
+        clean = run(cls, profile=profile, seed=seed)
+    row: dict[str, Any] = {"id": cls.id, "profile": profile, "seed": seed, "clean": clean.verdict,
+                           "objects": sorted(st.used), "verdicts": {}, "resolution": None}
+    if not st.used:
+        return row
+    for eps in ladder:
+        with perturbed(eps):
+            row["verdicts"][f"{eps:g}"] = run(cls, profile=profile, seed=seed).verdict
+    fails = [float(e) for e, v in row["verdicts"].items() if v == "FAIL"]
+    row["resolution"] = min(fails) if fails else None
+    return row
+
+
+#: The goals of issue 23, by kind of the object a theorem declares: a direction must be resolved at
+#: ε <= 0.05 on the quick profile, a finite part ("point") at 0.1, a bound at a factor 2 (ε = 0.5).
+GOALS = {"direction": 0.05, "point": 0.1, "upper": 0.5, "lower": 0.5}
+
+
+def _goal(objects: Sequence[str]) -> float | None:
+    kinds = [o.rsplit("(", 1)[-1].rstrip(")") for o in objects]
+    goals = [GOALS[k] for k in kinds if k in GOALS]
+    return min(goals) if goals else None
+
+
+def run_resolution(ids: Sequence[str] = (), *, profile: str = "quick", seed: int = 0,
+                   plugins: Sequence[str] = (), log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """:func:`measure` for every selected theorem (controls only if named), with its goal."""
+    from ..plan import load_catalogue
+
+    if sab.active():
+        raise InvalidInputError("resolution needs clean numerics, but a sabotage is installed")
+    load_catalogue(plugins)
+    named = set(ids)
+    rows = []
+    for cls in catalogue.select(list(ids)):
+        if cls.control_of and cls.id not in named:
+            continue
+        row = measure(cls, profile=profile, seed=seed)
+        row["goal"] = _goal(row["objects"])
+        row["meets_goal"] = (None if row["goal"] is None else
+                             row["resolution"] is not None and row["resolution"] <= row["goal"])
+        rows.append(row)
+        if log:
+            log(f"{cls.id}: clean {row['clean']}, resolution {row['resolution']} "
+                f"({', '.join(row['objects']) or 'no predicted object declared'})")
+    return {"profile": profile, "seed": seed, "ladder": list(LADDER), "theorems": rows}
+
+
+def resolution_markdown(rep: dict[str, Any]) -> str:
+    eps = [f"{e:g}" for e in rep["ladder"]]
+    lines = [f"# Resolution (profile {rep['profile']}, seed {rep['seed']})", "",
+             "Verdict with the predicted object perturbed by a relative ε (checks/power/resolution.py); the "
+             "resolution is the smallest ε whose verdict is FAIL.", "",
+             "| theorem | predicted object | clean | " + " | ".join(f"ε={e}" for e in eps)
+             + " | resolution | goal | met |",
+             "|---|---|---|" + "---|" * len(eps) + "---|---|---|"]
+    for r in rep["theorems"]:
+        if not r["objects"]:
+            continue
+        v = [r["verdicts"].get(e, "") for e in eps]
+        lines.append(f"| {r['id']} | {', '.join(r['objects'])} | {r['clean']} | " + " | ".join(v)
+                     + f" | {r['resolution'] if r['resolution'] is not None else 'none'} | {r['goal']} | "
+                     + ("yes" if r["meets_goal"] else "**no**") + " |")
+    undeclared = [r["id"] for r in rep["theorems"] if not r["objects"]]
+    if undeclared:
+        lines += ["", "No predicted object declared through the seam yet (resolution not measured): "
+                  + ", ".join(undeclared) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def cmd_resolution(args) -> int:
+    from numerics.fileio import write_text
+
+    log = None if args.no_progress else (lambda line: print(line, file=sys.stderr, flush=True))
+    rep = run_resolution(args.ids, profile=args.profile, seed=args.seed, plugins=args.plugin, log=log)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_text(out / "resolution.json", json.dumps(rep, indent=1))
+    md = resolution_markdown(rep)
+    write_text(out / "resolution.md", md)
+    print(md)
+    print(f"resolution: {out / 'resolution.md'} (also resolution.json)")
+    return 0
