@@ -338,8 +338,8 @@ def _redraw(thm: Theorem, r: InstanceResult, inst: Any, *, profile: str, seed: i
             announce: Callable[[str, list[int]], None]) -> tuple[InstanceResult, Any]:
     """Instance k drawn again (seed :func:`instance_seed` with draw j = 1, 2, ...) while it misses only family
     hypotheses (:attr:`Theorem.redraw_on`), at most ``max_redraws`` times, each prepared on its own; the last
-    draw's result stands, and ``family_draws`` (1 + the redraws) is one of its metrics (the report shows how
-    many draws the family needed). Never on --data: given data is what it is."""
+    draw's result stands, and ``redraws`` (how many draws were replaced) is one of its metrics (the report
+    shows how many draws the family needed). Never on --data: given data is what it is."""
     cls, k = type(thm), r.instance
     j = 0
     while _redrawable(cls, r) and j < cls.max_redraws:
@@ -358,7 +358,7 @@ def _redraw(thm: Theorem, r: InstanceResult, inst: Any, *, profile: str, seed: i
             return _error_result(cls.id, k, exc, t0, f"prepare (redraw {j})"), inst
         announce("evaluate", [k])
         r = evaluate(thm, inst, state, ctxs[0], t0)
-    r.metrics["family_draws"] = j + 1
+    r.metrics["redraws"] = j
     return r, inst
 
 

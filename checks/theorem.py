@@ -211,7 +211,7 @@ class Theorem:
     plot_metric: ClassVar[str | None] = None
     #: Hypotheses that define the theorem's own random family (not the claim's conditions on arbitrary
     #: data): an instance vacuous only through these is drawn again (a new seed, up to ``max_redraws``
-    #: times; the ``family_draws`` metric reports it), since PASS needs at most MAX_VACUOUS_SHARE of the
+    #: times; the ``redraws`` metric reports it), since PASS needs at most MAX_VACUOUS_SHARE of the
     #: instances vacuous (checks.harness). Never used on --data.
     redraw_on: ClassVar[tuple[str, ...]] = ()
     max_redraws: ClassVar[int] = 4

@@ -102,10 +102,10 @@ def test_a_family_redraw_is_counted_and_decides(tmp_path, plugin, capsys):
     for line in (out / "results.jsonl").read_text().splitlines():
         r = json.loads(line)
         if r["theorem"] == "toy-redrawn":
-            draws[r["instance"]] = r["metrics"]["family_draws"]
+            draws[r["instance"]] = r["metrics"]["redraws"]
             assert r["outcome"] == "confirmed" and r["metrics"]["x"] >= 0.3  # the draw that stands
-    assert set(draws) == set(range(10)) and max(draws.values()) > 1  # some instance needed a redraw
-    assert t["metrics"]["family_draws"]["max"] == max(draws.values())  # the report shows the draws
+    assert set(draws) == set(range(10)) and max(draws.values()) >= 1  # some instance needed a redraw
+    assert t["metrics"]["redraws"]["max"] == max(draws.values())  # the report shows the draws
 
 
 def test_a_known_finding_with_the_rest_undecided_fails_the_run(tmp_path, plugin, capsys):
