@@ -203,3 +203,41 @@ def valley_data(d: int, *, rng: np.random.Generator, min_score: float = 0.2) -> 
             X = np.stack([x, x])  # (2, 2, d)
             return AttentionData(X, np.array([1.0, -1.0]), np.stack([z, z]), v)
     raise InvalidInputError(f"valley_data: no draw with scores of both signs beyond {min_score} at d={d}")
+
+
+def tight_data(d: int, *, rng: np.random.Generator, delta: float, min_diam: float = 0.5) -> AttentionData:
+    """One example, two unit tokens, scores ±Δ/2 (n = 1, T = 2, cross-attention): the family on which the
+    proved smoothness bound (theory.smoothness.lipschitz_bound) is within 2× of the true L_W, by construction.
+
+    The head is v = Δ (x_1 − x_2)/‖x_1 − x_2‖², so γ_1 − γ_2 = Δ and
+    γ_1 + γ_2 = Δ(‖x_1‖² − ‖x_2‖²)/‖x_1 − x_2‖² = 0. L(W) = ℓ(γ_2 + Δ σ(δ)) depends on W only
+    through δ = ⟨F, W⟩, F = (x_1 − x_2) z^T, ‖F‖_F = ρ = ‖x_1 − x_2‖‖z‖; the Hessian is rank one along F and
+    at δ = 0 (s = (½, ½), u = 0, where ℓ''(0) = 1/4 is largest) its eigenvalue is ρ² ℓ''(0)(Δ/4)² = ρ²Δ²/64
+    (the ℓ' term carries σ''(0) = 0). The proved bound is ρ²/4 ·
+    (Δ²/16 + σ(Δ/2)Δ) (B2 = 1/4, B1 = sup|ℓ'| on [−Δ/2, Δ/2] = σ(Δ/2), token diameter ‖x_1 − x_2‖), so
+    L_W / bound ≥ Δ/(Δ + 16σ(Δ/2)) ≥ Δ/(Δ + 16): 2/3 at Δ = 32, 4/5 at Δ = 64 (:func:`tight_curvature`).
+    ``min_diam`` keeps the tokens apart (ρ bounded below). Needs d >= 2.
+    """
+    if d < 2:
+        raise InvalidInputError(f"tight_data needs d >= 2, got d={d}")
+    if not delta > 0:
+        raise InvalidInputError(f"tight_data needs a score gap delta > 0, got {delta!r}")
+    for _ in range(1000):
+        x = _unit(rng.standard_normal((2, d)))
+        e = x[0] - x[1]
+        if np.linalg.norm(e) >= min_diam:
+            z = _unit(rng.standard_normal(d))
+            return AttentionData(x[None], np.array([1.0]), z[None], delta * e / float(e @ e))
+    raise InvalidInputError(f"tight_data: no two unit tokens {min_diam} apart at d={d}")
+
+
+def tight_curvature(data: AttentionData) -> tuple[np.ndarray, float, float]:
+    """(F, λ₀, τ₀) of :func:`tight_data`: the direction F = (x_1 − x_2) z^T, the Hessian eigenvalue
+    λ₀ = ‖F‖²Δ²/64 at δ = ⟨F, W⟩ = 0, and τ₀ = Δ/(Δ + 16σ(Δ/2)), the closed-form lower bound on
+    λ₀ / lipschitz_bound(data) (a lower bound on the tightness: the sup of the curvature sits slightly
+    off δ = 0, where the ℓ'σ'' term adds, within 0.1 % of λ₀ for Δ ≥ 32)."""
+    x1, x2, z = data.X[0, 0], data.X[0, 1], data.Z[0]
+    F = np.outer(x1 - x2, z)
+    g = float(data.v @ (x1 - x2))
+    lam = float(np.sum(F * F)) * g**2 / 64
+    return F, lam, g / (g + 16 / (1 + np.exp(-g / 2)))

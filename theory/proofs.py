@@ -191,8 +191,8 @@ PROOFS: tuple[ProofRecord, ...] = (
         "second directional derivative of ell(gamma^T S(a + eps b)) (sympy.diff, symbolic T), weighted "
         "Lagrange identity, Bhatia-Davis identity, mean in range, monotonicity (sympy signs)",
         "all",
-        "measured ||grad L(W) - grad L(W')|| / ||W - W'|| <= theory.smoothness.lipschitz_bound <= "
-        "gd_global.smoothness_bound on random instances (tests/test_formal.py)",
+        "measured ||grad L(W) - grad L(W')|| / ||W - W'|| and adversarial Hessian Rayleigh quotients <= "
+        "theory.smoothness.lipschitz_bound, the bound every check uses (smoothness-step, tests)",
         _smooth,
         "smoothness-step",
     ),

@@ -26,10 +26,11 @@ Derivation (each step machine-checked in :func:`lipschitz_derivation`; sums over
    increasing in Delta and rho (sympy sign of its partial derivatives), so the upper bounds may be plugged in.
    For the logistic loss sup |ell'| = 1 and sup ell'' = 1/4 (sympy: limits and ``maximum`` over R).
 
-:func:`lipschitz_bound` evaluates the lambdified expression on data. It is never larger than
-``checks.theorems.gd_global.smoothness_bound`` (the same form with ||X_i||_2^2 >= R_i^2 >= D_i^2/4 and the
-logistic loss's global constants) in the ``"scores"`` form, and both must dominate every measured ratio
-||grad L(W) - grad L(W')|| / ||W - W'|| (tests/test_formal.py).
+:func:`lipschitz_bound` evaluates the lambdified expression on data. Its ``"scores"`` form is the bound
+every check uses (``checks.theorems._smoothness.smoothness_bound``: smoothness-step, gd-global); it replaced
+the checks' former (1/n) sum_i ||X_i||_2^2 ||z_i||^2 (Delta_i^2/16 + Delta_i), which it never exceeds, and it
+must dominate every measured ratio ||grad L(W) - grad L(W')|| / ||W - W'|| and every adversarial Hessian
+Rayleigh quotient (tests/test_formal.py, tests/test_smoothness_resolution.py, smoothness-step).
 
 Examples
 --------

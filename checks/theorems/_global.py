@@ -1,4 +1,4 @@
-"""The machinery of gd-global (plain GD, η ≤ 1/L̄_W) and of its normalised-GD variant gd-global-normalized:
+"""The machinery of gd-global (plain GD, η ≤ 1/L_W) and of its normalised-GD variant gd-global-normalized:
 the budget and thresholds (named, with reasons), the instance family, the hypotheses and the predictions.
 The statements and catalogue entries are checks/theorems/gd_global.py and gd_global_normalized.py (a theorem
 module never imports another: both subclass these bases)."""
@@ -21,7 +21,7 @@ from numerics.tolerances import TIE_TOL
 
 from ..power.resolution import token_difference_span
 from ._given import draw_candidate, given_metrics, need_head, switched_candidates
-from ._smoothness import smoothness_bound  # noqa: F401  (one definition, shared with smoothness-step)
+from ._smoothness import smoothness_bound  # noqa: F401  (the proved bound, shared with smoothness-step)
 
 # -- helpers shared by the gd theorems ---------------------------------------------------------
 
@@ -29,7 +29,7 @@ from ._smoothness import smoothness_bound  # noqa: F401  (one definition, shared
 # -- tolerances and budget (named, with reasons) -------------------------------------------------
 
 #: B.2 tie tolerance: the builder puts non-optimal scores exactly equal (up to float rounding ~1e-16).
-#: Plain GD step: ≤ 1/L̄_W on the whole family (L̄_W ≤ 1.8 on B.2, ≈ 0.6 on B.1); checked per instance.
+#: Plain GD step: ≤ 1/L_W on the whole family (proved L_W ≤ 0.33 on B.2, ≤ 0.25 on B.1); checked per instance.
 ETA = 0.4
 #: Budget: 20000 steps (≈ 2 s per batch of 8 on one core), recorded on a grid containing k = S/32, …, S.
 STEPS = 20000
@@ -202,7 +202,7 @@ class GlobalGD(Theorem):
         if self.normalized:
             return held()  # normalised GD has no Lipschitz step condition (gd-global-normalized)
         L = smoothness_bound(inst["data"])
-        return decide(self.lr * L <= 1.0, f"η·L̄_W = {self.lr * L:.3g} > 1", L_bound=L, eta_L=self.lr * L)
+        return decide(self.lr * L <= 1.0, f"η·L_W = {self.lr * L:.3g} > 1", L_bound=L, eta_L=self.lr * L)
 
     def assume_start_gradient(self, inst, st, ctx):
         ip = grad_inner(inst["data"], inst["init"], st["sol"].W)

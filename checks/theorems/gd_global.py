@@ -9,8 +9,8 @@ paper's initialisation has ‖W(k)‖_F → ∞ and W(k)/‖W(k)‖_F → W^mm/�
 Hypotheses implemented (each an ``assume_*``, each computed on the instance): logistic loss satisfies
 Assumption A (sympy proof, theory.losses); unique optimal tokens; Att-SVM(opt) feasible (certified);
 B.1 or B.2 (``checks.hypotheses.b1_holds`` on the certified support sets, ``b2_holds`` on the scores); the
-step: η·L̄_W ≤ 1
-with L̄_W = :func:`smoothness_bound`, a computed upper bound on L_W; the start: ⟨∇L(W(0)), W^mm⟩ < 0
+step: η·L_W ≤ 1 with L_W = :func:`smoothness_bound`, the proved upper bound on the Lipschitz constant of ∇L;
+the start: ⟨∇L(W(0)), W^mm⟩ < 0
 (under B.1/B.2 this holds at every W — no-stationary-points — so it is checked, not assumed).
 
 Initialisation: the authors' small random start, W(0) with i.i.d. N(0, 0.01²) entries (numerics.gd's
@@ -18,8 +18,8 @@ default; the authors' code seeds only the data). Instance family, alternating by
 B.2 data (checks.strategies.b2_data, n=4, T=6, d=8); odd — B.1 data built on purpose
 (checks.strategies.b1_data, n=3, T=4, d=12: orthonormal tokens and queries make every constraint active).
 
-GD: plain GD, η = 0.4 (≤ 1/L̄_W on every instance of the family: L̄_W ≈ 0.6 on B.1, 1.2–1.8 on B.2), 20000
-steps, recorded at k = S/32, S/16, …, S (five doublings of k).
+GD: plain GD, η = 0.4 (≤ 1/L_W on every instance of the family: the proved L_W is 0.11–0.25 on B.1,
+0.14–0.33 on B.2), 20000 steps, recorded at k = S/32, S/16, …, S (five doublings of k).
 
 Why these judgements (derivation): near the limit W(k) ≈ r(k) W^mm + W_fin, the support tokens' softmax
 shares are ∝ e^{−r}, so the gradient is ∝ e^{−r} and r(k+1) − r(k) ∝ η e^{−r}: r(k) ≈ log k. Hence
@@ -45,10 +45,10 @@ locally optimal α ≠ opt, or the SVM of the untrapped examples under which eve
 behind by > TIE_TOL. Under the theorem no such direction attracts GD; under the local theorem it does
 (controls).
 
-:func:`smoothness_bound` (checks/theorems/_smoothness.py, the one definition, shared with smoothness-step):
-L̄_W = (1/n) Σ_i ‖X_i‖₂² ‖z_i‖² (Δ_i²/16 + Δ_i) ≥ L_W, derived there. (tests/test_gd_checks.py checks L̄_W
-against
-measured gradient differences.)
+:func:`smoothness_bound` (checks/theorems/_smoothness.py, shared with smoothness-step and the tests): the
+PROVED bound theory.smoothness.lipschitz_bound, L_W ≤ (1/n) Σ_i (D_i²‖z_i‖²/4)(B2_i Δ_i²/4 + B1_i Δ_i)
+(D_i the token diameter; it replaced the checks-only ‖X_i‖₂²‖z_i‖²(Δ_i²/16 + Δ_i), which it never exceeds).
+smoothness-step measures it adversarially (Hessian power iteration and ascent).
 
 Control (``gd-global-control``), at the boundary of the B hypotheses: the same plain GD, step rule and
 predictions on unit-sphere data where NEITHER B.1 NOR B.2 holds (tested: ``assume_neither_B1_nor_B2``), with
