@@ -424,8 +424,8 @@ def coupled_selection_multi(rng: np.random.Generator, d: int, splits, *, T: int 
     pre-activations at u(θ⋆_g) off every kink), rule (3) for every example, and rule (4) (unique finite
     minimiser of L_O on S_fin with smallest curvature ≥ DESIGN_CURVATURE, and dim S_fin = len(splits)).
     ``theta`` is θ⋆ of the first group; ``attempts`` counts the draws examined (reported by gen-svm).
-    About 1 draw in 300 qualifies, with a long tail (2000 attempts missed on 2 of 120 quick instances, seeds 0–9), hence
-    max_attempts = 50000 (≈ 0.2 ms each)."""
+    About 1 draw in 300 qualifies, with a long tail (2000 attempts missed on 2 of 120 quick instances, seeds
+    0–9), hence max_attempts = 50000 (≈ 0.2 ms each)."""
     n = sum(p + m for p, m in splits)
     if not splits or any(not 0 < m < p for p, m in splits):
         raise InvalidInputError(f"coupled_selection_multi needs 0 < n_neg < n_pos in every split, "
