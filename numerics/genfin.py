@@ -402,3 +402,62 @@ def _attempts(rng: np.random.Generator, per: int, max_attempts: int, keep):
 
             yield done + j + 1, raw[j], settle
         done += B
+
+
+#: (d, splits) of :func:`coupled_selection_multi` used by gen-svm (d ≥ 2 + n(T − 2) at T = 3): two query
+#: groups with the same split. Different splits (e.g. (2, 1) and (3, 1), balancing at h⋆ = ln 2 and ln 3) need
+#: both h⋆ crossed on one edge away from its kinks: 1 draw in 3000 qualified (measured); with one split, 10
+#: draws took 23–1433 attempts (0.07 s per instance; gen-svm reports them as metric ``family_draws``).
+MULTI_CONFIGS = ((8, ((2, 1), (2, 1))), (10, ((3, 1), (3, 1))))
+
+
+def coupled_selection_multi(rng: np.random.Generator, d: int, splits, *, T: int = 3,
+                            max_attempts: int = 50000) -> CoupledInstance:
+    """:func:`coupled_selection` with one query per group: S_fin of dimension len(splits) (issue 23).
+
+    Group g has its own unit query z_g and labels (n₊_g, n₋_g) (n₋_g < n₊_g); every example shares the token
+    pair (a, b) and the head V, and has its own masked tokens. The log-ratio of group g is
+    θ_g = (b − a)^T W z_g, so S_fin = span{(b − a) z_g^T} has dimension len(splits) (the z_g are linearly
+    independent almost surely), and L_O is a sum over groups of the one-query F_g(θ_g): W^fin⋆ has
+    θ_g = θ⋆_g, each group's own balance on the edge. A draw is kept when rules (1)–(2) of
+    :func:`coupled_selection` hold for every group (:func:`edge_optimum` for its split, the ReLU
+    pre-activations at u(θ⋆_g) off every kink), rule (3) for every example, and rule (4) (unique finite
+    minimiser of L_O on S_fin with smallest curvature ≥ DESIGN_CURVATURE, and dim S_fin = len(splits)).
+    ``theta`` is θ⋆ of the first group; ``attempts`` counts the draws examined (reported by gen-svm).
+    About 1 draw in 300 qualifies, with a long tail (2000 attempts missed on 2 of 120 quick instances, seeds
+    0–9), hence max_attempts = 50000 (≈ 0.2 ms each)."""
+    n = sum(p + m for p, m in splits)
+    if not splits or any(not 0 < m < p for p, m in splits):
+        raise InvalidInputError(f"coupled_selection_multi needs 0 < n_neg < n_pos in every split, "
+                                f"got {splits}")
+    if T < 3 or d < 2 + n * (T - 2):
+        raise InvalidInputError(f"coupled_selection_multi needs T ≥ 3 and d ≥ 2 + n(T − 2) = "
+                                f"{2 + n * (T - 2)}, got T = {T}, d = {d}")
+    Y = np.concatenate([[1.0] * p + [-1.0] * m for p, m in splits])
+    sig = 1.0 / (1.0 + np.exp(-_GRID))
+    for attempt in range(1, max_attempts + 1):
+        E = np.linalg.qr(rng.standard_normal((d, d)))[0].T
+        V = rng.standard_normal((d, d)) / np.sqrt(d)
+        zs = rng.standard_normal((len(splits), d))
+        zs /= np.linalg.norm(zs, axis=1, keepdims=True)
+        a, b = E[0], E[1]
+        thetas = [edge_optimum(a @ V, b @ V, p, m) for p, m in splits]  # rule (1), per group
+        if any(t is None for t in thetas):
+            continue
+        us = [(1 - 1 / (1 + np.exp(-t))) * a + b / (1 + np.exp(-t)) for t in thetas]
+        if any(np.min(np.abs(u @ V)) < KINK_MARGIN * np.linalg.norm(u) / np.sqrt(d) for u in us):  # rule (2)
+            continue
+        U = (1 - sig)[:, None] * a + sig[:, None] * b
+        X = _place_masked(E, relu_head_grad(V, U), relu_head(V, U), Y, T)  # rule (3)
+        if X is None:
+            continue
+        Z = np.concatenate([np.tile(z, (p + m, 1)) for z, (p, m) in zip(zs, splits, strict=True)])
+        data = AttentionData(X, Y, Z)
+        sel = tuple(np.array([0, 1]) for _ in range(n))
+        fp = finite_part(data, V, sel)  # rule (4)
+        if len(fp.basis) != len(splits) or not fp.unique or fp.curvature < DESIGN_CURVATURE:
+            continue
+        msk = tuple(np.arange(2, T) for _ in range(n))
+        return CoupledInstance(data, V, float(thetas[0]), sel, msk, attempt)
+    raise InvalidInputError(f"coupled_selection_multi found no qualifying draw in {max_attempts} attempts "
+                            f"(d = {d}, splits = {splits}, T = {T})")
