@@ -65,6 +65,7 @@ from __future__ import annotations
 import numpy as np
 
 from checks import Criterion, Profile, Theorem, decide, held, register, undecided
+from checks.power.resolution import token_difference_span
 from checks.strategies import local_alpha_data, tied_alpha_data
 from checks.theorems._trends import corr_curve
 from numerics.gd import run_gd
@@ -339,8 +340,12 @@ class GDLocal(Theorem):
     def check_is_gradient_descent(self, inst, st, ctx):
         return judge_fidelity(st["fidelity"])
 
+    def target(self, inst, st):
+        """W^mm_α, the direction GD is predicted to follow (the resolution seam: Theorem.predicted)."""
+        return self.predicted("W^mm_α", st["sol"].W, "direction", token_difference_span(inst["data"]))
+
     def check_stays_in_cone(self, inst, st, ctx):
-        c = corr_curve(st["traj"], st["sol"].W)
+        c = corr_curve(st["traj"], self.target(inst, st))
         mu = st["mu"]
         return decide(
             c.min() >= 1 - mu - CONE_RTOL,
@@ -353,7 +358,7 @@ class GDLocal(Theorem):
         )
 
     def check_direction(self, inst, st, ctx):
-        err = 1 - corr_curve(st["traj"], st["sol"].W)
+        err = 1 - corr_curve(st["traj"], self.target(inst, st))
         e0, emid, e1 = float(err[0]), float(err[len(err) // 2]), float(err[-1])
         growth = float(np.linalg.norm(st["traj"][-1]) / np.linalg.norm(st["traj"][0]))
         m = dict(given_metrics(ctx), corr_err=e1, corr_err_fall=e0 / max(e1, 1e-300), norm_growth=growth)

@@ -246,9 +246,9 @@ class _GenBase(Theorem):
 
     #: (W^fin, S_fin basis) → the finite part predicted with; None: W^fin itself (see ``predicted_fin``)
     fin_transform = None
-    #: GD on coupled_selection settles on a one-token selection (S_fin = {0}) or leaves a probability between
-    #: τ_L and τ_H at the end of the budget on ~30 % of draws (quick seeds 0-5: 16-22 of 64): properties of the
-    #: draw, not of the claim, so such an instance is drawn again (harness; metric ``redraws``)
+    #: GD on coupled_selection settles on a one-token selection (S_fin = {0}) or leaves a probability
+    #: between τ_L and τ_H at the end of the budget on ~30 % of draws (quick seeds 0-5: 16-22 of 64):
+    #: properties of the draw, not of the claim, so such an instance is drawn again (harness; ``redraws``)
     redraw_on = ("non_degenerate", "unambiguous")
 
     def instance(self, rng, ctx):
@@ -286,6 +286,8 @@ class _GenBase(Theorem):
                 W_fin = gs_mid.W_fin
                 if self.fin_transform is not None:
                     W_fin = self.fin_transform(W_fin, fin_basis(data, gs_mid.selected))
+                # the resolution seam (attnsvm power --resolution): W^fin moved by ε‖W^fin‖ inside S_fin
+                W_fin = self.predicted("W^fin", W_fin, "point", list(fin_basis(data, gs_mid.selected)))
                 states[j] = {"traj": traj, "W": W, "W_mid": W_mid, "gs": gs, "gs_mid": gs_mid, "one": one,
                              "fidelity": fid, "dead_examples": dead, "W_fin_pred": W_fin}
         return states

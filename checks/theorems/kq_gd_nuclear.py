@@ -58,6 +58,7 @@ from __future__ import annotations
 import numpy as np
 
 from checks import Criterion, Profile, Theorem, decide, held, register, undecided
+from checks.power.resolution import token_difference_span
 from checks.theorems._trends import corr_curve
 from numerics.data import random_unit_sphere
 from numerics.gd import run_gd
@@ -198,9 +199,18 @@ class KQGDNuclear(Theorem):
             return undecided("not judged: GD was not run (m < n)")
         return st["fro"].feasible and st["nuc"] is not None and st["nuc"].feasible
 
+    #: the solution the claim names ("nuc": W^mm_⋆; the control: "fro"), handed through the resolution seam
+    claim_key = "nuc"
+
     def _curves(self, inst, st, ctx=None):
-        cn = corr_curve(st["traj"], st["nuc"].W)
-        cf = corr_curve(st["traj"], st["fro"].W)
+        span = token_difference_span(inst["data"])
+        Wn, Wf = st["nuc"].W, st["fro"].W
+        if self.claim_key == "nuc":
+            Wn = self.predicted("W^mm_⋆", Wn, "direction", span)
+        else:
+            Wf = self.predicted("W^mm", Wf, "direction", span)
+        cn = corr_curve(st["traj"], Wn)
+        cf = corr_curve(st["traj"], Wf)
         svm_corr = float(
             np.sum(st["fro"].W * st["nuc"].W) / np.linalg.norm(st["fro"].W) / np.linalg.norm(st["nuc"].W)
         )
@@ -323,6 +333,8 @@ class KQGDNuclearControl(KQGDNuclear):
     def assume_solutions_differ(self, inst, st, ctx):
         _, _, m = self._curves(inst, st, ctx)
         return m["svm_corr"] < DIFFER_MAX
+
+    claim_key = "fro"
 
     def check_nuclear_direction(self, inst, st, ctx):
         cn, cf, m = self._curves(inst, st, ctx)

@@ -223,7 +223,8 @@ class _PromptBase(Theorem):
 
     # -- prediction ------------------------------------------------------------------------------
     def _target(self, inst, state):
-        return state["sol"].w
+        """p^mm, the direction GD on p is predicted to follow (the resolution seam: Theorem.predicted)."""
+        return self.predicted("p^mm", state["sol"].w, "direction")
 
     def check_direction(self, inst, state, ctx):
         target = self._target(inst, state)

@@ -264,8 +264,9 @@ class SmoothnessStep(Theorem):
         return {"data": data, "kind": kind, "W0": W0, "seed": int(rng.integers(2**31))}
 
     def claimed(self, data) -> float:
-        """The constant the claim is judged with."""
-        return self.bound_scale * smoothness_bound(data)
+        """The constant the claim is judged with (through the resolution seam: an upper bound, scaled by 1 − ε
+        under ``attnsvm power --resolution``)."""
+        return self.predicted("L_W", self.bound_scale * smoothness_bound(data), "upper")
 
     def prepare(self, instances, ctxs):
         out = []
