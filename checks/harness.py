@@ -450,7 +450,7 @@ def aggregate(cls: type[Theorem], results: Sequence[InstanceResult], *, profile:
         id=cls.id, title=cls.title, reference=cls.reference, statement=cls.statement, expected=cls.expected,
         verdict=verdict, counts=counts, hypotheses=hyp_rates, metrics=metrics,
         counterexamples=[r.counterexample for r in results if r.counterexample],
-        reproduce=f"attnsvm check {cls.id} --profile {profile} --seed {seed}{extra_args}",
+        reproduce=f"attnsvm check {cls.id} --profile {profile} --seed {seed}{_with_plugin(cls, extra_args)}",
         control_of=cls.control_of, hypotheses_text=cls.hypotheses_text, min_confirmed=min_conf,
         reasons=dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:10]), not_applicable=not_applicable,
         finding=cls.finding,
@@ -460,6 +460,24 @@ def aggregate(cls: type[Theorem], results: Sequence[InstanceResult], *, profile:
         finding_seen={f"{p}/seed {s_}": list(ks) for (p, s_), ks in cls.finding_seen.items()},
         criteria=[c.to_json() for c in cls.criteria], theorem_number=cls.theorem_number,
     )
+
+
+def _with_plugin(cls: type[Theorem], extra_args: str) -> str:
+    """``extra_args`` with ``--plugin FILE`` when ``cls`` comes from a plugin file that the arguments do not
+    name already: a replay line of a plugin theorem must load it (else `attnsvm check` answers "unknown
+    theorem id")."""
+    import inspect
+    from pathlib import Path
+
+    if cls.__module__.startswith("checks.theorems"):
+        return extra_args
+    try:
+        src = inspect.getsourcefile(cls)
+    except TypeError:
+        return extra_args
+    if not src or "--plugin" in extra_args and Path(src).name in extra_args:
+        return extra_args
+    return f"{extra_args} --plugin {src}"
 
 
 def finding_instances(cls: type[Theorem], results: Sequence[InstanceResult], *, profile: str,

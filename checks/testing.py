@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import pytest
 
 from . import catalogue
-from .harness import TheoremResult, run_theorem
+from .harness import TheoremResult, aggregate, run_instances
 from .theorem import Theorem
 
 
@@ -41,9 +41,19 @@ def parametrize_with_theorems(*, profile: str = "quick", ids: Sequence[str] = ()
 def assert_verdict_as_expected(cls: type[Theorem], *, profile: str = "quick", seed: int = 0) -> TheoremResult:
     """Run one theorem in memory and assert its verdict is the catalogue's expectation, or a FAIL on its
     documented finding alone (KNOWN FINDING: every refutation recognised, the other instances PASS)."""
-    res = run_theorem(cls, profile=profile, seed=seed)
-    assert res.verdict == cls.expected or res.known_finding, (
-        f"{cls.id}: expected {cls.expected}, got {res.verdict}; counts {res.counts}; "
-        f"reasons {res.reasons}; replay: {res.reproduce}"
-    )
+    n = cls.profile(profile).instances
+    results = run_instances(cls, list(range(n)), profile=profile, seed=seed)
+    res = aggregate(cls, results, profile=profile, seed=seed)
+    if not (res.verdict == cls.expected or res.known_finding):
+        kinds = _CULPRITS.get(res.verdict, ("refuted", "error", "inconclusive", "vacuous"))
+        lines = [f"  {res.reproduce} --instance {r.instance}  # {r.outcome}: {r.reason[:200]}"
+                 for r in sorted(results, key=lambda r: r.instance) if r.outcome in kinds]
+        pytest.fail(f"{cls.id}: expected {cls.expected}, got {res.verdict}; counts {res.counts}\n"
+                    f"replay the run: {res.reproduce} (writes results.jsonl, the report and every "
+                    f"counterexample .npz)\nthe instances behind the verdict:\n" + "\n".join(lines))
     return res
+
+
+#: The instance outcomes behind an unexpected verdict.
+_CULPRITS = {"FAIL": ("refuted",), "ERROR": ("error",), "INCONCLUSIVE": ("inconclusive", "vacuous"),
+             "VACUOUS": ("vacuous",), "PASS": ("confirmed",)}

@@ -113,3 +113,24 @@ def test_a_known_finding_with_the_rest_undecided_fails_the_run(tmp_path, plugin,
     t = by_id["toy-finding"]
     assert t["verdict"] == "FAIL" and t["finding_instances"] == [0]  # the mechanism recognises instance 0
     assert t["known_finding"] is False and t["status"] != "KNOWN FINDING" and rc == 1  # 5 undecided of 9
+
+
+def test_a_pytest_failure_of_a_plugin_theorem_names_a_replay_that_loads_the_plugin(tmp_path, plugin, capsys):
+    """checks.testing.assert_verdict_as_expected: the failure names the replay line with --plugin and one
+    line per instance behind the verdict (--instance K), and that line runs (issue 28, item 4)."""
+    import shlex
+
+    from checks import catalogue
+    from checks.testing import assert_verdict_as_expected
+    from checks.theorem import REGISTRY
+
+    catalogue.load_plugin(plugin)
+    with pytest.raises(pytest.fail.Exception) as err:
+        assert_verdict_as_expected(REGISTRY["toy-mostly-vacuous"])
+    msg = str(err.value)
+    assert f"--plugin {plugin}" in msg
+    lines = [ln.strip() for ln in msg.splitlines() if "--instance" in ln]
+    assert len(lines) == 3 and all("# vacuous" in ln for ln in lines)  # instances 0, 1, 2
+    argv = shlex.split(lines[0].split("#")[0])[1:]  # drop the program name
+    assert main([*argv, "--out", str(tmp_path / "replay"), "--no-progress", "--workers", "0"]) == 1
+    assert "instance 0: vacuous" in capsys.readouterr().out  # a replay, not "unknown theorem id" (exit 2)
