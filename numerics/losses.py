@@ -4,7 +4,7 @@
 :data:`LOSSES` and :func:`check_loss` are the one list of loss names (:mod:`numerics.attention` re-exports
 them next to its torch table ``LOSS_FNS``); :data:`LOSS_NP` gives l(u) on numpy arrays, elementwise the
 same functions as ``LOSS_FNS`` (THEORY.md §1), logistic with torch's softplus threshold (softplus(x) = x
-for x > 20) so both give the same value up to rounding (tested in tests/test_gd_numpy.py).
+for x > 20) so both give the same value up to rounding (tested in tests/numerics/test_gd_numpy.py).
 
 Examples
 --------

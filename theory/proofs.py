@@ -3,7 +3,8 @@ numerical.
 
 ``PROOFS`` lists one :class:`ProofRecord` per statement. ``verify(id)`` runs the proof (a few seconds at
 most) and returns its outcome; ``status_table()`` renders the table that README.md and docs/theory.md
-show ("Formal layer"); tests/test_formal.py checks that both documents list every record with its status.
+show ("Formal layer"); tests/theory/test_formal.py checks that both documents list every record with its
+status.
 
 Statuses: **proved for all sizes** (sums over symbolic n, T, d, m, :mod:`theory.general`),
 **proved at sizes ...** (explicit symbols at fixed sizes, :mod:`theory.derivations`), **proved per loss**
@@ -81,7 +82,7 @@ def _losses():
 _NUM_GRAD = (
     "closed form vs autograd vs central differences on random instances (gradient-closed-form check); "
     "the proved expression lambdified at (1,2,1), (2,3,2), (3,4,3) equals numerics.attention to FORMAL_RTOL "
-    "(tests/test_formal.py)"
+    "(tests/theory/test_formal.py)"
 )
 
 PROOFS: tuple[ProofRecord, ...] = (
@@ -129,7 +130,7 @@ PROOFS: tuple[ProofRecord, ...] = (
         "the entries of grad L(W) Q and grad L(W)^T K",
         "all",
         "autograd/central differences (kq-chain-rule check); lambdified at (1,2,1,1), (2,3,2,1), (1,2,2,2) "
-        "vs numerics.attention.grad_KQ (tests/test_formal.py)",
+        "vs numerics.attention.grad_KQ (tests/theory/test_formal.py)",
         _g("kq_chain_rule_general"),
         "kq-chain-rule",
     ),
@@ -150,7 +151,7 @@ PROOFS: tuple[ProofRecord, ...] = (
         "sympy sign of the summand, 1 - s_o > 0 for T >= 2",
         "all",
         "that an instance satisfies B.2 and its margins are >= 1 (certified per instance); the bound on "
-        "B.2 data at random W (tests/test_formal.py)",
+        "B.2 data at random W (tests/theory/test_formal.py)",
         _st("b2_covariance_bound"),
         "no-stationary-points",
     ),
@@ -161,7 +162,7 @@ PROOFS: tuple[ProofRecord, ...] = (
         "T), sympy sign of the summand",
         "all",
         "that an instance satisfies B.1 (support tokens from the certified SVM); the bound on B.1 data at "
-        "random W (tests/test_formal.py)",
+        "random W (tests/theory/test_formal.py)",
         _st("b1_covariance_bound"),
         "no-stationary-points",
     ),

@@ -30,7 +30,8 @@ Derivation (each step machine-checked in :func:`lipschitz_derivation`; sums over
 every check uses (``checks.theorems._smoothness.smoothness_bound``: smoothness-step, gd-global); it replaced
 the checks' former (1/n) sum_i ||X_i||_2^2 ||z_i||^2 (Delta_i^2/16 + Delta_i), which it never exceeds, and it
 must dominate every measured ratio ||grad L(W) - grad L(W')|| / ||W - W'|| and every adversarial Hessian
-Rayleigh quotient (tests/test_formal.py, tests/test_smoothness_resolution.py, smoothness-step).
+Rayleigh quotient (tests/theory/test_formal.py, tests/theorems/test_smoothness_resolution.py,
+smoothness-step).
 
 Examples
 --------

@@ -15,7 +15,7 @@ It replaces the former checks-only bound L̄_W = (1/n) Σ_i ‖X_i‖₂² ‖z_
 Hessian only sees the *centred* logit direction b = X_i M z_i − b̄ (the softmax is shift-invariant), whose
 range is ≤ D_i‖z_i‖‖M‖_F, and Var_s(b) ≤ range²/4 (Bhatia–Davis), where the former bound used the
 operator norm ‖X_i‖₂ ≥ max_t ‖x_it‖ ≥ D_i/2 of the uncentred map; (2) ℓ', ℓ'' are bounded on the margins'
-range, not globally. So lipschitz_bound ≤ L̄_W always (tests/test_formal.py), 2–5× below it on the
+range, not globally. So lipschitz_bound ≤ L̄_W always (tests/theory/test_formal.py), 2–5× below it on the
 catalogue's families. It is still loose on data with small score ranges (docs/theory.md, smoothness-step:
 the measured tightness table), which is why smoothness-step carries a family on which it is
 within 2× by construction (checks.strategies.tight_data).

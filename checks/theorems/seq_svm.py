@@ -29,7 +29,7 @@ SLOW_TOL, or stalled by underflow.
 
 Causal masking is certified once, exactly, not re-checked per instance: the causal SVM has no constraint on
 a key t > k by construction (numerics.svm.solve_seq_svm builds none) and the causal softmax puts exactly
-zero mass there (a −inf logit), so a per-instance check of it could not fail (tests/test_gd_checks.py
+zero mass there (a −inf logit), so a per-instance check of it could not fail (tests/theorems/test_gd_checks.py
 certifies both). The causal check rests on the direction, which can fail (its control, its finding, and
 GD with the mask switched off, which converges to the non-causal SVM where the two differ).
 

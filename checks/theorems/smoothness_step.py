@@ -55,8 +55,8 @@ Predictions.
 * ``descent_lemma``: STEPS plain GD steps with η = 1/L_W; every step satisfies the lemma (≤ −(η/2)‖∇L‖²) to
   LOSS_RTOL, and the total decrease is positive. A no-op, ascending or random optimiser breaks it at once.
 
-Resolution (tests/test_smoothness_resolution.py): with L_W replaced by 0.5·L_W (``bound_scale``) the check
-refutes every instance whose measured tightness is ≥ 0.5 (the ``lipschitz`` prediction directly; on the
+Resolution (tests/theorems/test_smoothness_resolution.py): with L_W replaced by 0.5·L_W (``bound_scale``) the
+check refutes every instance whose measured tightness is ≥ 0.5 (the ``lipschitz`` prediction directly; on the
 rank-one tight family also ``descent_ladder`` and ``descent_lemma``, the consequences), so the theorem FAILs;
 it stays confirmed where the bound is loose by more than 2×.
 

@@ -15,7 +15,7 @@ What is true by construction, and so is not what this check spends its budget on
 ("reduced") solvers write W = U M V^T with U, V orthonormal bases of span{key differences} and span{z_i}, so
 the span claims of *their* answers hold up to the rounding of U, V (≈ 1e-15), whatever the solver does. That
 structural fact is certified once per instance as the report metric ``span_residual_reduced_by_construction``
-(not a verdict) and, exactly, by tests/test_svm.py.
+(not a verdict) and, exactly, by tests/numerics/test_svm.py.
 
 What can fail, and is checked: the *unreduced* full-space programs over all of R^{d×d} — the Frobenius QP
 (numerics.svm ``formulation="full"``, CLARABEL primal QP) and the nuclear SDP (``formulation="full"``, its own

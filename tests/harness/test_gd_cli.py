@@ -21,13 +21,13 @@ from numerics.data import AttentionData, random_unit_sphere
 from numerics.gd import run_gd
 from numerics.tokens import scores
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: The CLI makes the very run_gd call a script makes (same data, start, options, code path), so on one
 #: machine its iterate is bitwise the script's. The tolerance, relative to max |W|, only admits a BLAS whose
 #: summation order depends on memory alignment: a last-bit difference per product, carried at rounding level
-#: through these 200 steps (tests/test_gd_numpy.py measured <= 5e-16 up to 200 steps on data of this size,
-#: before a saturating token switch could amplify it), far below any real difference of two runs.
+#: through these 200 steps (tests/numerics/test_gd_numpy.py measured <= 5e-16 up to 200 steps on data of this
+#: size, before a saturating token switch could amplify it), far below any real difference of two runs.
 ITERATE_RTOL = 1e-12
 
 STEPS = 200

@@ -14,7 +14,7 @@ import pytest
 from checks.cli import main
 from numerics.data import AttentionData, random_unit_sphere
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

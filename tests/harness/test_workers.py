@@ -9,8 +9,8 @@ import pytest
 from checks.cli import main
 from checks.runner import run_check
 
-HERE = Path(__file__).resolve().parent
-SLOW = str(HERE / "data" / "slow_plugin.py")
+DATA = Path(__file__).resolve().parents[2] / "tests" / "data"  # the plugin fixtures every tier shares
+SLOW = str(DATA / "slow_plugin.py")
 
 
 def _timing_free(x):

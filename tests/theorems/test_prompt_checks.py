@@ -1,8 +1,7 @@
-"""Issue 15, TLZO part: p-rp-path, p-gd-equivalence, p-nonlinear-head, joint-vp-path under the rate condition
-r/R → ∞ and its equal-radii variant. Each theorem PASSes on the quick profile, its control FAILs, and the
-relevant sabotages
-change the verdict; plus the numerics they rest on (the excess loss, the prompt path, the exact W ↔ q
-step)."""
+"""The prompt-attention (TLZO) checks (issue 15): p-rp-path, p-gd-equivalence, p-nonlinear-head, joint-vp-path
+under the rate condition r/R → ∞ and its equal-radii variant. Each theorem PASSes on the quick profile, its
+control FAILs, and the relevant sabotages change the verdict; plus the numerics they rest on (the excess loss,
+the prompt path, the exact W ↔ q step)."""
 
 import functools
 

@@ -27,7 +27,7 @@ from numerics import gd, prompt, sequence, svm, tokens
 from numerics.data import AttentionData, random_unit_sphere
 from numerics.errors import InvalidInputError, SolverError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "tests" / "data" / "power_plugin.py"
 
 

@@ -1,8 +1,8 @@
-"""Issue 15 (landscape part): smoothness-step, cone-no-stationary, kq-divergence, nuclear-factorisation.
+"""The landscape checks of smoothness-step, cone-no-stationary, kq-divergence and nuclear-factorisation
+(issue 15).
 
 For each: the theorem PASSes on quick/seed 0, its boundary control FAILs, and the relevant sabotages of the
-numerics
-it depends on (checks.power.sabotage.sabotage) change its verdict. Plus the facts the checks rest on.
+numerics it depends on (checks.power.sabotage.sabotage) change its verdict. Plus the facts the checks rest on.
 """
 
 from __future__ import annotations

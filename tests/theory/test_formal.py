@@ -22,7 +22,7 @@ from theory import sums
 from theory.proofs import BY_ID, PROOFS, status_table, verify
 from theory.smoothness import FORMS, lipschitz_bound
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # -- the normal form: sound rules, and no false "proved" ------------------------------------------------

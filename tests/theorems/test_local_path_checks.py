@@ -1,4 +1,4 @@
-"""Issue 15 (part): the local regularisation paths rp-w-local / rp-kq-local and overparam-support.
+"""The local regularisation-path checks rp-w-local / rp-kq-local and overparam-support (issue 15).
 
 For each theorem: PASS on quick/seed 0, its boundary control FAILs, and the relevant sabotages of the
 numerics it depends on (checks.power.sabotage.sabotage) change its verdict. Also the cone projection used by

@@ -17,9 +17,10 @@ import pytest
 from checks.cli import main
 from checks.runner import run_check
 
-HERE = Path(__file__).resolve().parent
-FAULTS = str(HERE / "data" / "fault_plugin.py")
-SLOW = str(HERE / "data" / "slow_plugin.py")
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"  # the plugin fixtures every tier shares
+FAULTS = str(DATA / "fault_plugin.py")
+SLOW = str(DATA / "slow_plugin.py")
 
 
 def _lines(out: Path) -> dict:
@@ -112,10 +113,10 @@ def _children(pid: int) -> list[int]:
 def test_killing_a_worker_of_a_running_check_does_not_stop_it(tmp_path):
     """What the OOM killer does: SIGKILL one worker of a running `attnsvm check --workers 2` from outside.
     The run finishes, exit 0, every instance as in an undisturbed run, and it reports the lost worker."""
-    env = {**os.environ, "ATTNSVM_TEST_SLEEP": "0.15", "PYTHONPATH": str(HERE.parent)}
+    env = {**os.environ, "ATTNSVM_TEST_SLEEP": "0.15", "PYTHONPATH": str(ROOT)}
     out = tmp_path / "killed"
     argv = ["check", "slow-sum", "--plugin", SLOW, "--workers", "2", "--out", str(out), "--no-progress"]
-    proc = subprocess.Popen([sys.executable, "-m", "checks", *argv], env=env, cwd=HERE.parent,
+    proc = subprocess.Popen([sys.executable, "-m", "checks", *argv], env=env, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60

@@ -11,7 +11,7 @@ from checks import Profile, Theorem, decide, held, register, undecided
 from checks.cli import main
 from checks.harness import aggregate, instance_seed, run_instances, verdict_of
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def counts(**kw):

@@ -1,6 +1,7 @@
 """Structure rules: theorem modules do not import each other, no import circles (no module imports one
 that imports it back, however long the way round), moved modules keep their old import paths, and the GD
-protocol, the loss table and corr each have one definition."""
+protocol, the loss table and corr each have one definition; the test tree's layout (tests/README.md): every
+test file in a tier, none named after a ticket."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-THEOREMS = Path(__file__).resolve().parents[1] / "checks" / "theorems"
+THEOREMS = Path(__file__).resolve().parents[2] / "checks" / "theorems"
 
 #: Theorem modules that import another theorem module: none. A shared base or rule lives in a private module
 #: (_global.py, _gradient_check.py, _paths.py, _localpath.py, ...) that both subclass or call.
@@ -129,7 +130,7 @@ def test_one_corr_for_matrices_and_vectors():
     assert corr(np.stack([A, -A]), A) == pytest.approx([1.0, -1.0])
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("theory", "numerics", "checks")
 
 
@@ -228,3 +229,33 @@ def test_stated_python_minimum_parses_every_module():
     for pkg in (*PACKAGES, "tests", "examples", "tools"):
         for path in (ROOT / pkg).rglob("*.py"):
             ast.parse(path.read_text(encoding="utf-8"), filename=str(path), feature_version=(major, minor))
+
+
+TESTS = ROOT / "tests"
+TIERS = ("theory", "numerics", "harness", "theorems")
+
+
+def _test_files() -> list[Path]:
+    """Every pytest file under tests/, the plugin fixtures in tests/data left out."""
+    return [p for p in TESTS.rglob("test_*.py") if "data" not in p.relative_to(TESTS).parts[:-1]]
+
+
+def test_no_test_file_sits_directly_in_tests():
+    """tests/ holds only the shared conftest.py, the plugin fixtures (data/) and the tiers (tests/README.md):
+    a test file lives in the tier of the layer it tests."""
+    loose = sorted(p.name for p in TESTS.glob("*.py") if p.name != "conftest.py")
+    assert loose == [], f"test files directly in tests/ (move each into tests/<tier>/): {loose}"
+    assert {p.name for p in TESTS.iterdir() if p.is_dir() and p.name != "__pycache__"} <= {*TIERS, "data"}
+    assert all(p.relative_to(TESTS).parts[0] in TIERS for p in _test_files())
+
+
+def test_test_files_are_named_after_what_they_test():
+    """No test file is named after a ticket (the issue lives in the docstring and the history), basenames are
+    unique across tiers (the tiers are not packages: pytest imports each file by its basename), and each file
+    opens with a docstring saying what it guarantees."""
+    names = [p.name for p in _test_files()]
+    assert [n for n in names if "issue" in n.lower()] == []
+    assert sorted(n for n in set(names) if names.count(n) > 1) == []
+    undocumented = [p.name for p in _test_files()
+                    if not ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")))]
+    assert undocumented == [], f"test files without a docstring saying what they guarantee: {undocumented}"
