@@ -39,7 +39,7 @@ cone
   the
   cone: hypothesis ``cone_excludes_global``, 1 − corr(W^mm_α, W^mm) ≥ SEPARATION_K·μ). With K = 4 a path
   within
-  μ/4 of W^mm_α is provably more than μ/4 from every boundary point (rp_w_frobenius.SEPARATION_K's angle
+  μ/4 of W^mm_α is provably more than μ/4 from every boundary point (_paths.SEPARATION_K's angle
   argument).
 """
 

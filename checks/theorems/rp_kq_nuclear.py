@@ -32,7 +32,7 @@ subset the direction is right (1 − corr ≈ 8e-4) but the factors no longer ba
 property of the path).
 
 The directional threshold of (1) is per instance, min(3e-2, sep/4) with sep = 1 − corr(W^mm, W^mm_⋆), under
-the hypothesis ``solutions_separated`` (sep ≥ SEP_MIN = 0.04); see rp_w_frobenius.SEPARATION_K for why 4.
+the hypothesis ``solutions_separated`` (sep ≥ SEP_MIN = 0.04); see _paths.SEPARATION_K for why 4.
 
 Control (``rp-kq-nuclear-control``, at the boundary): "the (K, Q) path → the Frobenius solution W^mm", with
 the same per-instance threshold sep/4 on the same separated instances; refuted when the error to W^mm stalls
@@ -64,7 +64,7 @@ GIVEN_RADII = RADII
 #: 1e-12 to 1e-5 relative): the shorter path had not found the constrained minimiser.
 PATH_STEPS, RESTARTS = 1500, 4
 #: Cap of the per-instance directional threshold min(CORR_ERR_MAX, sep/4) at the largest judged R (observed
-#: 5e-4–2e-2 at R = 64; the factored path converges like log R / R). See rp_w_frobenius.SEPARATION_K.
+#: 5e-4–2e-2 at R = 64; the factored path converges like log R / R). See _paths.SEPARATION_K.
 CORR_ERR_MAX = 3e-2
 #: ``solutions_separated``: sep = 1 − corr(W^mm, W^mm_⋆) ≥ 0.04, so sep/4 ≥ 1e-2 is within the (K, Q) path's
 #: budget (full profile, seed 0: 61 of 72 instances have sep ≥ 0.04; with the path's errors at R = 64 the
