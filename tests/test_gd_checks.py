@@ -18,7 +18,7 @@ from checks.harness import run_theorem
 from checks.theorem import REGISTRY
 from numerics import attention as att
 from numerics.data import AttentionData
-from numerics.gd import GDResult
+from numerics.gd_common import GDResult
 from numerics.prompt import PromptGDResult
 from numerics.sequence import SeqGDResult
 

@@ -17,7 +17,7 @@ from checks.power.sabotage import sabotage
 from checks.theorem import REGISTRY
 from numerics.data import random_unit_sphere
 from numerics.errors import InvalidInputError
-from numerics.gd import project_cone, regularization_path
+from numerics.regpath import project_cone, regularization_path
 from numerics.tokens import corr
 
 catalogue.load_builtin()

@@ -9,7 +9,7 @@ import pytest
 
 from numerics.data import random_unit_sphere
 from numerics.errors import InvalidInputError
-from numerics.gd import regularization_path
+from numerics.regpath import regularization_path
 
 #: Batched vs alone, relative to max |W|: the same arithmetic per instance; batched products may round
 #: differently in the last bit, and 40 projected steps carry that along at rounding level.

@@ -50,7 +50,7 @@ import numpy as np
 from checks import Outcome, Theorem, decide, failed, held, undecided
 from checks import hypotheses as hyp
 from numerics import tolerances as tol
-from numerics.gd import regularization_path
+from numerics.regpath import regularization_path
 from numerics.svm import is_locally_optimal, solve_att_svm
 from numerics.tokens import corr, margins, optimal_tokens, scores
 

@@ -11,7 +11,7 @@ import numpy as np
 from checks import Criterion, Outcome, Profile, Theorem, decide, failed, held, undecided
 from checks import hypotheses as hyp
 from numerics.data import random_unit_sphere
-from numerics.gd import regularization_path
+from numerics.regpath import regularization_path
 from numerics.svm import solve_att_svm
 from numerics.tokens import corr, min_margin, optimal_tokens
 
