@@ -2,7 +2,7 @@
 
 For each theorem: PASS on quick/seed 0, its boundary control FAILs, and the relevant sabotages of the
 numerics it depends on (checks.power.sabotage.sabotage) change its verdict. Also the cone projection used by
-numerics.gd.regularization_path(cone=...), checked against its defining properties.
+numerics.regpath.regularization_path(cone=...), checked against its defining properties.
 """
 
 from __future__ import annotations

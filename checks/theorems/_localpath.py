@@ -13,7 +13,7 @@ with ‖·‖_F and W^mm_α for W, and ‖·‖_⋆ (the (K, Q) constraint ‖K�
 nuclear
 solution W^mm_⋆,α for (K, Q). The paper's cone also bounds ‖W‖ ≥ R_0 from below; the constrained minimiser
 lies on the sphere ‖W‖ = R (prediction ``constraint_active``), so for R ≥ R_0 that bound is inactive and the
-convex cone above is the same problem. The path is numerics.gd.regularization_path(cone=(W^mm_α, μ)).
+convex cone above is the same problem. The path is numerics.regpath.regularization_path(cone=(W^mm_α, μ)).
 
 Why these constants (measured, seed 0, n = 3, T = 4, d = 6):
 

@@ -303,7 +303,9 @@ class PathCheck(Theorem):
     plot_metric = "corr_err"
     criteria = path_criteria("W^mm", "W^mm_⋆", CORR_ERR_MAX) + (
         Criterion(
-            "norm constraint active, ‖W_R‖_F ≥ (1 − numerics.gd.ACTIVE_RTOL)·R", "at", "every resolved radius"
+            "norm constraint active, ‖W_R‖_F ≥ (1 − numerics.gd_common.ACTIVE_RTOL)·R",
+            "at",
+            "every resolved radius",
         ),
         Criterion(
             "normalised margin min-margin(W_R)·‖W^mm‖_F/R at the largest resolved R (judged as above; "

@@ -7,7 +7,7 @@ K_R Q_R^T / R → W^mm_⋆ / ‖W^mm_⋆‖_⋆, and ‖K_R Q_R^T‖_⋆ ≈ R (
 
 Hypotheses implemented: logistic loss; unique optimal tokens; Att-SVM and Att-SVM⋆ feasible (certified);
 m = d ≥ n. Instance family: random unit-sphere data (n=3, T=4, d=6). The path is
-numerics.gd.regularization_path(param="KQ") (projected normalised GD, restarts + warm start, best loss),
+numerics.regpath.regularization_path(param="KQ") (projected normalised GD, restarts + warm start, best loss),
 R = 1, 2, ..., 64 (log grid), PATH_STEPS = 1500 steps and 4 restarts per radius. Not THEORY.md's 128:
 there the loss of the (K, Q) path is flat to the last float64 digit (the 300- and 1500-step paths reach
 the same loss to 2e-16 while their directions differ), so the direction at R = 128 is numerically
@@ -104,7 +104,7 @@ class RPKQNuclear(PathCheck):
     redraw_on = ("solutions_separated",)
     criteria = path_criteria("W^mm_⋆", "W^mm", CORR_ERR_MAX) + (
         Criterion(
-            "norm constraint active, (‖K_R‖²_F + ‖Q_R‖²_F)/2 ≥ (1 − numerics.gd.ACTIVE_RTOL)·R",
+            "norm constraint active, (‖K_R‖²_F + ‖Q_R‖²_F)/2 ≥ (1 − numerics.gd_common.ACTIVE_RTOL)·R",
             "at",
             "every resolved radius",
         ),

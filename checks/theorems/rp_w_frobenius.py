@@ -5,7 +5,7 @@ Att-SVM feasible, W_R = argmin_{‖W‖_F ≤ R} L(W) satisfies W_R / R → W^mm
 
 Hypotheses implemented: logistic loss (Assumption A, sympy proof in theory.losses); unique optimal
 tokens; Att-SVM(opt) feasible (certified, numerics.svm). Instance family: random unit-sphere data
-(n=3, T=4, d=6, cross-attention). The path is numerics.gd.regularization_path (projected normalised
+(n=3, T=4, d=6, cross-attention). The path is numerics.regpath.regularization_path (projected normalised
 GD, 2 random restarts + warm start per radius, best loss kept) on the log grid R = 1, 2, 4, ..., 128.
 
 Predictions: (1) 1 − corr(W_R, W^mm) is non-increasing in R (over the large-R half of the grid, or from the
