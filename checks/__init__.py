@@ -41,6 +41,3 @@ def __getattr__(name: str):
 def __dir__():
     return sorted([*globals(), *__all__])
 
-
-# Old import paths of modules that moved into subpackages (issue 13): see checks/_moved.py.
-from . import _moved  # noqa: E402,F401

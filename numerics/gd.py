@@ -31,7 +31,6 @@ Examples
 
 from __future__ import annotations
 
-import importlib
 import math
 import warnings
 from collections.abc import Sequence
@@ -43,23 +42,17 @@ from . import kernels
 from .data import AttentionData, stack
 from .errors import InvalidInputError
 from .gd_common import (
-    ACTIVE_RTOL,
     NORM_FLOOR_FACTOR,
-    PARAMS,
     GDResult,
-    RegPathResult,
     _check_common,
     _check_m,
     _drive,
     _init_array,
     _init_tensor,
-    _norm_floor,
     _normal,
     _np,
     _prepare,
-    _progress,
     _record_points,
-    _softmax_rows,
 )
 from .losses import LOSS_NP
 
@@ -67,82 +60,11 @@ if TYPE_CHECKING:
     import torch
 
     from . import attention as att
-    from .gd_torch import (  # noqa: F401
-        SHIFT_DRIFT_MAX,
-        SHIFT_EVERY_MAX,
-        _kq_grads,
-        _kq_grads_linear,
-        _maxabs,
-        _run_kq,
-        _run_w,
-        _run_w_explicit,
-        _w_step_general,
-        _w_step_linear,
-    )
-    from .regpath import _grad_dir, _regpath, project_cone, regularization_path  # noqa: F401
 
-#: Names this module re-exports from modules that import torch: loaded on first access (PEP 562), so
-#: ``from numerics.gd import run_gd`` and a run on the compiled kernels never import torch.
-_LAZY = {
-    **{name: "gd_torch" for name in (
-        "SHIFT_DRIFT_MAX", "SHIFT_EVERY_MAX", "_kq_grads", "_kq_grads_linear", "_maxabs", "_run_kq", "_run_w",
-        "_run_w_explicit", "_w_step_general", "_w_step_linear",
-    )},
-    **{name: "regpath" for name in ("_grad_dir", "_regpath", "project_cone", "regularization_path")},
-}
+# run_gd's pieces live in gd_common (results, checks, driver) and gd_torch (the tensor programs); the
+# regularisation path is numerics.regpath. Each name is imported from the module that defines it.
+__all__ = ["BACKENDS", "KERNEL_BLOCK", "KERNEL_CHUNK", "KERNEL_MIN_WORK", "run_gd", "warm_kernels"]
 
-
-def __getattr__(name: str) -> Any:
-    where = _LAZY.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{where}", __package__), name)
-    globals()[name] = value  # later lookups (and patches of the power analysis) see a plain global
-    return value
-
-
-# run_gd's pieces live in gd_common (results, checks, driver) and gd_torch (the tensor programs); every
-# name this module had before the split stays importable from here.
-__all__ = [
-    "ACTIVE_RTOL",
-    "BACKENDS",
-    "GDResult",
-    "KERNEL_BLOCK",
-    "KERNEL_CHUNK",
-    "KERNEL_MIN_WORK",
-    "NORM_FLOOR_FACTOR",
-    "PARAMS",
-    "RegPathResult",
-    "SHIFT_DRIFT_MAX",
-    "SHIFT_EVERY_MAX",
-    "_check_common",
-    "_check_m",
-    "_drive",
-    "_grad_dir",
-    "_init_tensor",
-    "_kq_grads",
-    "_kq_grads_linear",
-    "_maxabs",
-    "_norm_floor",
-    "_normal",
-    "_np",
-    "_prepare",
-    "_progress",
-    "_record_points",
-    "_regpath",
-    "_run_kernel",
-    "_run_kq",
-    "_run_w",
-    "_run_w_explicit",
-    "_softmax_rows",
-    "_use_kernel",
-    "_w_step_general",
-    "_w_step_linear",
-    "kernels",
-    "regularization_path",
-    "run_gd",
-    "warm_kernels",
-]
 
 # -- GD ------------------------------------------------------------------------------------------
 

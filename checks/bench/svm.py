@@ -32,7 +32,7 @@ def _svm_data(shape: tuple[int, int, int], k: int, seed: int):
 def _solver_errors(b: Bench, group: str, name: str, statuses: list[str]) -> str:
     """Record the solver errors of one row (bench.csv / bench.json) and return the table's note ('' if
     none)."""
-    from ..reproduce import status_summary
+    from ..experiments.common import status_summary
 
     b.record(group, name, "solver_errors", len(statuses))
     if not statuses:
@@ -45,7 +45,7 @@ def bench_svm(b: Bench) -> None:
     from numerics.svm import solve_att_svm
 
     from ..bench_naive import naive_att_svm
-    from ..reproduce import error_status
+    from ..experiments.common import error_status
 
     sz = b.sizes
     n, T, d = sz.svm_shape
@@ -203,7 +203,7 @@ def bench_svm_curve(b: Bench) -> None:
     from numerics.svm import solve_att_svm
 
     from ..bench_naive import naive_att_svm
-    from ..reproduce import error_status
+    from ..experiments.common import error_status
 
     sz = b.sizes
     out: dict[str, Any] = {"shapes": [list(s) for s in sz.svm_curve], "fro": [], "nuc": [], "naive_fro": [],
@@ -240,7 +240,7 @@ def bench_svm_curve(b: Bench) -> None:
     allerr = [e for norm in ("fro", "nuc") for es in out["solver_errors"][norm] for e in es]
     note = ""
     if allerr:
-        from ..reproduce import status_summary
+        from ..experiments.common import status_summary
 
         note = f"; solver errors {len(allerr)} ({status_summary(allerr)})"
     b.rows.append(Row("svm-curve", f"SVM solve time, (n,T,d) up to {last}",

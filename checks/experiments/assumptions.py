@@ -2,7 +2,7 @@
 family (unit-sphere tokens, queries and head, random labels; cross-attention), over a grid of (n, T, d).
 
 For every cell and trial (data seeded from (seed, n, T, d, trial) via SeedSequence, see
-:mod:`checks.sweep`) it records whether
+:mod:`checks.experiments.sweep`) it records whether
 
 ==================  ============================================================================
 hypothesis          holds when
@@ -31,7 +31,7 @@ Solver trouble is an outcome: a trial whose Att-SVM no rung of numerics.svm's so
 Markdown table and the figure, and the run finishes. (An α other than opt that cannot be certified while
 testing feasible_all_alpha is skipped and counted in ``alpha_solver_errors``.) Finished chunks are kept in
 ``OUT/.assumptions.parts`` until the outputs are written, so an interrupted run resumes where it stopped
-(see :func:`checks.reproduce.kept_sweep`).
+(see :func:`checks.experiments.reproduce.kept_sweep`).
 
 Writes assumptions.csv (n, T, d, hypothesis, trials, held, rate, ci_low, ci_high, infeasible, solver_errors,
 alpha_solver_errors, solver_status), assumptions.md and assumptions.png into --out.

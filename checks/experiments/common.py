@@ -96,8 +96,9 @@ def _kept_call(fn, path: str, task: tuple):
 
 
 def kept_sweep(fn, tasks, parts: Path | None, **kw) -> list:
-    """:func:`checks.sweep.run_sweep` (``star=True``) keeping every finished task in ``parts`` (None: plain
-    run_sweep). Returns the results in task order; ``kept_sweep.resumed`` holds how many were reloaded."""
+    """:func:`checks.experiments.sweep.run_sweep` (``star=True``) keeping every finished task in ``parts``
+    (None: plain run_sweep). Returns the results in task order; ``kept_sweep.resumed`` holds how many were
+    reloaded."""
     tasks = [tuple(t) for t in tasks]
     kept_sweep.resumed = 0
     if parts is None or kw.get("dask") is not None:

@@ -21,9 +21,9 @@ multi-token        Gen-SVM: n=3, T=4, d ∈ {4,6,8,10}, ReLU head h(u) = 1ᵀReL
 =================  ===============================================================================
 
 Every trial's random numbers come from (seed, name, cell, trial) via SeedSequence
-(:func:`checks.sweep.trial_rng`); work is split into fixed-size chunks and run by
-:func:`checks.sweep.run_sweep` (process pool, or Dask with --dask), so results do not depend on the
-backend or the worker count.
+(:func:`checks.experiments.sweep.trial_rng`); work is split into fixed-size chunks and run by
+:func:`checks.experiments.sweep.run_sweep` (process pool, or Dask with --dask), so results do not depend on
+the backend or the worker count.
 
 Solver trouble is an outcome, never a crash: an instance whose SVM no rung of numerics.svm's solver ladder
 can certify (:class:`numerics.errors.SolverError`) is recorded as an *error* with the solver's status,
@@ -42,69 +42,17 @@ from pathlib import Path
 
 from numerics.errors import InvalidInputError
 from numerics.fileio import write_bytes, write_text
-from numerics.gd_config import AUTHORS_WD
-from numerics.gd_config import uniform_init as _uniform_init
 
-from .common import (
-    CHUNK,
-    GD_LR,
-    GD_STEPS,
-    INIT_SCALE,
-    RECORD_EVERY,
-    SVM_RANK_MAX_DRAWS,
-    error_status,
-    kept_sweep,
-    solve_nuc,
-    status_summary,
-)
-from .gd_paths import PATHS_V, PATHS_X, PATHS_Y, PATHS_Z, report_gd_paths, run_gd_paths
-from .global_vs_d import GLOBAL_D, GLOBAL_NT, global_chunk, report_global_vs_d, run_global_vs_d
-from .local_convergence import (
-    LC_PROTOCOLS,
-    LC_SHAPE,
-    lc_chunk,
-    report_local_convergence,
-    run_local_convergence,
-)
-from .multi_token import CANDIDATES, MT_D, MT_STEPS, mt_chunk, report_multi_token, run_multi_token
-from .svm_rank import RANK_D, RANK_NT, rank_cell, report_svm_rank, run_svm_rank
+from .common import kept_sweep
+from .gd_paths import report_gd_paths, run_gd_paths
+from .global_vs_d import report_global_vs_d, run_global_vs_d
+from .local_convergence import report_local_convergence, run_local_convergence
+from .multi_token import report_multi_token, run_multi_token
+from .svm_rank import report_svm_rank, run_svm_rank
 
-# One module per experiment; the names below were this module's before the split and stay importable here.
-__all__ = [
-    "AUTHORS_WD",
-    "CANDIDATES",
-    "CHUNK",
-    "DEFAULT_TRIALS",
-    "EXPERIMENTS",
-    "GD_LR",
-    "GD_STEPS",
-    "GLOBAL_D",
-    "GLOBAL_NT",
-    "INIT_SCALE",
-    "LC_PROTOCOLS",
-    "LC_SHAPE",
-    "MT_D",
-    "MT_STEPS",
-    "PATHS_V",
-    "PATHS_X",
-    "PATHS_Y",
-    "PATHS_Z",
-    "RANK_D",
-    "RANK_NT",
-    "RECORD_EVERY",
-    "SVM_RANK_MAX_DRAWS",
-    "_uniform_init",
-    "cmd_reproduce",
-    "error_status",
-    "global_chunk",
-    "kept_sweep",
-    "lc_chunk",
-    "mt_chunk",
-    "rank_cell",
-    "reproduce",
-    "solve_nuc",
-    "status_summary",
-]
+# One module per experiment (gd_paths.py, ..., common.py): their constants and chunk functions are imported
+# from there.
+__all__ = ["DEFAULT_TRIALS", "EXPERIMENTS", "cmd_reproduce", "reproduce"]
 
 DEFAULT_TRIALS = {
     "gd-paths": 4,

@@ -27,7 +27,7 @@ for the run (forked workers inherit it, spawned ones call :func:`install`). Impo
 GD has a torch path and compiled numba kernels (numerics.kernels): the GD sabotages (and those that
 break a piece the GD step uses: the gradient, the softmax) replace ``run_gd`` as a whole by an
 explicit-W torch loop built from the shared pieces (``attention.logits``, ``attention.token_weights``,
-``attention.grad_from_weights``, ``gd._softmax_rows``), so both backends are broken alike. The SVM
+``attention.grad_from_weights``, ``gd_common._softmax_rows``), so both backends are broken alike. The SVM
 sabotages sit *inside* the solvers, before the certificate: a certificate that catches the wrong
 answer (SolverError -> the instance is an error) is the pipeline detecting the bug. The
 ``*-uncertified`` combinations add ``lax-certificate`` (every certificate reported verified), so the
@@ -78,7 +78,8 @@ COMPONENTS: dict[str, str] = {
     "prompt-path": "the regularisation path of the prompt p, numerics.prompt_path.prompt_reg_path and "
     "prompt_head_reg_path (nonlinear head)",
     "gradient": "closed-form gradients of numerics.attention (grad_from_weights: grad_W, grad_KQ, GD steps)",
-    "softmax": "the softmax maps numerics.tokens.softmax_probs, numerics.attention.softmax, gd._softmax_rows",
+    "softmax": ("the softmax maps numerics.tokens.softmax_probs, numerics.attention.softmax, "
+                "gd_common._softmax_rows"),
     "causal-mask": "the causal mask of sequence GD and of the causal SVM (numerics.sequence, numerics.svm)",
     "optimal-token": "the optimal-token selection numerics.tokens.optimal_tokens (and resolve_alpha)",
     "svm-fro": "Frobenius / Euclidean hard-margin SVMs (Att-SVM norm='fro', sequence SVM, Gen-SVM, p-SVM, "
@@ -171,7 +172,7 @@ CATALOGUE: dict[str, Sabotage] = {
             lambda: [
                 ("numerics.tokens", "softmax_probs", _softmax_probs_unnormalised),
                 ("numerics.attention", "softmax", _att_softmax_unnormalised),
-                ("numerics.gd", "_softmax_rows", _rows_unnormalised),
+                ("numerics.gd_common", "_softmax_rows", _rows_unnormalised),
                 _descent_loop(),
             ],
         ),

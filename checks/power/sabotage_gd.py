@@ -45,7 +45,7 @@ def _loop_run_gd(mode: str) -> Callable[[Any], Callable]:
         import torch
 
         from numerics import attention as att
-        from numerics import gd
+        from numerics import gd, gd_common, gd_torch
 
         def run_gd(data, *, param="W", steps, lr, normalized=True, loss="logistic", m=None, seed=0, init=None,
                    device="cpu", record_every=None, head=None, init_scale=0.01, dtype=torch.float64,
@@ -70,7 +70,7 @@ def _loop_run_gd(mode: str) -> Callable[[Any], Callable]:
                 backend="torch" if backend in gd.BACKENDS else backend,
             )
             steps, lr, wd = int(steps), float(lr), float(weight_decay)
-            batch, h = gd._prepare(data, head, device, dtype)
+            batch, h = gd_common._prepare(data, head, device, dtype)
             X, Y, Z = batch.X, batch.Y, batch.Z
             gamma = h.fixed_scores(X, Y)
             tiny = torch.finfo(dtype).tiny
@@ -85,15 +85,15 @@ def _loop_run_gd(mode: str) -> Callable[[Any], Callable]:
                 return P[0] if param == "W" else torch.bmm(P[0], P[1].mT)
 
             def grads():
-                s = gd._softmax_rows(att.logits(X, Z, W_of()))
+                s = gd_common._softmax_rows(att.logits(X, Z, W_of()))
                 c = att.token_weights(X, Y, s, h, loss, gamma)[1]
-                if normalized and wd == 0:  # only the direction matters (as in gd._kq_grads)
-                    c = c / gd._maxabs(c, tiny)
+                if normalized and wd == 0:  # only the direction matters (as in gd_torch._kq_grads)
+                    c = c / gd_torch._maxabs(c, tiny)
                 G = att.grad_from_weights(X, Z, c)
                 gs = [G] if param == "W" else [torch.bmm(G, P[1]), torch.bmm(G.mT, P[0])]
                 return [g + 2.0 * wd * p for g, p in zip(gs, P, strict=True)] if wd > 0 else gs
 
-            rec = gd._record_points(steps, record_every)
+            rec = gd_common._record_points(steps, record_every)
             its, Ws, Ls = [], [], []
             with torch.inference_mode():
                 for k in range(steps + 1):
@@ -113,15 +113,15 @@ def _loop_run_gd(mode: str) -> Callable[[Any], Callable]:
                         else:
                             p.sub_(dvec, alpha=lr)
                 W = W_of()
-                return gd.GDResult(
-                    W=gd._np(W),
-                    K=gd._np(P[0]) if param == "KQ" else None,
-                    Q=gd._np(P[1]) if param == "KQ" else None,
-                    norms=gd._np(torch.linalg.matrix_norm(W)),
-                    loss=gd._np(att.loss(X, Y, Z, W, h, loss)),
+                return gd_common.GDResult(
+                    W=gd_common._np(W),
+                    K=gd_common._np(P[0]) if param == "KQ" else None,
+                    Q=gd_common._np(P[1]) if param == "KQ" else None,
+                    norms=gd_common._np(torch.linalg.matrix_norm(W)),
+                    loss=gd_common._np(att.loss(X, Y, Z, W, h, loss)),
                     iterations=np.array(its) if rec else None,
-                    W_traj=np.stack([gd._np(w) for w in Ws]) if rec else None,
-                    loss_traj=np.stack([gd._np(v) for v in Ls]) if rec else None,
+                    W_traj=np.stack([gd_common._np(w) for w in Ws]) if rec else None,
+                    loss_traj=np.stack([gd_common._np(v) for v in Ls]) if rec else None,
                     param=param,
                     normalized=normalized,
                     lr=lr,
@@ -239,7 +239,7 @@ def _gd_patches(mode: str) -> list[Patch]:
     noop = mode == "noop"
     out: list[Patch] = [
         ("numerics.gd", "run_gd", _loop_run_gd(mode)),
-        ("numerics.gd", "regularization_path", _regpath(mode)),
+        ("numerics.regpath", "regularization_path", _regpath(mode)),
         (
             "numerics.prompt",
             "run_prompt_gd",

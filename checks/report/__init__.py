@@ -3,16 +3,12 @@ figures/*.png and counterexamples/*.npz. Reports are rendered only from result d
 
 One module per output: :mod:`.model` (statuses, the run summary and the rows every format shows,
 report.json, counterexamples), :mod:`.sections` (the section model of a theorem, built once and rendered
-to Markdown and HTML), :mod:`.markdown`, :mod:`.html`, :mod:`.junit`, :mod:`.plots`; every name stays
-importable from ``checks.report``."""
+to Markdown and HTML), :mod:`.markdown`, :mod:`.html`, :mod:`.junit`, :mod:`.plots`; their public
+names are re-exported as ``checks.report``, private helpers are imported from their module."""
 
 from __future__ import annotations
 
 from .html import (
-    _badge,
-    _html_summary,
-    _html_theorem,
-    _kv_table,
     math_html,
     write_html,
 )
@@ -29,12 +25,6 @@ from .model import (
     QUIET,
     SCHEMA,
     VERDICT_ORDER,
-    _finding_line,
-    _fmt,
-    _fmt_threshold,
-    _metric_lines,
-    _settings,
-    _top_reasons,
     criteria_rows,
     fails_run,
     inconclusive_text,
@@ -52,18 +42,12 @@ from .model import (
 )
 from .plots import (
     COLORS,
-    _error_like,
-    _legend,
-    _num,
-    _set_yscale,
-    _thresholds,
     curve_series,
     plot_theorem,
 )
-from .sections import _STATUS_CLASS, _md_cell, theorem_blocks, to_html, to_markdown
+from .sections import theorem_blocks, to_html, to_markdown
 
 __all__ = [
-    "_fmt_threshold",
     "theorem_blocks",
     "to_html",
     "to_markdown",
@@ -74,22 +58,6 @@ __all__ = [
     "QUIET",
     "SCHEMA",
     "VERDICT_ORDER",
-    "_STATUS_CLASS",
-    "_badge",
-    "_error_like",
-    "_finding_line",
-    "_fmt",
-    "_html_summary",
-    "_html_theorem",
-    "_kv_table",
-    "_legend",
-    "_md_cell",
-    "_metric_lines",
-    "_num",
-    "_set_yscale",
-    "_settings",
-    "_thresholds",
-    "_top_reasons",
     "criteria_rows",
     "curve_series",
     "fails_run",

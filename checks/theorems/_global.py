@@ -21,7 +21,7 @@ from numerics.tolerances import TIE_TOL
 
 from ..power.resolution import token_difference_span
 from ._given import draw_candidate, given_metrics, need_head, switched_candidates
-from ._smoothness import smoothness_bound  # noqa: F401  (the proved bound, shared with smoothness-step)
+from ._smoothness import smoothness_bound  # the proved bound, shared with smoothness-step
 
 # -- helpers shared by the gd theorems ---------------------------------------------------------
 
@@ -94,17 +94,11 @@ def doubling_points(its: np.ndarray, steps: int = STEPS, doublings: int = DOUBLI
 
 
 class GlobalGD(Theorem):
-    id = "gd-global"
+    """The global-convergence check (instances, hypotheses, predictions); no statement of its own: the
+    catalogue entries gd-global (gd_global.py) and gd-global-normalized (gd_global_normalized.py) subclass
+    it and set their id, title, reference, statement and hypotheses_text."""
+
     depends_on = ("gd", "svm-fro", "optimal-token", "softmax")
-    title = "Plain GD on W (step η ≤ 1/L_W) converges in direction to the global Att-SVM solution W^mm"
-    reference = "TLTO §3 (global convergence of GD; hypotheses reconstructed, THEORY.md §4)"
-    statement = (r"\eta\le 1/L_W:\ \|W(k)\|_F\to\infty,\quad "
-                 r"\frac{W(k)}{\|W(k)\|_F}\to\frac{W^{mm}}{\|W^{mm}\|_F}")
-    hypotheses_text = (
-        "logistic loss (Assumption A); unique optimal tokens; Att-SVM(opt) feasible; B.1 or B.2 "
-        f"(B.2 data n=4,T=6,d=8 and B.1 data n=3,T=4,d=12, alternating); plain GD η = {ETA} ≤ 1/L̄_W "
-        f"(computed bound), {STEPS} steps; W(0) ~ N(0, {INIT_SCALE}²) with ⟨∇L(W(0)), W^mm⟩ < 0"
-    )
     profiles = PROFILES
     plot_metric = "corr_err"
     criteria = (
@@ -355,19 +349,28 @@ def trapped_example_mechanism(r) -> bool:
         return False
 
 
-class GlobalGDControl(GlobalGD):
-    id = "gd-global-control"
-    depends_on = ("gd", "svm-fro", "optimal-token", "softmax")
-    title = ("Control: the global claim on data where neither B.1 nor B.2 holds, started in a locally "
-             "optimal cone (false)")
-    statement = (r"\neg(B.1\vee B.2),\ \langle\nabla L(W(0)),W^{mm}\rangle<0\Rightarrow "
-                 r"W(k)/\|W(k)\|\to W^{mm}/\|W^{mm}\|")
-    hypotheses_text = (
+#: The paper's statement all four entries (gd-global, gd-global-normalized and their controls) refer to; the
+#: normalised variant names its own reading of it.
+REFERENCE = "TLTO §3 (global convergence of GD; hypotheses reconstructed, THEORY.md §4)"
+#: The controls' claim (gd-global-control and gd-global-normalized-control): the global limit without B.1/B.2.
+CONTROL_STATEMENT = (r"\neg(B.1\vee B.2),\ \langle\nabla L(W(0)),W^{mm}\rangle<0\Rightarrow "
+                     r"W(k)/\|W(k)\|\to W^{mm}/\|W^{mm}\|")
+
+
+def control_hypotheses_text(gd: str) -> str:
+    """The controls' hypotheses_text, ``gd`` naming the GD run (plain or normalised)."""
+    return (
         "logistic loss; unique opt; Att-SVM(opt) feasible; NEITHER B.1 NOR B.2 (tested); a locally optimal "
-        f"α ≠ opt; W(0) = 4 W^mm_α with ⟨∇L(W(0)), W^mm⟩ < 0 (tested); plain GD η = {ETA} ≤ 1/L̄_W"
+        f"α ≠ opt; W(0) = 4 W^mm_α with ⟨∇L(W(0)), W^mm⟩ < 0 (tested); {gd}"
     )
-    expected = "FAIL"
-    control_of = "gd-global"
+
+
+class GlobalGDControl(GlobalGD):
+    """The controls' check: data without B.1/B.2, GD started in a locally optimal cone. No statement of its
+    own: gd-global-control (gd_global.py) and gd-global-normalized-control (gd_global_normalized.py)
+    subclass it."""
+
+    depends_on = ("gd", "svm-fro", "optimal-token", "softmax")
     #: W(0) = START_M · W^mm_α: α's support tokens START_M logits behind, close enough for plain GD to move
     START_M = 4.0
 

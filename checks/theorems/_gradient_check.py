@@ -66,16 +66,11 @@ class GradInstance:
 
 
 class GradientCheck(Theorem):
-    id = "gradient-closed-form"
+    """The gradient identity check (instances, hypotheses, predictions); no statement of its own:
+    gradient-closed-form (gradient_closed_form.py) and kq-chain-rule (kq_chain_rule.py) subclass it and set
+    their id, title, reference, statement and hypotheses_text."""
+
     depends_on = ("gradient",)
-    title = "The closed-form attention gradient equals the true gradient"
-    reference = "TLTO (arXiv 2308.16898) §2, gradient of the empirical risk; THEORY.md §2"
-    statement = (r"\nabla L(W) = \frac1n \sum_{i=1}^n \ell'(Y_i f_i)\, X_i^\top\left(\operatorname{diag}(s_i)"
-                 r" - s_i s_i^\top\right)\gamma_i z_i^\top")
-    hypotheses_text = (
-        "smooth catalogue loss (sympy: l'' continuous on R); ReLU head: activation pattern constant "
-        "on the finite-difference stencil (away from the kink)"
-    )
     profiles = PROFILES
     accepts_data = True
     plot_metric = "rel_err_closed_vs_autograd"

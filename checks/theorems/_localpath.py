@@ -13,7 +13,7 @@ with ‖·‖_F and W^mm_α for W, and ‖·‖_⋆ (the (K, Q) constraint ‖K�
 nuclear
 solution W^mm_⋆,α for (K, Q). The paper's cone also bounds ‖W‖ ≥ R_0 from below; the constrained minimiser
 lies on the sphere ‖W‖ = R (prediction ``constraint_active``), so for R ≥ R_0 that bound is inactive and the
-convex cone above is the same problem. The path is numerics.gd.regularization_path(cone=(W^mm_α, μ)).
+convex cone above is the same problem. The path is numerics.regpath.regularization_path(cone=(W^mm_α, μ)).
 
 Why these constants (measured, seed 0, n = 3, T = 4, d = 6):
 
@@ -39,7 +39,7 @@ cone
   the
   cone: hypothesis ``cone_excludes_global``, 1 − corr(W^mm_α, W^mm) ≥ SEPARATION_K·μ). With K = 4 a path
   within
-  μ/4 of W^mm_α is provably more than μ/4 from every boundary point (rp_w_frobenius.SEPARATION_K's angle
+  μ/4 of W^mm_α is provably more than μ/4 from every boundary point (_paths.SEPARATION_K's angle
   argument).
 """
 
@@ -50,7 +50,7 @@ import numpy as np
 from checks import Outcome, Theorem, decide, failed, held, undecided
 from checks import hypotheses as hyp
 from numerics import tolerances as tol
-from numerics.gd import regularization_path
+from numerics.regpath import regularization_path
 from numerics.svm import is_locally_optimal, solve_att_svm
 from numerics.tokens import corr, margins, optimal_tokens, scores
 

@@ -11,7 +11,7 @@ import numpy as np
 from checks import Criterion, Outcome, Profile, Theorem, decide, failed, held, undecided
 from checks import hypotheses as hyp
 from numerics.data import random_unit_sphere
-from numerics.gd import regularization_path
+from numerics.regpath import regularization_path
 from numerics.svm import solve_att_svm
 from numerics.tokens import corr, min_margin, optimal_tokens
 
@@ -294,20 +294,18 @@ def path_criteria(target: str, other: str, corr_err_max: float) -> tuple[Criteri
 
 
 class PathCheck(Theorem):
-    id = "rp-w-frobenius"
+    """The regularisation-path check, set up for the W path (instances, hypotheses, predictions); no
+    statement of its own: rp-w-frobenius (rp_w_frobenius.py) and rp-kq-nuclear (rp_kq_nuclear.py) subclass it
+    and set their id, title, reference, statement and hypotheses_text."""
+
     depends_on = ("regpath", "svm-fro", "svm-nuc", "optimal-token")
-    title = "The W regularisation path converges in direction to the Frobenius Att-SVM solution"
-    reference = "TLTO §2 (regularisation path of W)"
-    statement = r"W_R=\arg\min_{\|W\|_F\le R}L(W):\quad W_R/R\to W^{mm}/\|W^{mm}\|_F"
-    hypotheses_text = (
-        "logistic loss (Assumption A); unique optimal tokens; Att-SVM(opt) feasible; R = 1..128 (log grid); "
-        "given data: the first 5 examples of each label, R = 1..128, 1000 path steps per radius"
-    )
     profiles = PROFILES
     plot_metric = "corr_err"
     criteria = path_criteria("W^mm", "W^mm_⋆", CORR_ERR_MAX) + (
         Criterion(
-            "norm constraint active, ‖W_R‖_F ≥ (1 − numerics.gd.ACTIVE_RTOL)·R", "at", "every resolved radius"
+            "norm constraint active, ‖W_R‖_F ≥ (1 − numerics.gd_common.ACTIVE_RTOL)·R",
+            "at",
+            "every resolved radius",
         ),
         Criterion(
             "normalised margin min-margin(W_R)·‖W^mm‖_F/R at the largest resolved R (judged as above; "

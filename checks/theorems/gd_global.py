@@ -77,34 +77,44 @@ from __future__ import annotations
 
 from checks import register
 
-# the budget and thresholds, re-exported: tests and reports name them here
-from ._global import (  # noqa: F401
-    ATTRACT_DOUBLINGS,
-    CORR_ERR_MAX,
-    DOUBLINGS,
+from ._global import (
+    CONTROL_STATEMENT,
     ETA,
-    FALL_MAX,
     INIT_SCALE,
-    NORM_RATE_MIN,
-    PROFILES,
-    RECORD,
+    REFERENCE,
     STEPS,
-    TRAP_TOL,
     GlobalGD,
     GlobalGDControl,
-    attractor_metrics,
-    doubling_points,
-    grad_inner,
-    smoothness_bound,
-    trapped_example_mechanism,
+    control_hypotheses_text,
 )
 
 
 @register
 class GDGlobal(GlobalGD):
-    """gd-global: the statement above; hypotheses, budget and predictions in checks/theorems/_global.py."""
+    """gd-global: the statement above; the budget, thresholds, hypotheses and predictions are
+    checks/theorems/_global.py's GlobalGD (shared with gd-global-normalized)."""
+
+    id = "gd-global"
+    title = "Plain GD on W (step η ≤ 1/L_W) converges in direction to the global Att-SVM solution W^mm"
+    reference = REFERENCE
+    statement = (r"\eta\le 1/L_W:\ \|W(k)\|_F\to\infty,\quad "
+                 r"\frac{W(k)}{\|W(k)\|_F}\to\frac{W^{mm}}{\|W^{mm}\|_F}")
+    hypotheses_text = (
+        "logistic loss (Assumption A); unique optimal tokens; Att-SVM(opt) feasible; B.1 or B.2 "
+        f"(B.2 data n=4,T=6,d=8 and B.1 data n=3,T=4,d=12, alternating); plain GD η = {ETA} ≤ 1/L̄_W "
+        f"(computed bound), {STEPS} steps; W(0) ~ N(0, {INIT_SCALE}²) with ⟨∇L(W(0)), W^mm⟩ < 0"
+    )
 
 
 @register
 class GDGlobalControl(GlobalGDControl):
     """gd-global-control: neither B.1 nor B.2, started in a locally optimal cone (false)."""
+
+    id = "gd-global-control"
+    title = ("Control: the global claim on data where neither B.1 nor B.2 holds, started in a locally "
+             "optimal cone (false)")
+    reference = REFERENCE
+    statement = CONTROL_STATEMENT
+    hypotheses_text = control_hypotheses_text(f"plain GD η = {ETA} ≤ 1/L̄_W")
+    expected = "FAIL"
+    control_of = "gd-global"

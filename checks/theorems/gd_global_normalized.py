@@ -43,7 +43,14 @@ from checks import Criterion, decide, held, register, undecided
 from numerics.gd_config import AUTHORS
 from numerics.tokens import optimal_tokens, softmax_probs
 
-from ._global import GlobalGD, GlobalGDControl, trapped_example_mechanism
+from ._global import (
+    CONTROL_STATEMENT,
+    REFERENCE,
+    GlobalGD,
+    GlobalGDControl,
+    control_hypotheses_text,
+    trapped_example_mechanism,
+)
 
 #: Authors' normalised step and budget (THEORY.md §5; numerics.gd_config.AUTHORS).
 STEP, STEPS, RECORD = AUTHORS.lr, AUTHORS.steps, 100
@@ -143,6 +150,8 @@ class GDGlobalNormalized(_Normalized, GlobalGD):
 class GDGlobalNormalizedControl(_Normalized, GlobalGDControl):
     id = "gd-global-normalized-control"
     title = "Control: normalised GD, neither B.1 nor B.2, started in a locally optimal cone (false)"
+    reference = REFERENCE
+    statement = CONTROL_STATEMENT
+    hypotheses_text = control_hypotheses_text("normalised GD η = 0.1, 2000 steps")
+    expected = "FAIL"
     control_of = "gd-global-normalized"
-    hypotheses_text = GlobalGDControl.hypotheses_text.replace(f"plain GD η = {GlobalGDControl.lr} ≤ 1/L̄_W",
-                                                               "normalised GD η = 0.1, 2000 steps")

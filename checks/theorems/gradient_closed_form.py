@@ -51,19 +51,24 @@ import numpy as np
 
 from checks import register
 
-from ._gradient_check import (  # noqa: F401  (re-exported: the family, sizes and profiles are named here)
-    PROFILES,
-    SYMBOLIC_SIZES,
-    GradientCheck,
-    GradInstance,
-    symbolic_size,
-)
+from ._gradient_check import GradientCheck
 from ._gradients import Case, closed_form_np
 
 
 @register
 class GradientClosedForm(GradientCheck):
-    """gradient-closed-form: the statement above; the check itself is in _gradient_check.py."""
+    """gradient-closed-form: the statement above; the check itself is _gradient_check.py's GradientCheck
+    (shared with kq-chain-rule)."""
+
+    id = "gradient-closed-form"
+    title = "The closed-form attention gradient equals the true gradient"
+    reference = "TLTO (arXiv 2308.16898) §2, gradient of the empirical risk; THEORY.md §2"
+    statement = (r"\nabla L(W) = \frac1n \sum_{i=1}^n \ell'(Y_i f_i)\, X_i^\top\left(\operatorname{diag}(s_i)"
+                 r" - s_i s_i^\top\right)\gamma_i z_i^\top")
+    hypotheses_text = (
+        "smooth catalogue loss (sympy: l'' continuous on R); ReLU head: activation pattern constant "
+        "on the finite-difference stencil (away from the kink)"
+    )
 
 
 @register

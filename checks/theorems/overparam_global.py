@@ -31,9 +31,9 @@ ascending one raises the loss) — else refuted. The median, not every run: at d
 finite minimiser oscillates around it (full profile: one run grew only 4.7×);
 (1) the share grows: with k reached of m feasible runs per d, the difference D = p_large − p_small gets
 Newcombe's hybrid score interval (method 10) built from the two Wilson 95% intervals of
-checks.sweep.wilson_interval; undecided runs are counted against the claim for confirmation and for it
-for refutation: held if the interval's lower end is > 0 with undecided runs against the claim, failed if
-its upper end is < 0 with them for the claim (the share significantly decreases), undecided otherwise.
+checks.experiments.sweep.wilson_interval; undecided runs are counted against the claim for confirmation and
+for it for refutation: held if the interval's lower end is > 0 with undecided runs against the claim, failed
+if its upper end is < 0 with them for the claim (the share significantly decreases), undecided otherwise.
 Metrics: the shares with Wilson intervals, the Newcombe interval, feasible/undecided counts per d.
 
 Measured (seed 0–2, 300–600 draws per d, pooled; conditioned on feasibility): share reaching W^mm

@@ -41,7 +41,7 @@ E = L − L_∞ not decreasing over the judged radii (R ≥ 8), the ball point R
 there by more than
 CAND_RTOL, or the stationarity ratio ‖projected tangential ∇L‖/|radial ∇L| above STAT_TOL·R — ≈ the angle to
 the sphere's minimiser for one support constraint, ≈ R × it when several compete, as their weights e^{−R q}
-rebalance at rate R per radian); ``direction``: 1 − corr(p_R, p^mm_α) judged by ``rp_w_frobenius.judge_path``
+rebalance at rate R per radian); ``direction``: 1 − corr(p_R, p^mm_α) judged by ``_paths.judge_path``
 with
 the per-instance threshold min(CORR_TOL, sep/4), sep = 1 − corr(p^mm_α, p^mm_{α^lin}) (α^lin below) where the
 two selections differ. Path: numerics.prompt_path.prompt_head_reg_path on R = 1..128.
@@ -78,7 +78,7 @@ N, T, D, M = 2, 3, 5, 4
 RADII = 2.0 ** np.arange(0, 8)  # 1..128
 #: Final directional error allowed (measured ≤ 1.3e-4 at R = 128).
 CORR_TOL = 1e-3
-SEPARATION_K = 4.0  # as rp_w_frobenius.SEPARATION_K: theorem and control cannot both hold on one instance
+SEPARATION_K = 4.0  # as _paths.SEPARATION_K: theorem and control cannot both hold on one instance
 #: Vertex selection with room: score gap (Y = +1), first-order coefficients (both labels), units off their
 #: kink.
 H_GAP = 0.05

@@ -45,7 +45,7 @@ sep = 1 − corr(p^mm, p^mm_α) (the competing direction: the global path must n
 versa; with 4 both cannot be confirmed on one instance), and for the local path also < μ/4 (the competing
 direction is the cone's boundary, where a path pulled out of the cone stalls at 1 − corr = μ). The trend is
 judged
-by ``rp_w_frobenius.judge_path`` (non-increasing over the large-R half up to noise, then the threshold; an
+by ``_paths.judge_path`` (non-increasing over the large-R half up to noise, then the threshold; an
 error
 above it that stalls is refuted, one still shrinking geometrically is undecided).
 
@@ -94,7 +94,7 @@ from ._prompt import judge_prompt_path, path_reliable, path_unreliable, require_
 RADII = 2.0 ** np.arange(0, 8)  # 1..128: E = L − L_∞ ~ e^{−1.4 R} stays a normal float64 up to R ≈ 500
 #: Final directional error allowed (measured ≤ 5e-10 global, ≤ 3e-9 local at R = 128).
 CORR_TOL = 1e-3
-#: Threshold below the separation from the competing direction (see rp_w_frobenius.SEPARATION_K).
+#: Threshold below the separation from the competing direction (see _paths.SEPARATION_K).
 SEPARATION_K = 4.0
 #: Cone of the local path: half-angle 0.5 rad (token 1 stays ≥ 0.4·R below token 3 inside it, module
 #: docstring).
@@ -114,7 +114,7 @@ STAT_TOL = 1e-3
 #: (the other α) is beaten by a factor e^{R·Δmargin} — 1e-3 tells the two apart.
 CAND_RTOL = 1e-3
 
-#: E must decrease over the judged radii (the large-R half, as rp_w_frobenius.judge_path's trend): at small R
+#: E must decrease over the judged radii (the large-R half, as _paths.judge_path's trend): at small R
 #: the ball minimiser may be interior — the sphere's minimum then *rises* with R (full profile, seed 0, local
 #: instances 31 and 47: E = −2.1e-5, 6.4e-4 at R = 1, 2) — which the theorem, about R → ∞, does not concern.
 JUDGED_FROM = len(RADII) // 2 - 1

@@ -14,7 +14,7 @@ ladder); α locally optimal for W^mm_⋆,α; δ⁺ ≥ 0.5 (computed on W^mm_⋆
 1 − corr(W^mm_⋆,α, W^mm_⋆) ≥ 4μ; m = d ≥ n. μ = 0.015 (MU_KQ). Instance family as rp-w-local (n = 3, T = 4, d
 = 6).
 
-The path: numerics.gd.regularization_path(param="KQ", cone=(W^mm_⋆,α, μ)): projected normalised GD on the
+The path: numerics.regpath.regularization_path(param="KQ", cone=(W^mm_⋆,α, μ)): projected normalised GD on the
 factors,
 a step whose K Q^T leaves the cone replaced by the balanced factors of the cone projection of K Q^T, 500
 steps, 2

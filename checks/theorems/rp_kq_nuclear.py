@@ -7,7 +7,7 @@ K_R Q_R^T / R → W^mm_⋆ / ‖W^mm_⋆‖_⋆, and ‖K_R Q_R^T‖_⋆ ≈ R (
 
 Hypotheses implemented: logistic loss; unique optimal tokens; Att-SVM and Att-SVM⋆ feasible (certified);
 m = d ≥ n. Instance family: random unit-sphere data (n=3, T=4, d=6). The path is
-numerics.gd.regularization_path(param="KQ") (projected normalised GD, restarts + warm start, best loss),
+numerics.regpath.regularization_path(param="KQ") (projected normalised GD, restarts + warm start, best loss),
 R = 1, 2, ..., 64 (log grid), PATH_STEPS = 1500 steps and 4 restarts per radius. Not THEORY.md's 128:
 there the loss of the (K, Q) path is flat to the last float64 digit (the 300- and 1500-step paths reach
 the same loss to 2e-16 while their directions differ), so the direction at R = 128 is numerically
@@ -32,7 +32,7 @@ subset the direction is right (1 − corr ≈ 8e-4) but the factors no longer ba
 property of the path).
 
 The directional threshold of (1) is per instance, min(3e-2, sep/4) with sep = 1 − corr(W^mm, W^mm_⋆), under
-the hypothesis ``solutions_separated`` (sep ≥ SEP_MIN = 0.04); see rp_w_frobenius.SEPARATION_K for why 4.
+the hypothesis ``solutions_separated`` (sep ≥ SEP_MIN = 0.04); see _paths.SEPARATION_K for why 4.
 
 Control (``rp-kq-nuclear-control``, at the boundary): "the (K, Q) path → the Frobenius solution W^mm", with
 the same per-instance threshold sep/4 on the same separated instances; refuted when the error to W^mm stalls
@@ -64,7 +64,7 @@ GIVEN_RADII = RADII
 #: 1e-12 to 1e-5 relative): the shorter path had not found the constrained minimiser.
 PATH_STEPS, RESTARTS = 1500, 4
 #: Cap of the per-instance directional threshold min(CORR_ERR_MAX, sep/4) at the largest judged R (observed
-#: 5e-4–2e-2 at R = 64; the factored path converges like log R / R). See rp_w_frobenius.SEPARATION_K.
+#: 5e-4–2e-2 at R = 64; the factored path converges like log R / R). See _paths.SEPARATION_K.
 CORR_ERR_MAX = 3e-2
 #: ``solutions_separated``: sep = 1 − corr(W^mm, W^mm_⋆) ≥ 0.04, so sep/4 ≥ 1e-2 is within the (K, Q) path's
 #: budget (full profile, seed 0: 61 of 72 instances have sep ≥ 0.04; with the path's errors at R = 64 the
@@ -104,7 +104,7 @@ class RPKQNuclear(PathCheck):
     redraw_on = ("solutions_separated",)
     criteria = path_criteria("W^mm_⋆", "W^mm", CORR_ERR_MAX) + (
         Criterion(
-            "norm constraint active, (‖K_R‖²_F + ‖Q_R‖²_F)/2 ≥ (1 − numerics.gd.ACTIVE_RTOL)·R",
+            "norm constraint active, (‖K_R‖²_F + ‖Q_R‖²_F)/2 ≥ (1 − numerics.gd_common.ACTIVE_RTOL)·R",
             "at",
             "every resolved radius",
         ),

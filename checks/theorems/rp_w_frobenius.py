@@ -5,7 +5,7 @@ Att-SVM feasible, W_R = argmin_{‖W‖_F ≤ R} L(W) satisfies W_R / R → W^mm
 
 Hypotheses implemented: logistic loss (Assumption A, sympy proof in theory.losses); unique optimal
 tokens; Att-SVM(opt) feasible (certified, numerics.svm). Instance family: random unit-sphere data
-(n=3, T=4, d=6, cross-attention). The path is numerics.gd.regularization_path (projected normalised
+(n=3, T=4, d=6, cross-attention). The path is numerics.regpath.regularization_path (projected normalised
 GD, 2 random restarts + warm start per radius, best loss kept) on the log grid R = 1, 2, 4, ..., 128.
 
 Predictions: (1) 1 − corr(W_R, W^mm) is non-increasing in R (over the large-R half of the grid, or from the
@@ -58,40 +58,22 @@ from __future__ import annotations
 
 from checks import register
 
-from ._paths import (  # noqa: F401  (re-exported: the rules and thresholds are named here)
-    CAND_RTOL,
-    CORR_ERR_MAX,
-    GIVEN_PATH_STEPS,
-    GIVEN_PER_CLASS,
-    GIVEN_RADII,
-    MARGIN_MIN,
-    MIN_RESOLVED,
-    MIN_TREND,
-    PROFILES,
-    RADII,
-    RES_RTOL,
-    SEP_MIN,
-    SEPARATION_K,
-    SHRINK_MAX,
-    PathCheck,
-    ball_candidate_loss,
-    control_not_applicable,
-    judge_path,
-    non_increasing,
-    path_criteria,
-    path_reliable,
-    refine_control,
-    rescaled_path_loss,
-    selecting_from,
-    separated,
-    separation,
-    trend_start,
-)
+from ._paths import CORR_ERR_MAX, PathCheck, control_not_applicable, path_criteria
 
 
 @register
 class RPWFrobenius(PathCheck):
-    """rp-w-frobenius: the statement above; the path check itself is checks/theorems/_paths.py's PathCheck."""
+    """rp-w-frobenius: the statement above; the path check itself is checks/theorems/_paths.py's PathCheck
+    (shared with rp-kq-nuclear)."""
+
+    id = "rp-w-frobenius"
+    title = "The W regularisation path converges in direction to the Frobenius Att-SVM solution"
+    reference = "TLTO §2 (regularisation path of W)"
+    statement = r"W_R=\arg\min_{\|W\|_F\le R}L(W):\quad W_R/R\to W^{mm}/\|W^{mm}\|_F"
+    hypotheses_text = (
+        "logistic loss (Assumption A); unique optimal tokens; Att-SVM(opt) feasible; R = 1..128 (log grid); "
+        "given data: the first 5 examples of each label, R = 1..128, 1000 path steps per radius"
+    )
 
 
 @register

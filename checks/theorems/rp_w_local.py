@@ -23,7 +23,7 @@ checks.strategies.local_alpha_data
 (unit-sphere data n = 3, T = 4, d = 6, α = opt except one example on its second-best token), redrawn until δ⁺
 ≥ 0.5.
 
-The path: numerics.gd.regularization_path(param="W", cone=(W^mm_α, μ)) — projected normalised GD onto the
+The path: numerics.regpath.regularization_path(param="W", cone=(W^mm_α, μ)) — projected normalised GD onto the
 exact
 projection of the cone ∩ ball, 300 steps, 2 random starts (projected into the cone) + the warm start per
 radius,

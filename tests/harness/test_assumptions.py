@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from checks import assumptions as A
-from checks import sweep
 from checks.cli import main
+from checks.experiments import assumptions as A
+from checks.experiments import sweep
 from numerics.errors import InvalidInputError
 
 GRID = "n=2,T=3,d=2:4"

@@ -23,7 +23,7 @@ from checks.cli import main
 from checks.power import sabotage as sab
 from checks.power import sabotage_gd
 from checks.theorem import REGISTRY
-from numerics import gd, prompt, sequence, svm, tokens
+from numerics import gd, prompt, regpath, sequence, svm, tokens
 from numerics.data import AttentionData, random_unit_sphere
 from numerics.errors import InvalidInputError, SolverError
 
@@ -181,10 +181,10 @@ def test_noop_gd_reaches_prompt_sequence_and_regularisation_path():
     with sab.sabotage("noop-gd"):
         p = prompt.run_prompt_gd(K, g, steps=20, lr=0.1, init=np.ones((2, 2)))
         s = sequence.run_seq_gd(X, G, steps=20, lr=0.1)
-        rp = gd.regularization_path(_data(), [1.0, 2.0], steps=20)
+        rp = regpath.regularization_path(_data(), [1.0, 2.0], steps=20)
     assert np.array_equal(p.p, np.ones((2, 2))) and not p.stalled.any()  # silent: no 'stalled' flag
     assert np.array_equal(s.W, np.zeros((4, 4))) and not s.stalled.any()
-    clean = gd.regularization_path(_data(), [1.0, 2.0], steps=20)
+    clean = regpath.regularization_path(_data(), [1.0, 2.0], steps=20)
     assert np.all(clean.loss <= rp.loss + 1e-12) and np.any(clean.loss < rp.loss - 1e-6)
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from checks import Criterion, Profile, Theorem, catalogue, held, register
 from checks.harness import InstanceResult, aggregate, run_instances
-from checks.report import _set_yscale, curve_series, inconclusive_text, math_html, plot_theorem, sizes_text
+from checks.report import curve_series, inconclusive_text, math_html, plot_theorem, sizes_text
+from checks.report.plots import _set_yscale
 from checks.runner import run_check
 from checks.theorem import REGISTRY, find_data
 from numerics.data import random_unit_sphere

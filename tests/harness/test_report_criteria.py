@@ -43,18 +43,18 @@ def test_every_builtin_theorem_and_control_declares_criteria():
 def test_thresholds_come_from_the_module_constants():
     """The rules quote each module's own named constant (not a retyped copy): a module whose threshold
     differs from a sibling's shows its own value."""
-    from checks.theorems import gd_global, gd_global_normalized, rp_kq_nuclear, rp_w_frobenius
+    from checks.theorems import _global, _paths, gd_global_normalized, rp_kq_nuclear
 
     by_id = {c.id: c for c in _builtin()}
 
     def values(tid):
         return [c.value for c in by_id[tid].criteria]
 
-    assert gd_global.CORR_ERR_MAX in values("gd-global")
+    assert _global.CORR_ERR_MAX in values("gd-global")
     assert gd_global_normalized.CORR_ERR_MAX in values("gd-global-normalized")
-    assert rp_w_frobenius.CORR_ERR_MAX in values("rp-w-frobenius")
+    assert _paths.CORR_ERR_MAX in values("rp-w-frobenius")
     assert rp_kq_nuclear.CORR_ERR_MAX in values("rp-kq-nuclear")
-    assert rp_w_frobenius.CORR_ERR_MAX not in values("rp-kq-nuclear")
+    assert _paths.CORR_ERR_MAX not in values("rp-kq-nuclear")
 
 
 def test_plot_metrics_name_recorded_metrics():
@@ -93,9 +93,9 @@ def test_report_json_carries_the_criteria(cheap_run):
         assert all({"name", "rule", "value"} <= set(c) for c in t["criteria"])
     html = (cheap_run / "report.html").read_text()
     assert "criteria not declared" not in html
-    from checks.theorems import gd_global
+    from checks.theorems import _global
 
-    assert f"{gd_global.CORR_ERR_MAX:g}" in html
+    assert f"{_global.CORR_ERR_MAX:g}" in html
 
 
 def _rows(out: Path, tid: str) -> list[SimpleNamespace]:
@@ -106,14 +106,14 @@ def _rows(out: Path, tid: str) -> list[SimpleNamespace]:
 
 def test_curves_are_recorded_against_iterations_and_radii(cheap_run):
     from checks.report import curve_series
-    from checks.theorems import gd_global, rp_w_frobenius
+    from checks.theorems import _global, _paths
 
     (gd,) = curve_series(_rows(cheap_run, "gd-global"), "corr_err_curve")
     assert gd["iterations"] and gd["xlabel"] == "GD iteration"
-    S = gd_global.STEPS
-    assert gd["x"] == [S // 2 ** j for j in range(gd_global.DOUBLINGS, -1, -1)]  # k = S/32, ..., S
+    S = _global.STEPS
+    assert gd["x"] == [S // 2 ** j for j in range(_global.DOUBLINGS, -1, -1)]  # k = S/32, ..., S
     (rp,) = curve_series(_rows(cheap_run, "rp-w-frobenius"), "corr_err_curve")
-    assert rp["xlabel"] == "radius R" and rp["x"] == list(rp_w_frobenius.RADII[: len(rp["x"])])
+    assert rp["xlabel"] == "radius R" and rp["x"] == list(_paths.RADII[: len(rp["x"])])
     fig = cheap_run / "figures" / "gd-global.png"
     assert fig.is_file() and fig.stat().st_size > 0
 

@@ -7,13 +7,15 @@ import csv
 
 import pytest
 
-from checks import reproduce as R
 from checks.cli import main
 from checks.experiments import (  # the experiments whose constants are patched
+    common,
     global_vs_d,
+    local_convergence,
     multi_token,
     svm_rank,
 )
+from checks.experiments import reproduce as R
 from numerics.errors import InvalidInputError
 
 
@@ -44,7 +46,7 @@ def test_gd_paths(tmp_path):
                  "--no-progress"]) == 0
     _outputs_ok(tmp_path, "gd-paths")
     rows = _rows(tmp_path / "gd-paths.csv")
-    final = [r for r in rows if int(r["iteration"]) == R.GD_STEPS and r["param"] == "W"]
+    final = [r for r in rows if int(r["iteration"]) == common.GD_STEPS and r["param"] == "W"]
     assert float(final[0]["corr_fro"]) > 0.99  # W-GD follows the Frobenius SVM on the hand-placed data
 
 
@@ -59,7 +61,7 @@ def test_local_convergence(tmp_path):
     assert "protocol" in head and {r["protocol"] for r in rows} == {"authors", "plain"}
     for protocol in ("authors", "plain"):
         w_final = [r for r in rows if r["param"] == "W" and r["protocol"] == protocol][-1]
-        assert int(w_final["iteration"]) == R.GD_STEPS and float(w_final["corr_fro_mean"]) > 0.95
+        assert int(w_final["iteration"]) == common.GD_STEPS and float(w_final["corr_fro_mean"]) > 0.95
     kq_final = [r for r in rows if r["param"] == "KQ" and r["protocol"] == "authors"][-1]
     assert float(kq_final["corr_nuc_mean"]) > 0.95  # the authors' eps weight decay keeps (K, Q) GD moving
     md = (tmp_path / "local-convergence.md").read_text()
@@ -73,7 +75,7 @@ def test_svm_rank(tmp_path, monkeypatch):
     head = _header(tmp_path / "svm-rank.csv")
     assert head[:7] == ["n", "T", "d", "feasible", "infeasible", "fro_rank_mean", "nuc_rank_mean"]
     rows = _rows(tmp_path / "svm-rank.csv")
-    assert len(rows) == len(R.RANK_NT) * 3
+    assert len(rows) == len(svm_rank.RANK_NT) * 3
     d1 = [r for r in rows if r["d"] == "1"]
     assert all(int(r["infeasible"]) > 0 for r in d1)  # infeasible draws are counted, never skipped silently
     for r in rows:
@@ -86,7 +88,7 @@ def test_global_vs_d(tmp_path, monkeypatch):
     R.reproduce("global-vs-d", trials=3, out=tmp_path, workers=1, progress=False)
     _outputs_ok(tmp_path, "global-vs-d")
     rows = _rows(tmp_path / "global-vs-d.csv")
-    assert len(rows) == 2 * len(R.GLOBAL_NT)
+    assert len(rows) == 2 * len(global_vs_d.GLOBAL_NT)
     for r in rows:
         assert float(r["ci_low"]) <= float(r["share"]) <= float(r["ci_high"])
 
@@ -97,7 +99,7 @@ def test_multi_token(tmp_path, monkeypatch):
     R.reproduce("multi-token", trials=3, out=tmp_path, workers=1, progress=False)
     _outputs_ok(tmp_path, "multi-token")
     rows = _rows(tmp_path / "multi-token.csv")
-    assert {r["candidate"] for r in rows} == set(R.CANDIDATES)
+    assert {r["candidate"] for r in rows} == set(multi_token.CANDIDATES)
     md = (tmp_path / "multi-token.md").read_text()
     assert "ambiguous" in md
 
@@ -154,9 +156,10 @@ def test_global_vs_d_counts_a_solver_error_and_finishes(tmp_path, monkeypatch):
 
 def test_local_convergence_counts_a_solver_error(monkeypatch):
     _inject_solver_error(monkeypatch, norm="nuc", nth=1)
-    out = R.lc_chunk(0, [0, 1])
+    out = local_convergence.lc_chunk(0, [0, 1])
     assert out["error_statuses"] == ["uncertified"]
-    assert sum(out[(pr, pa)]["solver_errors"] for pr in R.LC_PROTOCOLS for pa in ("W", "KQ")) == 1
+    protocols = local_convergence.LC_PROTOCOLS
+    assert sum(out[(pr, pa)]["solver_errors"] for pr in protocols for pa in ("W", "KQ")) == 1
 
 
 def test_multi_token_counts_a_solver_error(monkeypatch):
@@ -168,7 +171,7 @@ def test_multi_token_counts_a_solver_error(monkeypatch):
 
     monkeypatch.setattr(multi_token, "MT_STEPS", 200)
     monkeypatch.setattr(S, "gen_svm", broken)
-    out = R.mt_chunk(0, 4, [0, 1])
+    out = multi_token.mt_chunk(0, 4, [0, 1])
     assert out["solver_errors"] == 2 and out["error_statuses"] == ["uncertified"] * 2
 
 

@@ -1,7 +1,8 @@
 """Structure rules: theorem modules do not import each other, no import circles (no module imports one
-that imports it back, however long the way round), moved modules keep their old import paths, and the GD
-protocol, the loss table and corr each have one definition; the test tree's layout (tests/README.md): every
-test file in a tier, none named after a ticket."""
+that imports it back, however long the way round), no shims (no import hooks, no private names in
+``__all__``, no catalogue id defined in a private checks/theorems/_*.py module), the GD protocol, the loss
+table and corr each have one definition, and the test tree's layout (tests/README.md): every test file in a
+tier, none named after a ticket."""
 
 from __future__ import annotations
 
@@ -60,28 +61,6 @@ def test_sibling_import_detector_sees_relative_and_absolute_imports(tmp_path, mo
     p = tmp_path / "a.py"
     p.write_text("from .b import X\nfrom checks.theorems.c import Y\nfrom ._helper import Z\nimport numpy\n")
     assert _sibling_imports(p) == {"b", "c"}
-
-
-@pytest.mark.parametrize("old, new", [
-    ("checks.sweep", "checks.experiments.sweep"),
-    ("checks.assumptions", "checks.experiments.assumptions"),
-    ("checks.reproduce", "checks.experiments.reproduce"),
-    ("checks.svm_cli", "checks.cli.svm"),
-])
-def test_moved_modules_keep_their_old_import_path(old, new):
-    assert importlib.import_module(old) is importlib.import_module(new)
-
-
-def test_public_names_survive_the_split():
-    from checks import reproduce as R
-    from checks.report import fails_run, write_html, write_markdown
-    from checks.sweep import wilson_interval
-    from numerics.gd import GDResult, regularization_path, run_gd
-
-    assert callable(R.lc_chunk) and R.GD_STEPS == 2000 and R.AUTHORS_WD > 0
-    assert all(callable(f) for f in (fails_run, write_html, write_markdown, wilson_interval, run_gd,
-                                      regularization_path))
-    assert GDResult.__module__ == "numerics.gd_common"
 
 
 def test_authors_protocol_has_one_home():
@@ -259,3 +238,83 @@ def test_test_files_are_named_after_what_they_test():
     undocumented = [p.name for p in _test_files()
                     if not ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")))]
     assert undocumented == [], f"test files without a docstring saying what they guarantee: {undocumented}"
+
+
+# -- no shims ------------------------------------------------------------------------------------------
+def _package_files() -> list[Path]:
+    return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
+
+
+def _import_hooks(tree: ast.AST) -> list[str]:
+    """What in ``tree`` touches the import system's hooks: ``sys.meta_path`` / ``sys.path_hooks``, or a
+    class built on importlib's finder and loader bases."""
+    bases = {"MetaPathFinder", "PathEntryFinder", "Finder", "Loader", "SourceLoader", "FileLoader"}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ("meta_path", "path_hooks"):
+            found.append(f"line {node.lineno}: sys.{node.attr}")
+        elif isinstance(node, ast.ClassDef):
+            names = {b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "") for b in node.bases}
+            if names & bases:
+                found.append(f"line {node.lineno}: class {node.name}({', '.join(sorted(names & bases))})")
+    return found
+
+
+def test_no_module_installs_an_import_hook():
+    """An import path exists because the module is there: no meta-path finder or loader maps old paths to
+    new modules (the shim checks/_moved.py was removed: import from the defining module)."""
+    found = {str(p.relative_to(ROOT)): h for p in _package_files()
+             if (h := _import_hooks(ast.parse(p.read_text(encoding="utf-8"))))}
+    assert found == {}
+    for old in ("checks.sweep", "checks.assumptions", "checks.reproduce", "checks.svm_cli", "checks._moved"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(old)
+
+
+def test_import_hook_detector_sees_finders_and_meta_path():
+    tree = ast.parse("import sys, importlib.abc\nclass F(importlib.abc.MetaPathFinder): pass\n"
+                     "sys.meta_path.insert(0, F())\n")
+    assert len(_import_hooks(tree)) == 2
+    assert _import_hooks(ast.parse("import sys\nsys.path.insert(0, '.')\n")) == []
+
+
+def _all_names(tree: ast.Module) -> list[str]:
+    """The string entries of every ``__all__ = [...]`` / ``__all__ += [...]`` at module level."""
+    out = []
+    for node in tree.body:
+        targets = (node.targets if isinstance(node, ast.Assign) else [node.target]
+                   if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets) and node.value is not None:
+            out += [e.value for e in ast.walk(node.value)
+                    if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return out
+
+
+def test_no_private_name_in_all():
+    """``__all__`` lists a module's public names: a private helper is imported from the module that defines
+    it, never re-exported."""
+    names = {str(p.relative_to(ROOT)): _all_names(ast.parse(p.read_text(encoding="utf-8")))
+             for p in _package_files()}
+    private = {f: bad for f, ns in names.items() if (bad := [n for n in ns if n.startswith("_")])}
+    assert private == {}
+
+
+def test_no_catalogue_id_in_a_private_theorem_module():
+    """Each catalogue entry (theorem and control) is defined in its own public module of checks/theorems: a
+    private _*.py module holds shared bases and rules only, and sets no class attribute ``id``."""
+    from checks import catalogue
+    from checks.theorem import REGISTRY
+
+    for path in sorted(THEOREMS.glob("_*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                ids = [t.id for s in node.body if isinstance(s, (ast.Assign, ast.AnnAssign))
+                       for t in (s.targets if isinstance(s, ast.Assign) else [s.target])
+                       if isinstance(t, ast.Name) and t.id == "id"]
+                assert not ids, f"{path.name}: class {node.name} sets id (a catalogue entry: its own module)"
+    catalogue.load_builtin()
+    for cls in REGISTRY.values():
+        if not cls.__module__.startswith("checks.theorems."):
+            continue  # plugins
+        owner = next(k for k in cls.__mro__ if "id" in vars(k))
+        assert owner is cls and not cls.__module__.rpartition(".")[2].startswith("_"), (cls.id, owner)

@@ -1,4 +1,4 @@
-"""Tests of ``attnsvm svm`` (checks.svm_cli through checks.cli.main)."""
+"""Tests of ``attnsvm svm`` (checks.cli.svm through checks.cli.main)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from numerics import attention as att
-from numerics import gd
+from numerics import gd, gd_common, kernels, regpath
 from numerics.data import AttentionData, random_unit_sphere
 from numerics.errors import InvalidInputError
 from numerics.tokens import corr
@@ -76,7 +76,7 @@ def paper_instances_KQ():
 
 def test_W_gd_matches_independent_autograd_paper_setting(paper_instances_W):
     res = gd.run_gd(paper_instances_W, param="W", steps=2000, lr=0.1, seed=0)
-    W0 = 0.01 * gd._normal((10, 10), 3, 0)
+    W0 = 0.01 * gd_common._normal((10, 10), 3, 0)
     for r, dt in enumerate(paper_instances_W):
         ref = _autograd_gd(dt, [W0[r]], steps=2000, lr=0.1)
         assert corr(res.W[r], ref) > 0.98
@@ -93,7 +93,7 @@ def test_W_gd_matches_independent_autograd_paper_setting(paper_instances_W):
 
 def test_KQ_gd_matches_independent_autograd_paper_setting(paper_instances_KQ):
     res = gd.run_gd(paper_instances_KQ, param="KQ", steps=2000, lr=0.1, seed=0)
-    K0, Q0 = 0.01 * gd._normal((10, 10), 3, 0), 0.01 * gd._normal((10, 10), 3, 1)
+    K0, Q0 = 0.01 * gd_common._normal((10, 10), 3, 0), 0.01 * gd_common._normal((10, 10), 3, 1)
     short = gd.run_gd(paper_instances_KQ, param="KQ", steps=100, lr=0.1, seed=0)
     for r, dt in enumerate(paper_instances_KQ):  # before chaos sets in, iterates agree tightly
         np.testing.assert_allclose(short.W[r], _autograd_gd(dt, [K0[r], Q0[r]], steps=100, lr=0.1),
@@ -117,7 +117,7 @@ def test_plain_gd_and_relu_head_match_autograd():
     # (K, Q) normalised GD amplifies rounding differences quickly (1e-15 -> O(1) within 200 steps
     # on this instance, for every implementation), so compare a short run exactly.
     res_relu_kq = gd.run_gd(datas, param="KQ", steps=50, lr=0.1, head=att.ReLUHead(V), m=3, seed=5)
-    K0, Q0 = 0.01 * gd._normal((5, 3), 2, 5), 0.01 * gd._normal((5, 3), 2, 6)
+    K0, Q0 = 0.01 * gd_common._normal((5, 3), 2, 5), 0.01 * gd_common._normal((5, 3), 2, 6)
     for r, dt in enumerate(datas):
         np.testing.assert_allclose(res.W[r], _autograd_gd(dt, [W0[r]], steps=200, lr=0.5, normalized=False),
                                    rtol=1e-9, atol=1e-10)
@@ -179,7 +179,7 @@ def test_record_trajectory():
 
 
 @pytest.mark.parametrize("backend", ["torch", pytest.param("numba", marks=pytest.mark.skipif(
-    not gd.kernels.available(), reason="numba not installed"))])
+    not kernels.available(), reason="numba not installed"))])
 def test_saturated_softmax_does_not_blow_up(backend):
     """Long normalised runs saturate the softmax (tiny gradients): steps must stay of size lr."""
     datas = random_unit_sphere(6, 8, 10, rng=np.random.default_rng(0), R=4)
@@ -196,14 +196,14 @@ def test_saturated_softmax_does_not_blow_up(backend):
 def test_regularization_path_constraint_active():
     datas = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(7), R=2)
     radii = [1.0, 2.0, 4.0]
-    rp = gd.regularization_path(datas, radii, steps=150, restarts=2)
+    rp = regpath.regularization_path(datas, radii, steps=150, restarts=2)
     assert rp.W.shape == (3, 2, 5, 5) and rp.loss.shape == (3, 2)
     assert rp.constraint_active.all()
     np.testing.assert_allclose(
         np.linalg.norm(rp.W, axis=(2, 3)), np.array(radii)[:, None] * np.ones((1, 2)), rtol=1e-8
     )
     assert np.all(np.diff(rp.loss, axis=0) < 0)  # larger ball, smaller loss
-    kq = gd.regularization_path(datas, radii, param="KQ", steps=150, restarts=2)
+    kq = regpath.regularization_path(datas, radii, param="KQ", steps=150, restarts=2)
     assert kq.constraint_active.all()
     np.testing.assert_allclose(kq.norms, np.array(radii)[:, None] * np.ones((1, 2)), rtol=1e-8)
     half = 0.5 * (np.linalg.norm(kq.K, axis=(2, 3)) ** 2 + np.linalg.norm(kq.Q, axis=(2, 3)) ** 2)
@@ -213,7 +213,7 @@ def test_regularization_path_constraint_active():
 
 def test_regularization_path_beats_random_points_on_sphere():
     dt = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(8))
-    rp = gd.regularization_path(dt, [2.0], steps=200, restarts=2)
+    rp = regpath.regularization_path(dt, [2.0], steps=200, restarts=2)
     b = att.batch_from_data(dt)
     P = torch.randn(200, 5, 5, generator=torch.Generator().manual_seed(0), dtype=DT)
     P = 2.0 * P / torch.linalg.matrix_norm(P, keepdim=True)
@@ -333,9 +333,9 @@ def test_validation_head_and_radii():
         gd.run_gd(AttentionData(dt.X, dt.Y), steps=1, lr=0.1)
     for radii in ([], [1.0, -1.0], [[1.0, 2.0]], [[[1.0]]], [np.inf]):  # (J, R) radii need R = 1 column here
         with pytest.raises(InvalidInputError, match="radii"):
-            gd.regularization_path(dt, radii, steps=5)
+            regpath.regularization_path(dt, radii, steps=5)
     with pytest.raises(InvalidInputError, match="restarts"):
-        gd.regularization_path(dt, [1.0], steps=5, restarts=0)
+        regpath.regularization_path(dt, [1.0], steps=5, restarts=0)
     assert gd.run_gd(dt, steps=0, lr=0.1).W.shape == (1, 5, 5)
 
 
@@ -344,29 +344,30 @@ def test_regularization_path_per_instance_seeds_replay_exactly():
     datas = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(7), R=3)
     radii = [1.0, 2.0, 4.0]
     for param in ("W", "KQ"):
-        batch = gd.regularization_path(datas, radii, param=param, steps=60, restarts=2, seed=[11, 12, 13])
-        alone = gd.regularization_path([datas[1]], radii, param=param, steps=60, restarts=2, seed=[12])
+        batch = regpath.regularization_path(datas, radii, param=param, steps=60, restarts=2,
+                                            seed=[11, 12, 13])
+        alone = regpath.regularization_path([datas[1]], radii, param=param, steps=60, restarts=2, seed=[12])
         np.testing.assert_allclose(batch.W[:, 1], alone.W[:, 0], rtol=1e-12, atol=1e-12)
     with pytest.raises(InvalidInputError):
-        gd.regularization_path(datas, radii, seed=[1, 2])
+        regpath.regularization_path(datas, radii, seed=[1, 2])
 
 
 # -- the compiled CPU kernels (numerics.kernels) ------------------------------------------------------
 
 needs_numba = pytest.mark.skipif(
-    not gd.kernels.available(), reason="numba not installed (kernels unavailable)"
+    not kernels.available(), reason="numba not installed (kernels unavailable)"
 )
 
 
 @needs_numba
 def test_kernel_backend_matches_independent_autograd(paper_instances_W, paper_instances_KQ):
-    W0 = 0.01 * gd._normal((10, 10), 3, 0)
+    W0 = 0.01 * gd_common._normal((10, 10), 3, 0)
     short = gd.run_gd(paper_instances_W, param="W", steps=200, lr=0.1, seed=0, backend="numba")
     for r, dt in enumerate(paper_instances_W):
         np.testing.assert_allclose(
             short.W[r], _autograd_gd(dt, [W0[r]], steps=200, lr=0.1), rtol=1e-9, atol=1e-10
         )
-    K0, Q0 = 0.01 * gd._normal((10, 10), 3, 0), 0.01 * gd._normal((10, 10), 3, 1)
+    K0, Q0 = 0.01 * gd_common._normal((10, 10), 3, 0), 0.01 * gd_common._normal((10, 10), 3, 1)
     short = gd.run_gd(paper_instances_KQ, param="KQ", steps=100, lr=0.1, seed=0, backend="numba")
     for r, dt in enumerate(paper_instances_KQ):
         np.testing.assert_allclose(short.W[r], _autograd_gd(dt, [K0[r], Q0[r]], steps=100, lr=0.1),
@@ -441,7 +442,7 @@ def test_backend_choice_and_errors(monkeypatch):
     datas = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(1), R=2)
     with pytest.raises(InvalidInputError, match="backend must be one of"):
         gd.run_gd(datas, steps=2, lr=0.1, backend="cuda")
-    if gd.kernels.available():
+    if kernels.available():
         for kw, why in (
             (dict(normalized=False), "normalized=False"),
             (dict(weight_decay=0.1), "weight_decay"),
@@ -452,7 +453,7 @@ def test_backend_choice_and_errors(monkeypatch):
     batch = att.batch_from_data(datas)
     head = batch.linear_head()
     assert not gd._use_kernel("auto", batch, head, True, 0.0, gd.KERNEL_MIN_WORK - 1)  # too small to compile
-    assert gd._use_kernel("auto", batch, head, True, 0.0, gd.KERNEL_MIN_WORK) == gd.kernels.available()
+    assert gd._use_kernel("auto", batch, head, True, 0.0, gd.KERNEL_MIN_WORK) == kernels.available()
     assert not gd._use_kernel("torch", batch, head, True, 0.0, 10 ** 9)
     monkeypatch.setenv("ATTNSVM_NO_NUMBA", "1")  # the escape hatch: everything on the torch path
     assert not gd._use_kernel("auto", batch, head, True, 0.0, 10 ** 9)

@@ -11,11 +11,11 @@ import sys
 import numpy as np
 import pytest
 
-from numerics import gd
+from numerics import gd, gd_common, kernels
 from numerics.data import random_unit_sphere
 from numerics.losses import LOSS_NP, LOSSES
 
-needs_numba = pytest.mark.skipif(not gd.kernels.available(), reason="numba not installed / switched off")
+needs_numba = pytest.mark.skipif(not kernels.available(), reason="numba not installed / switched off")
 
 #: Losses from two implementations of the same formula (numpy here, torch there): rounding only.
 LOSS_RTOL = 1e-12
@@ -71,7 +71,8 @@ def test_numpy_entry_equals_the_torch_entry(param):
         init_t = tuple(torch.as_tensor(a) for a in init_np)
     kw = dict(param=param, steps=60, lr=0.1, record_every=20, backend="numba")
     a = gd.run_gd(datas, init=init_np, **kw)  # the numpy entry (head=None, init given)
-    b = gd.run_gd(datas, init=init_t, head=gd._prepare(datas, None, "cpu", torch.float64)[1], **kw)  # torch's
+    head = gd_common._prepare(datas, None, "cpu", torch.float64)[1]
+    b = gd.run_gd(datas, init=init_t, head=head, **kw)  # torch's
     assert a.backend == b.backend == "numba"
     scale = np.abs(a.W).max()
     np.testing.assert_allclose(a.W, b.W, rtol=0, atol=ITERATE_RTOL * scale)

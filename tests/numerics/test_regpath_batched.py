@@ -1,6 +1,7 @@
-"""Per-instance radii in numerics.gd.regularization_path (issue 17: the local-path theorems batch a block's
-instances into one path): a (J, R) radii array runs every instance on its own radii, and each instance's
-path is the one it has alone (per-instance seeds and cones; same draws, same steps), up to rounding."""
+"""Per-instance radii in numerics.regpath.regularization_path (issue 17: the local-path theorems batch a
+block's instances into one path): a (J, R) radii array runs every instance on its own radii, and each
+instance's path is the one it has alone (per-instance seeds and cones; same draws, same steps),
+up to rounding."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from numerics.data import random_unit_sphere
 from numerics.errors import InvalidInputError
-from numerics.gd import regularization_path
+from numerics.regpath import regularization_path
 
 #: Batched vs alone, relative to max |W|: the same arithmetic per instance; batched products may round
 #: differently in the last bit, and 40 projected steps carry that along at rounding level.

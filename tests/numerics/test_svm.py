@@ -365,7 +365,7 @@ def _svm_rank_instance():
     draw 27, seed 0. The Newton polish stalled along its gauge direction at a point 2.5e-6 above optimal,
     whose
     duality gap failed the SDP certificate."""
-    from checks.sweep import trial_rng
+    from checks.experiments.sweep import trial_rng
 
     return random_unit_sphere(5, 10, 3, rng=trial_rng(0, "svm-rank", (5, 10, 3), 27))
 

@@ -18,7 +18,7 @@ from checks.harness import run_theorem
 from checks.theorem import REGISTRY
 from numerics import attention as att
 from numerics.data import AttentionData
-from numerics.gd import GDResult
+from numerics.gd_common import GDResult
 from numerics.prompt import PromptGDResult
 from numerics.sequence import SeqGDResult
 
@@ -131,7 +131,7 @@ def test_smoothness_bound_bounds_the_gradient_lipschitz_constant():
     """L̄_W ≥ the largest Hessian eigenvalue magnitude, found by power iteration on finite-difference
     Hessian-vector products (∇L(W + hV) − ∇L(W − hV)) / 2h at random W of several scales."""
     from checks.strategies import b1_data, b2_data
-    from checks.theorems.gd_global import smoothness_bound
+    from checks.theorems._smoothness import smoothness_bound
     from numerics.data import random_unit_sphere
 
     rng = np.random.default_rng(0)

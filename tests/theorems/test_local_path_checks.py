@@ -2,7 +2,7 @@
 
 For each theorem: PASS on quick/seed 0, its boundary control FAILs, and the relevant sabotages of the
 numerics it depends on (checks.power.sabotage.sabotage) change its verdict. Also the cone projection used by
-numerics.gd.regularization_path(cone=...), checked against its defining properties.
+numerics.regpath.regularization_path(cone=...), checked against its defining properties.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from checks.power.sabotage import sabotage
 from checks.theorem import REGISTRY
 from numerics.data import random_unit_sphere
 from numerics.errors import InvalidInputError
-from numerics.gd import project_cone, regularization_path
+from numerics.regpath import project_cone, regularization_path
 from numerics.tokens import corr
 
 catalogue.load_builtin()

@@ -63,12 +63,14 @@ def test_svm_sabotages_are_caught_by_the_certificate():
 # -- the facts behind the checks ----------------------------------------------------------------------
 def test_one_smoothness_bound_and_it_bounds_the_valley_curvature():
     from checks.strategies import valley_data
-    from checks.theorems import _smoothness, gd_global
+    from checks.theorems import _global, _smoothness, smoothness_step
     from checks.theorems.smoothness_step import valley_geometry, valley_point
     from numerics.gd import run_gd
     from theory.smoothness import lipschitz_bound
 
-    assert gd_global.smoothness_bound is _smoothness.smoothness_bound  # one definition
+    # one definition: the GD step hypothesis (_global) and smoothness-step use the proved bound itself
+    assert _global.smoothness_bound is _smoothness.smoothness_bound
+    assert smoothness_step.smoothness_bound is _smoothness.smoothness_bound
     rng = np.random.default_rng(3)
     for _ in range(5):
         data = valley_data(int(rng.integers(2, 6)), rng=rng)

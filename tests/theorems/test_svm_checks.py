@@ -87,7 +87,7 @@ def test_feasibility_sabotage_dropped_certificate_check(monkeypatch):
 # -- regularisation paths ---------------------------------------------------------------------------
 def test_separation_threshold_makes_theorem_and_control_exclusive():
     """1 − cos θ_p < (1 − cos θ_s)/4 implies 1 − cos(θ_s − θ_p) ≥ (1 − cos θ_s)/4 (SEPARATION_K = 4)."""
-    from checks.theorems.rp_w_frobenius import SEPARATION_K
+    from checks.theorems._paths import SEPARATION_K
 
     th_s = np.linspace(1e-3, np.pi, 400)[:, None]
     sep = 1 - np.cos(th_s)

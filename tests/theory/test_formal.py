@@ -326,7 +326,7 @@ def _former_bound(data):
 
 @pytest.mark.parametrize("loss", ["logistic", "exponential"])
 def test_lipschitz_bound_dominates_measured_ratios(loss):
-    from checks.theorems.gd_global import smoothness_bound
+    from checks.theorems._smoothness import smoothness_bound
     from numerics.data import random_unit_sphere
 
     rng = np.random.default_rng(5)
