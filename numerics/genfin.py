@@ -441,9 +441,10 @@ def coupled_selection_multi(rng: np.random.Generator, d: int, splits, *, T: int 
         zs = rng.standard_normal((len(splits), d))
         zs /= np.linalg.norm(zs, axis=1, keepdims=True)
         a, b = E[0], E[1]
-        thetas = [edge_optimum(a @ V, b @ V, p, m) for p, m in splits]  # rule (1), per group
-        if any(t is None for t in thetas):
+        found = [edge_optimum(a @ V, b @ V, p, m) for p, m in splits]  # rule (1), per group
+        if any(t is None for t in found):
             continue
+        thetas = [float(t) for t in found if t is not None]
         us = [(1 - 1 / (1 + np.exp(-t))) * a + b / (1 + np.exp(-t)) for t in thetas]
         if any(np.min(np.abs(u @ V)) < KINK_MARGIN * np.linalg.norm(u) / np.sqrt(d) for u in us):  # rule (2)
             continue
