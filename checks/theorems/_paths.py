@@ -320,6 +320,10 @@ class PathCheck(Theorem):
     path_steps, restarts = PATH_STEPS, RESTARTS
     corr_err_max = CORR_ERR_MAX
     sep_min = SEP_MIN
+    #: W^mm and W^mm_⋆ too close for the budget to tell which one the path follows is a property of the draw,
+    #: not of the claim: such an instance is drawn again (harness; quick seed 11 of rp-w-frobenius was 3 of
+    #: 10 vacuous through it, INCONCLUSIVE under the 25 % vacuous rule)
+    redraw_on = ("solutions_separated",)
     n, T, d = 3, 4, 6
     accepts_data = True
     given_radii = GIVEN_RADII

@@ -100,8 +100,6 @@ class RPKQNuclear(PathCheck):
     path_steps, restarts = PATH_STEPS, RESTARTS
     corr_err_max = CORR_ERR_MAX
     sep_min = SEP_MIN
-    #: W^mm and W^mm_⋆ too close to tell apart is a property of the draw, not of the claim: drawn again
-    redraw_on = ("solutions_separated",)
     criteria = path_criteria("W^mm_⋆", "W^mm", CORR_ERR_MAX) + (
         Criterion(
             "norm constraint active, (‖K_R‖²_F + ‖Q_R‖²_F)/2 ≥ (1 − numerics.gd_common.ACTIVE_RTOL)·R",
