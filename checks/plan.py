@@ -138,6 +138,36 @@ def replay_args(cfg: CheckConfig) -> str:
     return extra + (f" --sabotage {cfg.sabotage}" if cfg.sabotage else "")
 
 
+def plugin_provenance(plugins: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """Where each plugin theorem file of a run came from, for report.json and run.json: its absolute path,
+    sha256, whether it was named with --plugin or listed in pyproject.toml ([tool.attnsvm] plugins), and
+    the git commit of the repository holding it (with ``dirty`` when the file differs from that commit; None
+    outside a repository). A reviewer can tell exactly which theorem text a verdict belongs to."""
+    import hashlib
+    import subprocess
+
+    def git(args: list[str], where: Path) -> str | None:
+        try:
+            r = subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True, timeout=5)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    given = [(Path(p), "--plugin") for p in plugins]
+    listed = [(p, "pyproject.toml") for p in catalogue.pyproject_plugins(".")]
+    out = []
+    for path, source in listed + given:
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            digest = None
+        head = git(["rev-parse", "HEAD"], path.resolve().parent)
+        dirty = git(["status", "--porcelain", "--", path.resolve().name], path.resolve().parent)
+        out.append({"path": str(path.resolve()), "sha256": digest, "source": source, "git": head,
+                    **({"dirty": bool(dirty)} if head else {})})
+    return out
+
+
 def default_workers() -> int:
     """The default size of the check process pool: the cores this process may run on."""
     try:

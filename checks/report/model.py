@@ -236,6 +236,13 @@ def _settings(run: dict[str, Any]) -> dict[str, str]:
         if isinstance(val, dict):
             for k, v in val.items():
                 out[f"{key}.{k}"] = _fmt(v) if not isinstance(v, (dict, list)) else json.dumps(v)
+    for p in run.get("plugins", []) or []:  # provenance of each plugin theorem file (plan.plugin_provenance)
+        if isinstance(p, dict):
+            git = f", git {str(p.get('git'))[:12]}{' (file modified)' if p.get('dirty') else ''}" if p.get(
+                "git") else ", not in a git repository"
+            out[f"plugin {p.get('path')}"] = f"{p.get('source')}, sha256 {str(p.get('sha256'))[:16]}…{git}"
+    if run.get("sabotage"):
+        out["sabotage"] = f"{run['sabotage']} (a power test: these verdicts are not results)"
     for note in run.get("data_notes", []) or []:
         out.setdefault("data notes", "")
         out["data notes"] += ("; " if out["data notes"] else "") + str(note)

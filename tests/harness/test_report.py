@@ -273,3 +273,22 @@ def test_curve_series_against_radius_and_dimension():
     r, d = curve_series(results[:1], "gap_curve")[0], curve_series(results[1:], "share_curve")[0]
     assert r["x"] == [1.0, 2.0] and r["xlabel"] == "radius R"
     assert d["x"] == [3.0, 16.0] and d["xlabel"] == "d"  # overparam-global: the share against d
+
+
+def test_plugin_provenance_is_recorded(tmp_path):
+    """report.json's run names every plugin file with its path, sha256, how it was loaded and its git state
+    (issue 28: plugins loaded from pyproject showed as "plugins": [])."""
+    import hashlib
+    import json
+
+    from checks.runner import run_check
+
+    plugin = tmp_path / "own_theorem.py"
+    plugin.write_text(PLUGIN.replace("report-toy", "prov-toy"))
+    run_check(["prov-toy"], plugins=[str(plugin)], out=tmp_path / "out", progress=False, workers=0,
+              figures=False)
+    run = json.loads((tmp_path / "out" / "report.json").read_text())["run"]
+    mine = [p for p in run["plugins"] if p["source"] == "--plugin"]
+    assert mine == [{"path": str(plugin.resolve()), "sha256": hashlib.sha256(plugin.read_bytes()).hexdigest(),
+                     "source": "--plugin", "git": None}]  # tmp_path is in no git repository
+    assert any(p["source"] == "pyproject.toml" and p["git"] for p in run["plugins"])  # the example plugin
