@@ -237,12 +237,13 @@ class Theorem:
         raise NotImplementedError(f"{type(self).__name__} must define instance(rng, ctx)")
 
     def predicted(self, name: str, obj: Any, kind: str = "direction",
-                  span: Sequence[Any] | None = None) -> Any:
+                  span: Sequence[Any] | Callable[[], Sequence[Any]] | None = None) -> Any:
         """The predicted object a check compares the numerics with (a direction, a bound, a finite part),
         through the one seam :func:`checks.power.resolution.predicted`: unchanged in every normal run,
         perturbed by a relative ε under ``attnsvm power --resolution``, which measures the smallest error
         the check catches. ``kind``: "direction", "upper" / "lower" (a bound), "point"; ``span``: the
-        subspace the object lives in (default: the whole space)."""
+        subspace the object lives in (default: the whole space), or a function building it, which only a
+        perturbation calls."""
         from .power.resolution import predicted
 
         return predicted(self.id, name, obj, kind, span)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,10 +114,15 @@ def perturb(obj: Any, kind: str, eps: float, rng: np.random.Generator,
     return ((np.cos(theta) * flat / norm + np.sin(theta) * u) * norm).reshape(x.shape)
 
 
-def predicted(theorem: str, name: str, obj: Any, kind: str, span: Sequence[np.ndarray] | None = None) -> Any:
-    """The seam: ``obj`` as the prediction compares with it (perturbed under :func:`perturbed`)."""
+def predicted(theorem: str, name: str, obj: Any, kind: str,
+              span: Sequence[np.ndarray] | Callable[[], Sequence[np.ndarray]] | None = None) -> Any:
+    """The seam: ``obj`` as the prediction compares with it (perturbed under :func:`perturbed`). ``span``
+    may be a function returning the span, called only when the object is perturbed (normal runs never
+    build it)."""
     if not _ACTIVE:
         return obj
+    if callable(span):
+        span = span()
     st = _ACTIVE[-1]
     st.used.add(f"{name} ({kind})")
     return perturb(obj, kind, st.eps, _rng(theorem, name, obj), span)

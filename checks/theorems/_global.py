@@ -205,7 +205,7 @@ class GlobalGD(Theorem):
     # -- predictions
     def target(self, inst, st):
         """W^mm, the direction every prediction compares GD with (the resolution seam: Theorem.predicted)."""
-        return self.predicted("W^mm", st["sol"].W, "direction", token_difference_span(inst["data"]))
+        return self.predicted("W^mm", st["sol"].W, "direction", lambda: token_difference_span(inst["data"]))
 
     def check_norm_grows(self, inst, st, ctx):
         idx = doubling_points(st["its"], self.steps)

@@ -400,7 +400,8 @@ class PathCheck(Theorem):
     def target(self, st):
         """The path's predicted limit direction (the resolution seam: Theorem.predicted)."""
         name = "W^mm" if self.target_key == "fro" else "W^mm_⋆"
-        return self.predicted(name, st[self.target_key].W, "direction", token_difference_span(st["data"]))
+        return self.predicted(name, st[self.target_key].W, "direction",
+                              lambda: token_difference_span(st["data"]))
 
     def other(self, st):
         """The solution the claim says the path does *not* converge to (the control's target)."""

@@ -342,7 +342,7 @@ class GDLocal(Theorem):
 
     def target(self, inst, st):
         """W^mm_α, the direction GD is predicted to follow (the resolution seam: Theorem.predicted)."""
-        return self.predicted("W^mm_α", st["sol"].W, "direction", token_difference_span(inst["data"]))
+        return self.predicted("W^mm_α", st["sol"].W, "direction", lambda: token_difference_span(inst["data"]))
 
     def check_stays_in_cone(self, inst, st, ctx):
         c = corr_curve(st["traj"], self.target(inst, st))

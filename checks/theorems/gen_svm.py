@@ -287,7 +287,8 @@ class _GenBase(Theorem):
                 if self.fin_transform is not None:
                     W_fin = self.fin_transform(W_fin, fin_basis(data, gs_mid.selected))
                 # the resolution seam (attnsvm power --resolution): W^fin moved by ε‖W^fin‖ inside S_fin
-                W_fin = self.predicted("W^fin", W_fin, "point", list(fin_basis(data, gs_mid.selected)))
+                W_fin = self.predicted("W^fin", W_fin, "point",
+                                       lambda data=data, gs=gs_mid: list(fin_basis(data, gs.selected)))
                 states[j] = {"traj": traj, "W": W, "W_mid": W_mid, "gs": gs, "gs_mid": gs_mid, "one": one,
                              "fidelity": fid, "dead_examples": dead, "W_fin_pred": W_fin}
         return states

@@ -203,7 +203,9 @@ class KQGDNuclear(Theorem):
     claim_key = "nuc"
 
     def _curves(self, inst, st, ctx=None):
-        span = token_difference_span(inst["data"])
+        def span():
+            return token_difference_span(inst["data"])
+
         Wn, Wf = st["nuc"].W, st["fro"].W
         if self.claim_key == "nuc":
             Wn = self.predicted("W^mm_⋆", Wn, "direction", span)
