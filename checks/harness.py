@@ -38,6 +38,11 @@ def instance_seed(root: int, theorem_id: str, k: int, draw: int = 0) -> np.rando
 #: and controls are exempt: given data is what it is, and a control is decided by its refutations.
 MAX_VACUOUS_SHARE = 0.25
 
+#: The instance outcomes behind each unexpected verdict (their replay lines are what a user needs): an
+#: INCONCLUSIVE may come from undecided instances or, under MAX_VACUOUS_SHARE, from vacuous ones.
+CULPRITS = {"FAIL": ("refuted",), "ERROR": ("error",), "INCONCLUSIVE": ("inconclusive", "vacuous"),
+            "VACUOUS": ("vacuous",), "PASS": ("confirmed",)}
+
 
 def _jsonable(x: Any) -> Any:
     """Metrics as plain JSON values (numpy scalars/arrays -> Python; NaN/Inf -> strings)."""

@@ -40,9 +40,6 @@ SCHEMA = 1
 #: the statuses of one seed that count as "the expected verdict" (checks.report.QUIET without the given-data
 #: ones, which a stability sweep never produces since it runs every theorem on its own random family)
 EXPECTED_STATUSES = ("ok", "KNOWN FINDING")
-#: which instances explain an unexpected verdict, by verdict
-_CULPRITS = {"FAIL": ("refuted",), "ERROR": ("error",), "INCONCLUSIVE": ("inconclusive",),
-             "VACUOUS": ("vacuous",), "PASS": ("confirmed",)}
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -192,9 +189,10 @@ def run_stability(ids: Sequence[str] = (), *, seeds: Sequence[int], profile: str
 
 def _culprit_lines(d: Path, t: dict[str, Any], profile: str, seed: int, plugins: Sequence[str]) -> list[str]:
     """The replay line of each instance behind an unexpected verdict (the refuted ones of a FAIL, ...)."""
+    from .harness import CULPRITS  # which instances explain an unexpected verdict, by verdict
     from .runner import read_results
 
-    kinds = _CULPRITS.get(t["verdict"], ())
+    kinds = CULPRITS.get(t["verdict"], ())
     found = set(t.get("finding_instances", []))
     extra = "".join(f" --plugin {p}" for p in plugins)
     lines = []

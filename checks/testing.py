@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import pytest
 
 from . import catalogue
-from .harness import TheoremResult, aggregate, run_instances
+from .harness import CULPRITS, TheoremResult, aggregate, run_instances
 from .theorem import Theorem
 
 
@@ -45,15 +45,10 @@ def assert_verdict_as_expected(cls: type[Theorem], *, profile: str = "quick", se
     results = run_instances(cls, list(range(n)), profile=profile, seed=seed)
     res = aggregate(cls, results, profile=profile, seed=seed)
     if not (res.verdict == cls.expected or res.known_finding):
-        kinds = _CULPRITS.get(res.verdict, ("refuted", "error", "inconclusive", "vacuous"))
+        kinds = CULPRITS.get(res.verdict, ("refuted", "error", "inconclusive", "vacuous"))
         lines = [f"  {res.reproduce} --instance {r.instance}  # {r.outcome}: {r.reason[:200]}"
                  for r in sorted(results, key=lambda r: r.instance) if r.outcome in kinds]
         pytest.fail(f"{cls.id}: expected {cls.expected}, got {res.verdict}; counts {res.counts}\n"
                     f"replay the run: {res.reproduce} (writes results.jsonl, the report and every "
                     f"counterexample .npz)\nthe instances behind the verdict:\n" + "\n".join(lines))
     return res
-
-
-#: The instance outcomes behind an unexpected verdict.
-_CULPRITS = {"FAIL": ("refuted",), "ERROR": ("error",), "INCONCLUSIVE": ("inconclusive", "vacuous"),
-             "VACUOUS": ("vacuous",), "PASS": ("confirmed",)}
