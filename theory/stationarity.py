@@ -328,16 +328,18 @@ def no_stationary_point_general() -> GeneralProof:
     )
 
 
-def all_derivations(method: str = "auto") -> list[Derivation]:
-    """Every derivation at its default sizes, correct variant and every wrong variant (cached): those of
-    theory.derivations and the two of this module (the one module that sees both)."""
+#: Every derivation by its VARIANTS name: those of theory.derivations and the two of this module (the one
+#: module that sees both).
+DERIVATIONS: dict[str, Callable[..., Derivation]] = {
+    "softmax-jacobian": softmax_jacobian,
+    "gradient-closed-form": gradient_closed_form,
+    "kq-chain-rule": kq_chain_rule,
+    "covariance-identity": covariance_identity,
+    "stationary-conditions": stationary_conditions,
+    "no-stationary-point-n1-T2": no_stationary_point_lemma,
+}
 
-    fns: dict[str, Callable[..., Derivation]] = {
-        "softmax-jacobian": softmax_jacobian,
-        "gradient-closed-form": gradient_closed_form,
-        "kq-chain-rule": kq_chain_rule,
-        "covariance-identity": covariance_identity,
-        "stationary-conditions": stationary_conditions,
-        "no-stationary-point-n1-T2": no_stationary_point_lemma,
-    }
-    return [fns[name](variant=v, method=method) for name, vs in VARIANTS.items() for v in vs]
+
+def all_derivations(method: str = "auto") -> list[Derivation]:
+    """Every derivation at its default sizes, correct variant and every wrong variant (cached)."""
+    return [DERIVATIONS[name](variant=v, method=method) for name, vs in VARIANTS.items() for v in vs]

@@ -17,24 +17,15 @@ from theory import (
     VARIANTS,
     all_derivations,
     assumption_a,
-    covariance_identity,
     gradient_closed_form,
-    kq_chain_rule,
     no_stationary_point_lemma,
     softmax_jacobian,
     stationary_conditions,
     to_exp,
 )
 from theory import lambdified as lf
+from theory.stationarity import DERIVATIONS
 
-DERIVATIONS = {
-    "softmax-jacobian": softmax_jacobian,
-    "gradient-closed-form": gradient_closed_form,
-    "kq-chain-rule": kq_chain_rule,
-    "covariance-identity": covariance_identity,
-    "stationary-conditions": stationary_conditions,
-    "no-stationary-point-n1-T2": no_stationary_point_lemma,
-}
 WRONG = [(name, v) for name, vs in VARIANTS.items() for v in vs if v != "correct"]
 
 #: Closed form vs autograd / numerics.attention: both float64 evaluations of the same function with
