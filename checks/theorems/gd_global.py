@@ -55,8 +55,8 @@ predictions on unit-sphere data where NEITHER B.1 NOR B.2 holds (tested: ``assum
 a locally optimal α ≠ opt (checks.strategies.local_alpha_data), started just inside α's local cone: ON ITS
 BOUNDARY, corr(W(0), W^mm_α) = 1 − μ with gd-local's μ rule (``cone_width``), at radius ‖W(0)‖ = 4‖W^mm_α‖
 (``_global.GlobalGDControl.START_M``), where the start hypothesis ⟨∇L(W(0)), W^mm⟩ < 0 still holds (tested):
-without B, "from a start whose gradient points to W^mm" is not enough — GD keeps α with a growing lead over the
-switched example's optimal token and stays closer to the certified locally optimal W^mm_α than to W^mm
+without B, "from a start whose gradient points to W^mm" is not enough — GD keeps α with a growing lead over
+the switched example's optimal token and stays closer to the certified locally optimal W^mm_α than to W^mm
 (refuted by the attractor rule), while its norm grows as the theorem's would. Issue 23: the former start
 4·W^mm_α lay on the cone's axis, deep inside it. The radius is the smallest doubling at which plain GD still
 moves within the budget (gd-local's radius M = max(40, 10/δ⁺) freezes plain GD: measured at M = 10 the last
