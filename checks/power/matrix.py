@@ -9,9 +9,14 @@ already, when the verdict changes. It *SURVIVED* otherwise (the check cannot tel
 component from the working one); it is *not relevant* when it breaks no component the theorem
 declares. A cell that runs past its time limit is TIMEOUT (power not shown).
 
-Controls are left out unless named: they are expected to FAIL, so a broken component that makes
-them fail "for the wrong reason" is not a detection. Exit code: 1 if any relevant sabotage survived
-(or timed out), else 0; 2 on bad usage.
+Controls run too (issue 23 item 5), judged the other way round: a control is expected to FAIL, so a
+sabotage that leaves it FAIL (or ERROR: the pipeline caught the bug) *kept* its power, and one that turns
+it PASS, INCONCLUSIVE or VACUOUS LOST it -- under that bug the check could no longer refute a false claim,
+so its PASS on the theorem says nothing. A LOST cell counts as a survivor.
+
+A survivor listed in ``BLIND_SPOTS`` (theorem, sabotage) -> reason is a *known blind spot*: shown with its
+reason, not counted. Exit code: 1 if any relevant sabotage survived, lost a control's power or timed out
+(blind spots excepted), else 0; 2 on bad usage.
 """
 
 from __future__ import annotations
@@ -44,6 +49,32 @@ CELL_TIME_FACTOR = 20.0
 CELL_MIN_SECONDS = 120.0
 
 DETECTED, SURVIVED, NOT_RELEVANT, TIMEOUT = "detected", "SURVIVED", "not relevant", "TIMEOUT"
+KEPT, LOST, BLIND = "kept", "LOST", "blind spot"
+
+#: Known blind spots: (theorem id, sabotage) -> why the check cannot see that bug (measured, quick seed 0).
+BLIND_SPOTS: dict[tuple[str, str], str] = {
+    ("softmax-simplex", "softmax-temperature"): (
+        "invariant by design: softmax(z / 1.1) is the softmax of other logits, still on the simplex with "
+        "every entry positive; the claim cannot tell a temperature"),
+    ("gen-svm", "last-row-dropped-svm"): (
+        "no effect on this family: the last inequality row of the directional SVM binds on no instance "
+        "(counts identical to the clean run, 58 confirmed / 6 inconclusive of 64; where a dropped row binds, "
+        "the certificate's full-row check turns the instance ERROR, as on every other SVM theorem)"),
+    # a temperature is a reparametrisation W -> W / 1.1: the directions, signs and limits these claims are
+    # about do not change (only the effective step, still within 1/L_W); gd-local and gen-svm catch it by
+    # their step-fidelity prediction (an independent gradient), which gd-global does not run (a fix to make)
+    ("gd-global", "softmax-temperature"): (
+        "invariant in direction: tempered GD on W is GD on W / 1.1 with a smaller step; no step-fidelity "
+        "prediction (gd-local's is_gradient_descent would catch it)"),
+    ("gd-global-normalized", "softmax-temperature"): (
+        "invariant in direction (normalised GD on W / 1.1); no step-fidelity prediction"),
+    ("no-stationary-points", "softmax-temperature"): (
+        "invariant by design: ⟨∇L_T(W), W^mm⟩ = ⟨∇L(W / 1.1), W^mm⟩ / 1.1 has the same sign"),
+    ("no-stationary-points", "last-row-dropped-svm"): (
+        "not explained yet (counts unchanged, 8/8): W^mm's margins come from the exact rational KKT "
+        "solution, "
+        "likely outside the solvers' row seam; to investigate"),
+}
 
 
 class _CellTimeout(Exception):
@@ -130,8 +161,7 @@ def run_power(
     sab.resolve(names)  # unknown names: one-line error
     load_catalogue(plugins)
     selected = catalogue.select(list(ids))
-    named = set(ids)
-    thms = [c for c in selected if not c.control_of or c.id in named]
+    thms = list(selected)
     todo = sum(1 for c in thms for n in names if relevant(c, n)) + sum(1 for c in thms if c.depends_on)
     done = 0
     rows = []
@@ -164,12 +194,17 @@ def run_power(
                 cell = _run(cls, profile, seed, limit)
             if cell["verdict"] == "TIMEOUT":
                 cell["status"] = TIMEOUT
+            elif cls.control_of and clean["verdict"] == cls.expected == "FAIL":  # a control refuted clean
+                cell["status"] = KEPT if cell["verdict"] in ("FAIL", "ERROR") else LOST
             elif not clean["fails_run"]:  # the usual case: detected iff `attnsvm check` would now exit 1
                 cell["status"] = DETECTED if cell["fails_run"] else SURVIVED
             else:  # the clean run fails already (e.g. an undocumented refutation): only a change tells
                 cell["status"] = DETECTED if cell["verdict"] != clean["verdict"] else SURVIVED
             if cell["status"] == SURVIVED and cell["counts"] != clean["counts"]:
                 cell["note"] = "instance counts changed but the verdict did not"
+            if cell["status"] in (SURVIVED, LOST) and (cls.id, n) in BLIND_SPOTS:
+                cell["blind"], cell["status"] = cell["status"], BLIND
+                cell["note"] = BLIND_SPOTS[(cls.id, n)]
             row["cells"][n] = cell
             done += 1
             if log:
@@ -178,8 +213,9 @@ def run_power(
                     f"{cell['seconds']:.1f}s)"
                 )
     survivors = [
-        [r["id"], n] for r in rows for n, c in r["cells"].items() if c["status"] in (SURVIVED, TIMEOUT)
+        [r["id"], n] for r in rows for n, c in r["cells"].items() if c["status"] in (SURVIVED, LOST, TIMEOUT)
     ]
+    blind = [[r["id"], n, c["note"]] for r in rows for n, c in r["cells"].items() if c["status"] == BLIND]
     from ..runner import git_sha
 
     return {
@@ -195,7 +231,20 @@ def run_power(
         "components": dict(sab.COMPONENTS),
         "theorems": rows,
         "survivors": survivors,
+        "blind_spots": blind,
+        "figures": figures(rows),
     }
+
+
+def figures(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Cell counts: relevant cells, their verdicts under the sabotage, and the statuses."""
+    cells = [c for r in rows for c in r["cells"].values() if c["status"] != NOT_RELEVANT]
+    out = {"cells": len(cells)}
+    for v in ("FAIL", "ERROR", "INCONCLUSIVE", "VACUOUS", "PASS", "TIMEOUT"):
+        out[v] = sum(c.get("verdict") == v for c in cells)
+    for st in (DETECTED, KEPT, SURVIVED, LOST, BLIND):
+        out[st] = sum(c["status"] == st for c in cells)
+    return out
 
 
 # -- rendering ---------------------------------------------------------------------------------------
@@ -209,8 +258,10 @@ def _cell_text(cell: dict[str, Any], *, short: bool) -> str:
     v = cell["verdict"]
     if short:
         v = {"INCONCLUSIVE": "INCONC", "VACUOUS": "VACUOUS"}.get(v, v)
-        return v if st == DETECTED else f"!{v}"
-    return f"detected: {v}" if st == DETECTED else f"**SURVIVED**: {v}"
+        return v if st in (DETECTED, KEPT) else f"?{v}" if st == BLIND else f"!{v}"
+    if st in (DETECTED, KEPT):
+        return f"{st}: {v}"
+    return f"blind spot: {v}" if st == BLIND else f"**{st}**: {v}"
 
 
 def text_table(rep: dict[str, Any]) -> str:
@@ -226,11 +277,18 @@ def text_table(rep: dict[str, Any]) -> str:
                      + "".join(f"{_cell_text(r['cells'][n], short=True):>{cw}}" for n in names))
     lines.append("")
     lines.extend(f"  S{k + 1} = {n}" for k, n in enumerate(names))
-    lines.append("  cell: the verdict under the sabotage; VERDICT = detected (differs from clean), "
-                 "!VERDICT = SURVIVED (unchanged), . = not relevant")
+    lines.append("  cell: the verdict under the sabotage; VERDICT = detected (a theorem: differs from clean; "
+                 "a control: still FAIL/ERROR, power kept), !VERDICT = SURVIVED (theorem unchanged) or LOST "
+                 "(control no longer refuted), ?VERDICT = known blind spot, . = not relevant")
+    f = rep.get("figures") or {}
+    if f:
+        lines.append("  figures: " + ", ".join(f"{k} {v}" for k, v in f.items()))
     surv = rep["survivors"]
-    lines.append(f"\n{len(surv)} relevant sabotage(s) survived" + (":" if surv else ""))
+    lines.append(f"\n{len(surv)} relevant sabotage(s) survived or lost a control's power"
+                 + (":" if surv else ""))
     lines.extend(f"  {t} survives {n}" for t, n in surv)
+    for t, n, why in rep.get("blind_spots", []):
+        lines.append(f"  known blind spot: {t} x {n}: {why}")
     return "\n".join(lines)
 
 
@@ -240,7 +298,8 @@ def markdown(rep: dict[str, Any]) -> str:
     out = [f"# Power matrix (profile {run['profile']}, seed {run['seed']})", "",
            "Each theorem ran clean and under every sabotage of a component it declares (`depends_on`). "
            "*detected*: the verdict differs from the clean one; **SURVIVED**: unchanged verdict (the check "
-           "cannot tell the broken component from the working one); ·: not relevant.", "",
+           "cannot tell the broken component from the working one); a control *kept* its power when it is "
+           "still FAIL (or ERROR), **LOST** it otherwise; ·: not relevant.", "",
            "| theorem | depends on | clean | " + " | ".join(f"`{n}`" for n in names) + " |",
            "|" + "---|" * (3 + len(names))]
     for r in rep["theorems"]:
@@ -257,6 +316,11 @@ def markdown(rep: dict[str, Any]) -> str:
                    f"counts {c.get('counts')}{extra}")
     if not rep["survivors"]:
         out.append("none")
+    if rep.get("blind_spots"):
+        out += ["", f"## Known blind spots ({len(rep['blind_spots'])})", ""]
+        out += [f"- `{t}` x `{n}`: {why}" for t, n, why in rep["blind_spots"]]
+    if rep.get("figures"):
+        out += ["", "Figures: " + ", ".join(f"{k} {v}" for k, v in rep["figures"].items())]
     out += ["", "## Sabotages", ""]
     out += [f"- `{n}` (breaks {', '.join(s['breaks'])}): {s['how']}" for n, s in rep["sabotages"].items()]
     return "\n".join(out) + "\n"

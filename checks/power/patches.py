@@ -172,3 +172,55 @@ def _absolute_rank(original):
         return int(np.sum(s > rtol)), s  # absolute threshold instead of rtol * sigma_1
 
     return rank_by_gap
+
+
+# -- subtle bugs (issue 23 item 5): one token, one row, 10 % of a temperature ------------------------
+
+#: ``softmax-temperature``: every softmax divides its logits by this (a stray temperature 1.1).
+TEMPERATURE = 1.1
+
+
+def _tempered(original):
+    """The softmax seam with its logits divided by TEMPERATURE. The seam functions take the logits (or, in
+    the older signatures ``softmax(X, Z, W)`` and ``softmax_probs(data, W)``, the W they are linear in) as
+    their last positional argument, so one factory serves them all."""
+
+    def tempered(*args):
+        return original(*args[:-1], args[-1] / TEMPERATURE)
+
+    return tempered
+
+
+def _mask_off_by_one(original):
+    def causal_mask(T, device="cpu"):
+        import torch
+
+        return torch.tril(torch.ones((T, T), dtype=torch.bool, device=device), diagonal=1)  # sees key k + 1
+
+    return causal_mask
+
+
+def _last_row_core(original):
+    """The constraint set loses its last row (an off-by-one in the row builder); a no-op when it binds not."""
+    import numpy as np
+
+    def _hard_margin_core(A, b, E=None, e=None, *, solver=None):
+        if len(b) < 2:
+            return original(A, b, E, e, solver=solver)
+        core = original(np.asarray(A)[:-1], np.asarray(b)[:-1], E, e, solver=solver)
+        return dataclasses.replace(core, lam=np.append(core.lam, 0.0))
+
+    return _hard_margin_core
+
+
+def _last_row_nuclear(original):
+    import numpy as np
+
+    def _solve_nuclear_ladder(rows, rungs, cache):
+        if len(rows.b) < 2:
+            return original(rows, rungs, cache)
+        sub = dataclasses.replace(rows, D=rows.D[:-1], Zq=rows.Zq[:-1], b=rows.b[:-1], eq=rows.eq[:-1])
+        W, lam, name, attempts = original(sub, rungs, {})
+        return W, np.append(lam, 0.0), name, attempts
+
+    return _solve_nuclear_ladder

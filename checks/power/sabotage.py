@@ -50,19 +50,24 @@ from numerics.errors import InvalidInputError
 
 from .patches import (  # the SVM, softmax, mask, token, gradient and rank bugs
     SCALE,
+    TEMPERATURE,
     _absolute_rank,
     _argmin_tokens,
     _att_softmax_unnormalised,
     _dropped_core,
     _dropped_nuclear,
     _fro_for_nuclear,
+    _last_row_core,
+    _last_row_nuclear,
     _lax,
     _mask_off,
+    _mask_off_by_one,
     _rows_unnormalised,
     _scaled_core,
     _scaled_nuclear,
     _seq_svm_mask_off,
     _softmax_probs_unnormalised,
+    _tempered,
     _transposed,
 )
 from .sabotage_gd import Patch, _descent_loop, _gd_patches
@@ -91,6 +96,21 @@ COMPONENTS: dict[str, str] = {
 
 
 
+
+
+#: The softmax seam (module, names): the first name a module has is patched -- the logits-taking seam of
+#: issue 28 (attention.softmax_logits, tokens.softmax_rows) where it exists, else the map that computes the
+#: softmax from (X, Z, W) or (data, W); gd_common._softmax_rows is the GD steps' own.
+_SOFTMAX_SEAM = (
+    ("numerics.attention", ("softmax_logits", "softmax")),
+    ("numerics.tokens", ("softmax_rows", "softmax_probs")),
+    ("numerics.gd_common", ("_softmax_rows",)),
+)
+
+
+def _softmax_seam_slot(mod: str, names: tuple[str, ...]) -> tuple[str, str]:
+    m = importlib.import_module(mod)
+    return mod, next(n for n in names if hasattr(m, n))
 
 
 @dataclass(frozen=True)
@@ -202,6 +222,29 @@ CATALOGUE: dict[str, Sabotage] = {
             ("rank",),
             "rank_by_gap counts singular values above rtol (absolute) instead of rtol * sigma_1",
             lambda: [("numerics.svm.core", "rank_by_gap", _absolute_rank)],
+        ),
+        # subtle bugs (issue 23 item 5): one token, one row, a temperature of 1.1 (scaled-svm is the 1.05 one)
+        Sabotage(
+            "softmax-temperature",
+            ("softmax", "gd", "kq-gd", "regpath"),
+            f"the softmax seam divides its logits by {TEMPERATURE} (GD steps use it too)",
+            lambda: [(*_softmax_seam_slot(mod, names), _tempered) for mod, names in _SOFTMAX_SEAM]
+            + [_descent_loop()],
+        ),
+        Sabotage(
+            "causal-mask-off-by-one",
+            ("causal-mask",),
+            "the causal mask lets query k also see key k + 1 (tril with diagonal 1)",
+            lambda: [("numerics.sequence", "causal_mask", _mask_off_by_one)],
+        ),
+        Sabotage(
+            "last-row-dropped-svm",
+            ("svm-fro", "svm-nuc"),
+            "every SVM solver sees its constraint rows but the last (an off-by-one in the row builder)",
+            lambda: [
+                ("numerics.svm.core", "_hard_margin_core", _last_row_core),
+                ("numerics.svm.nuclear", "_solve_nuclear_ladder", _last_row_nuclear),
+            ],
         ),
         # the wrong SVM answers with the certificate silenced: do the theorem's own checks see them?
         Sabotage(

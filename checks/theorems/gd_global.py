@@ -52,11 +52,17 @@ smoothness-step measures it adversarially (Hessian power iteration and ascent).
 
 Control (``gd-global-control``), at the boundary of the B hypotheses: the same plain GD, step rule and
 predictions on unit-sphere data where NEITHER B.1 NOR B.2 holds (tested: ``assume_neither_B1_nor_B2``), with
-a locally optimal α ≠ opt (checks.strategies.local_alpha_data), started at W(0) = 4·W^mm_α (logit gaps of 4
-on α's support tokens) where the start hypothesis ⟨∇L(W(0)), W^mm⟩ < 0 still holds (tested): without B,
-"from a start whose gradient points to W^mm" is not enough — GD keeps α with a growing lead over the switched
-example's optimal token and stays closer to the certified locally optimal W^mm_α than to W^mm (refuted by the
-attractor rule), while its norm grows as the theorem's would.
+a locally optimal α ≠ opt (checks.strategies.local_alpha_data), started just inside α's local cone: ON ITS
+BOUNDARY, corr(W(0), W^mm_α) = 1 − μ with gd-local's μ rule (``cone_width``), at radius ‖W(0)‖ = 4‖W^mm_α‖
+(``_global.GlobalGDControl.START_M``), where the start hypothesis ⟨∇L(W(0)), W^mm⟩ < 0 still holds (tested):
+without B, "from a start whose gradient points to W^mm" is not enough — GD keeps α with a growing lead over
+the switched example's optimal token and stays closer to the certified locally optimal W^mm_α than to W^mm
+(refuted by the attractor rule), while its norm grows as the theorem's would. Issue 23: the former start
+4·W^mm_α lay on the cone's axis, deep inside it. The radius is the smallest doubling at which plain GD still
+moves within the budget (gd-local's radius M = max(40, 10/δ⁺) freezes plain GD: measured at M = 10 the last
+doublings add 0.007–0.044 × ‖W^mm‖ ln 2 to ‖W‖, at M = 40 < 1e-13, so there the norm trend, i.e. the
+budget, would refute the control, not the direction). A near-miss: on quick seeds 0–4 some boundary starts
+escape to W^mm (1, 1, 4, 1, 1 of 8 confirmed; 7, 6, 3, 6, 6 refuted, the rest undecided).
 
 Given data (``--data``): the hypotheses (unique optimum, feasibility, B.1 or B.2, the step bound) are
 properties of the data and are checked first; GD runs only where they hold (real data rarely satisfy
@@ -115,6 +121,6 @@ class GDGlobalControl(GlobalGDControl):
              "optimal cone (false)")
     reference = REFERENCE
     statement = CONTROL_STATEMENT
-    hypotheses_text = control_hypotheses_text(f"plain GD η = {ETA} ≤ 1/L̄_W")
+    hypotheses_text = control_hypotheses_text(f"plain GD η = {ETA} ≤ 1/L̄_W", "R = 4‖W^mm_α‖")
     expected = "FAIL"
     control_of = "gd-global"

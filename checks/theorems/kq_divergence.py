@@ -69,6 +69,17 @@ start's)
 and the norms stop growing (refuted by ``norms_grow``). The linear loss would not do: ℓ(u) + ℓ(−u) is
 constant.
 
+Why valley data, and why they are the boundary (issue 23 asked for data "one constraint away from
+feasibility"): they are already. Their Farkas system is minimal (two rows, λ = (1, 1); dropping either row
+makes Att-SVM(opt) feasible) and its best unit-norm min margin is exactly 0, the boundary value. What makes
+the claim false is not infeasibility but a finite minimiser, and that needs every example's logits coupled
+to another's: on the claim's own family with ONE conflicting row added (B.2, n = 3, T = 4, d = 6, plus a
+fourth example with example 0's query, whose optimal token is example 0's token t1 and example 0's optimal
+token among its tied others -- Att-SVM(opt) certified infeasible, B.2 and unique opt held) GD's norms still
+diverge at the theorem's rate (quick seed 0, 6 of 6: ½(‖K‖² + ‖Q‖²) adds 3.6–12 × u ln 2 per doubling; the
+other rows are independent, so their margins grow): "infeasible ⇒ no divergence" is false there, so no
+control can sit on such data. Feasibility is sufficient, not necessary, for ‖K‖, ‖Q‖ → ∞.
+
 Numerics: numerics.gd.run_gd (param="KQ", torch path, plain GD), numerics.attention.grad_KQ, numerics.svm.
 """
 

@@ -226,6 +226,25 @@ def test_small_sabotages():
     assert svm.rank_by_gap(1e-7 * np.eye(3))[0] == 3
 
 
+def test_subtle_sabotages_break_what_they_say():
+    """One token of the mask, one row of the SVM, a temperature of 1.1 (issue 23 item 5)."""
+    data = _svm_data()
+    W = np.arange(9.0).reshape(3, 3) / 10
+    clean = tokens.softmax_probs(data, W)
+    with sab.sabotage("softmax-temperature"):
+        hot = tokens.softmax_probs(data, W)
+    assert np.allclose(hot, tokens.softmax_probs(data, W / sab.TEMPERATURE)) and not np.allclose(hot, clean)
+    with sab.sabotage("causal-mask-off-by-one"):
+        m = sequence.causal_mask(4).numpy()
+    assert np.array_equal(m, np.tril(np.ones((4, 4), dtype=bool), 1)) and not m[0, 2]
+    A, b = np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([1.0, 2.0])
+    with sab.sabotage("last-row-dropped-svm"):
+        core = svm.core._hard_margin_core(A, b)
+    assert np.allclose(core.w, [1.0, 0.0]) and core.lam[-1] == 0.0  # the row x_2 >= 2 is gone
+    with sab.sabotage("last-row-dropped-svm"), pytest.raises(SolverError):
+        svm.solve_att_svm(data, [0, 0])  # the certificate sees the full rows
+
+
 # -- depends_on ----------------------------------------------------------------------------------------
 
 def test_register_rejects_unknown_components():
@@ -276,10 +295,38 @@ def test_power_matrix_small_profile(power_plugin, tmp_path, capsys):
     assert cells["power-gd-lowers-loss"]["noop-gd"] == "detected"
     assert cells["power-hollow-gd"]["noop-gd"] == "SURVIVED"
     assert rep["survivors"] == [["power-hollow-gd", "noop-gd"]] and code == 1
-    assert all(r["clean"]["verdict"] == "PASS" for r in rep["theorems"])
+    assert all(r["clean"]["verdict"] == ("FAIL" if r["control_of"] else "PASS") for r in rep["theorems"])
+    # controls run too: under the SVM sabotages svm-feasibility-control stays FAIL or ERROR (power kept)
+    assert cells["svm-feasibility-control"]["scaled-svm"] == "kept"
     assert "power-hollow-gd survives noop-gd" in capsys.readouterr().out
     assert "**SURVIVED**" in (tmp_path / "power.md").read_text()
     assert sab.active() == () and sab.leaks() == []
+
+
+def test_power_matrix_judges_controls_by_lost_power(monkeypatch):
+    """A control kept FAIL (or ERROR) under a sabotage kept its power; PASS / INCONCLUSIVE / VACUOUS lost it
+    and fails the matrix, unless the cell is a listed blind spot."""
+    from checks.power import matrix
+
+    catalogue.load_builtin()
+    under = iter(["FAIL", "ERROR", "PASS", "INCONCLUSIVE", "FAIL", "ERROR", "PASS", "INCONCLUSIVE"])
+
+    def fake_run(cls, profile, seed, limit):
+        v = "FAIL" if not sab.active() else next(under)
+        return {"verdict": v, "counts": {}, "fails_run": v != "FAIL", "seconds": 0.0, "reasons": {}}
+
+    monkeypatch.setattr(matrix, "_run", fake_run)
+    names = ["scaled-svm", "dropped-constraint-svm", "last-row-dropped-svm", "lax-certificate"]
+    rep = matrix.run_power(["svm-rank-bound-control"], sabotages=names)
+    (row,) = rep["theorems"]
+    assert [row["cells"][n]["status"] for n in names] == ["kept", "kept", "LOST", "LOST"]
+    assert rep["survivors"] == [["svm-rank-bound-control", n] for n in names[2:]]
+    assert rep["figures"]["LOST"] == 2 and rep["figures"]["kept"] == 2
+    monkeypatch.setitem(matrix.BLIND_SPOTS, ("svm-rank-bound-control", "lax-certificate"), "a reason")
+    rep = matrix.run_power(["svm-rank-bound-control"], sabotages=names)
+    assert rep["survivors"] == [["svm-rank-bound-control", "last-row-dropped-svm"]]
+    assert rep["blind_spots"] == [["svm-rank-bound-control", "lax-certificate", "a reason"]]
+    assert "known blind spot" in matrix.text_table(rep) and "Known blind spots" in matrix.markdown(rep)
 
 
 def test_power_exit_zero_when_every_relevant_sabotage_is_detected(power_plugin, tmp_path):
