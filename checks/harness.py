@@ -6,6 +6,7 @@ any single instance replays exactly (``attnsvm check ID --seed S --instance K``)
 from __future__ import annotations
 
 import math
+import re
 import time
 import traceback
 import zlib
@@ -30,6 +31,12 @@ def instance_seed(root: int, theorem_id: str, k: int, draw: int = 0) -> np.rando
     is the j-th redraw of instance k (:attr:`checks.theorem.Theorem.redraw_on`), independent as well."""
     key = [int(root), zlib.crc32(theorem_id.encode()), int(k)]
     return np.random.SeedSequence(key + ([int(draw)] if draw else []))
+
+
+def seed_id(cls: type[Theorem]) -> str:
+    """The id whose crc32 seeds a theorem's instances: its own, or ``same_instances_as`` (a control drawing
+    exactly its theorem's instances)."""
+    return cls.same_instances_as or cls.id
 
 
 #: PASS on a theorem's own random family also needs at most this share of its instances vacuous: a family
@@ -124,6 +131,15 @@ class TheoremResult:
     #: the theorem's decision rules ({name, rule, value[, plot_metric]}) and paper numbering, for the report
     criteria: list[dict[str, Any]] = field(default_factory=list)
     theorem_number: str | None = None
+    #: which prediction refuted how many instances (an instance failing two predictions counts for both)
+    refuted_by: dict[str, int] = field(default_factory=dict)
+    #: the refuted instances whose failed predictions are all ``integrity`` ones (broken numerics, not the
+    #: claim): a control refuted only on these has lost its power (status CONTROL LOST POWER)
+    integrity_only: list[int] = field(default_factory=list)
+    #: refuted instance -> the predictions that refuted it (str keys, as in report.json)
+    refutations: dict[str, list[str]] = field(default_factory=dict)
+    #: a plugin theorem's mathematics: "<file>::<class>" whose docstring states it (None: docs/theory.md)
+    source: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return _jsonable(asdict(self))
@@ -250,7 +266,7 @@ def _contexts(cls: type[Theorem], ks: Sequence[int], *, profile: str, seed: int,
     params = dict(cls.profile(profile).params)
     gens, ctxs = [], []
     for k in ks:
-        gen_ss, ctx_ss = instance_seed(seed, cls.id, k, draw).spawn(2)
+        gen_ss, ctx_ss = instance_seed(seed, seed_id(cls), k, draw).spawn(2)
         gens.append(np.random.default_rng(gen_ss))
         ctxs.append(Context(profile=profile, params=params, device=device, rng=np.random.default_rng(ctx_ss),
                             seed=seed, instance=k, data=data))
@@ -440,8 +456,10 @@ def aggregate(cls: type[Theorem], results: Sequence[InstanceResult], *, profile:
     reasons: dict[str, int] = {}
     for r in results:
         if r.outcome != "confirmed" and r.reason:
-            key = f"{r.outcome}: {r.reason}"
+            key = f"{r.outcome}: {reason_template(r.reason)}"
             reasons[key] = reasons.get(key, 0) + 1
+    refutations = {str(r.instance): refuting(r) for r in results if r.outcome == "refuted"}
+    refuted_by, integrity_only = attribution(cls, results)
     prof = cls.profile(profile)
     assert prof.max_inconclusive is not None  # Theorem.profile fills it in from the default profile
     min_conf, max_inc = (1, 1.0) if replay else (prof.min_confirmed, prof.max_inconclusive)
@@ -464,25 +482,74 @@ def aggregate(cls: type[Theorem], results: Sequence[InstanceResult], *, profile:
         finding_by_mechanism=cls.finding_mechanism is not None,
         finding_seen={f"{p}/seed {s_}": list(ks) for (p, s_), ks in cls.finding_seen.items()},
         criteria=[c.to_json() for c in cls.criteria], theorem_number=cls.theorem_number,
+        refuted_by=refuted_by, integrity_only=integrity_only, refutations=refutations,
+        source=f"{plugin_source(cls)}::{cls.__qualname__}" if plugin_source(cls) else None,
     )
+
+
+#: a decimal number in a reason (:func:`reason_template` decides whether it is a measured one)
+_MEASURED = re.compile(r"(?<![\w.])[-+−]?(?=\d*\.?\d)(0*\.?0*)([1-9]\d*\.?\d*|\.\d+)([eE][-+]?\d+)?(?![\w.])")
+
+
+def reason_template(reason: str) -> str:
+    """A reason with its measured numbers (decimals of 3 or more significant digits, as ``%.3g`` writes them,
+    or of 2 with an exponent) replaced by ``…``: the report groups instances by this template, so one reason
+    with a per-instance number is one line with a count, not one line per instance (the numbers are in the
+    instances' metrics and results.jsonl).
+    Integers and short constants (0.95, 1e-12) stay.
+
+    >>> reason_template("1 - corr falls to 0.00973 at k = 20000 (< 0.95); gradient 2.1e-109 > 1e-12")
+    '1 - corr falls to … at k = 20000 (< 0.95); gradient … > 1e-12'
+    """
+    def repl(m: re.Match[str]) -> str:
+        digits = re.sub(r"\D", "", m.group(2))
+        sig = len(digits.rstrip("0") or "0")
+        return "…" if "." in m.group(0) and sig >= (2 if m.group(3) else 3) else m.group(0)
+
+    return _MEASURED.sub(repl, reason)
+
+
+def refuting(r: InstanceResult) -> list[str]:
+    """The predictions that refuted an instance (those that failed on it; none unless it is refuted)."""
+    return [p for p, s in r.predictions.items() if s == "failed"] if r.outcome == "refuted" else []
+
+
+def attribution(cls: type[Theorem], results: Sequence[InstanceResult]) -> tuple[dict[str, int], list[int]]:
+    """(prediction -> number of refuted instances it failed on, the refuted instances refuted by
+    ``integrity`` predictions alone)."""
+    by: dict[str, int] = {}
+    only: list[int] = []
+    for r in sorted(results, key=lambda r: r.instance):
+        failed = refuting(r)
+        for p in failed:
+            by[p] = by.get(p, 0) + 1
+        if failed and all(p in cls.integrity for p in failed):
+            only.append(r.instance)
+    return dict(sorted(by.items(), key=lambda kv: -kv[1])), only
 
 
 def _with_plugin(cls: type[Theorem], extra_args: str) -> str:
     """``extra_args`` with ``--plugin FILE`` when ``cls`` comes from a plugin file that the arguments do not
     name already: a replay line of a plugin theorem must load it (else `attnsvm check` answers "unknown
     theorem id")."""
-    import inspect
     from pathlib import Path
 
-    if cls.__module__.startswith("checks.theorems"):
-        return extra_args
-    try:
-        src = inspect.getsourcefile(cls)
-    except TypeError:
-        return extra_args
+    src = plugin_source(cls)
     if not src or "--plugin" in extra_args and Path(src).name in extra_args:
         return extra_args
     return f"{extra_args} --plugin {src}"
+
+
+def plugin_source(cls: type[Theorem]) -> str | None:
+    """The plugin file defining a theorem (None for a catalogue theorem or a class without a source file)."""
+    import inspect
+
+    if cls.__module__.startswith("checks.theorems"):
+        return None
+    try:
+        return inspect.getsourcefile(cls)
+    except TypeError:
+        return None
 
 
 def finding_instances(cls: type[Theorem], results: Sequence[InstanceResult], *, profile: str,
@@ -524,5 +591,5 @@ def run_theorem(cls: type[Theorem], *, profile: str = "quick", seed: int = 0, de
     return aggregate(cls, res, profile=profile, seed=seed, given_data=data is not None)
 
 
-__all__ = ["InstanceResult", "TheoremResult", "aggregate", "evaluate", "instance_seed", "run_instances",
-           "run_theorem", "verdict_of", "InvalidInputError"]
+__all__ = ["InstanceResult", "TheoremResult", "aggregate", "attribution", "evaluate", "instance_seed",
+           "refuting", "run_instances", "run_theorem", "seed_id", "verdict_of", "InvalidInputError"]

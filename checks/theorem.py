@@ -49,6 +49,7 @@ What the report shows (all optional):
   ``<name>_radii`` (a regularisation path); otherwise the record index. Positive x values on a grid spanning
   a decade or more (k = S/32, …, S; R = 1, 2, …, 128) are drawn on a log x-axis.
   A curve whose name says it is an error (``err``, e.g. 1 - corr) is drawn on a log y-axis.
+  ``plot_scales = {"ratio": "linear"}`` chooses a panel's y scale by metric name instead.
 """
 
 from __future__ import annotations
@@ -209,6 +210,10 @@ class Theorem:
     finding_mechanism: ClassVar[Callable[[Any], bool] | None] = None
     #: metric plotted per instance in the report figure (defaults to the first numeric metric)
     plot_metric: ClassVar[str | None] = None
+    #: the y-axis scale of a figure panel by metric (or ``*_curve``) name: "linear", "log" or "symlog"
+    #: (default: chosen from the values, see the module docstring), e.g. ``{"ratio": "linear"}`` where a
+    #: 0.95 vs 1 gap must stay visible
+    plot_scales: ClassVar[dict[str, str]] = {}
     #: Hypotheses that define the theorem's own random family (not the claim's conditions on arbitrary
     #: data): an instance vacuous only through these is drawn again (a new seed, up to ``max_redraws``
     #: times; the ``redraws`` metric reports it), since PASS needs at most MAX_VACUOUS_SHARE of the
@@ -227,6 +232,16 @@ class Theorem:
     #: They are evaluated on every instance, also when a hypothesis is unmet: if one fails, the instance is
     #: refuted (a broken optimiser is refuted, not left vacuous by hypotheses computed from its output).
     integrity: ClassVar[tuple[str, ...]] = ()
+    #: Sabotages (by name, ``checks.power.sabotage.CATALOGUE``) the claim is invariant to, each with the
+    #: mathematical reason, e.g. ``{"transposed-gradient": "the Frobenius norm is transpose-invariant"}``: the
+    #: power matrix shows such a cell as "invariant (reason)", not as a survivor, and does not run it. A
+    #: declaration is a claim about the mathematics, never a way to hide a blind spot of the check.
+    invariant_to: ClassVar[dict[str, str]] = {}
+    #: Draw exactly the instances of the theorem with this id (its instance seeds: crc32 of that id instead of
+    #: this one's, checks.harness.instance_seed), e.g. a control that must refute the very instances on which
+    #: its theorem holds. Its ``instance`` method must draw the same family (a control subclassing its theorem
+    #: does). None: this theorem's own seeds (renaming its id changes every instance).
+    same_instances_as: ClassVar[str | None] = None
     #: the decision rules, for the report (see the module docstring); empty: "criteria not declared"
     criteria: ClassVar[tuple[Criterion, ...]] = ()
     #: the paper's numbering where known, e.g. "TLTO Thm 2" (shown beside ``reference``)
@@ -316,6 +331,9 @@ class Theorem:
             "finding_seen": {f"{p}/seed {s}": list(ks) for (p, s), ks in cls.finding_seen.items()},
             "finding_by_mechanism": cls.finding_mechanism is not None,
             "depends_on": list(cls.depends_on),
+            "invariant_to": dict(cls.invariant_to),
+            "integrity": list(cls.integrity),
+            "same_instances_as": cls.same_instances_as,
             "theorem_number": cls.theorem_number,
             "criteria": [c.to_json() for c in cls.criteria],
         }
@@ -431,7 +449,29 @@ def _declaration_problems(cls: type[Theorem]) -> list[str]:
         for name in _constant_methods(cls)
     ]
     problems.extend(_depends_on_problems(cls.depends_on))
+    problems.extend(_invariant_problems(cls.invariant_to))
+    if not (isinstance(cls.plot_scales, dict)
+            and all(v in ("linear", "log", "symlog") for v in cls.plot_scales.values())):
+        problems.append(f"plot_scales must map metric names to 'linear', 'log' or 'symlog', got "
+                        f"{cls.plot_scales!r}")
+    if cls.same_instances_as is not None and not (isinstance(cls.same_instances_as, str)
+                                                  and cls.same_instances_as):
+        problems.append(f"same_instances_as must be a theorem id, got {cls.same_instances_as!r}")
     return problems
+
+
+def _invariant_problems(inv: Any) -> list[str]:
+    """What is wrong with an ``invariant_to`` declaration (empty when it maps known sabotages to reasons)."""
+    from checks.power.sabotage import CATALOGUE
+
+    if not isinstance(inv, dict) or not all(isinstance(k, str) and isinstance(v, str) and v.strip()
+                                            for k, v in inv.items()):
+        return [f"invariant_to must map sabotage names to the reason of the invariance, got {inv!r}"]
+    unknown = [k for k in inv if k not in CATALOGUE]
+    if unknown:
+        return [f"invariant_to names unknown sabotage(s) {', '.join(map(repr, unknown))}; known: "
+                f"{', '.join(CATALOGUE)}"]
+    return []
 
 
 def _finding_problems(cls: type[Theorem]) -> list[str]:

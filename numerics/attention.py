@@ -249,9 +249,17 @@ def logits(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
     return torch.matmul(X, Wz.unsqueeze(-1)).squeeze(-1)  # (R, n, T, 1) -> (R, n, T)
 
 
+def softmax_logits(lg: torch.Tensor) -> torch.Tensor:
+    """Row softmax over the last axis of any logits (torch.softmax subtracts the row max: stable at any
+    scale). The one torch softmax of the numerics outside the GD steps (which use
+    ``gd_common._softmax_rows``): attention, prompt, sequence and (v, p) paths call it, so that the
+    power analysis's softmax sabotage reaches them all (tests/harness/test_sabotage_seam.py)."""
+    return torch.softmax(lg, dim=-1)
+
+
 def softmax(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
-    """s_i(W) = softmax(X_i W z_i) (R, n, T); torch.softmax subtracts the row max (stable at huge ||W||)."""
-    return torch.softmax(logits(X, Z, W), dim=-1)
+    """s_i(W) = softmax(X_i W z_i) (R, n, T), via :func:`softmax_logits` (stable at huge ||W||)."""
+    return softmax_logits(logits(X, Z, W))
 
 
 def _attend(X: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
@@ -319,7 +327,7 @@ def loss_and_grad_W(X: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, W: torch.
     """(L(W) (R,), grad L(W) (R, d, d)) in closed form (no autograd), sharing one forward pass."""
     check_loss(loss)
     _check_batch(X, Z, W, Y)
-    s = torch.softmax(logits(X, Z, W), dim=-1)  # (R, n, T)
+    s = softmax(X, Z, W)  # (R, n, T)
     margin, c = token_weights(X, Y, s, head, loss)
     return loss_value(margin, loss).mean(-1), grad_from_weights(X, Z, c)
 

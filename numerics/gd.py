@@ -55,6 +55,7 @@ from .gd_common import (
     _record_points,
 )
 from .losses import LOSS_NP
+from .tokens import softmax_rows
 
 if TYPE_CHECKING:
     import torch
@@ -270,8 +271,7 @@ def _kernel_loss(X: np.ndarray, Z: np.ndarray, gamma: np.ndarray, W: np.ndarray,
     """L(W) (R,) in numpy for a linear head: (1/n) sum_i l(s_i^T gamma_i) with s_i = softmax(X_i W z_i) and
     gamma_i = Y_i X_i v, i.e. numerics.attention.loss up to rounding."""
     lg = np.matmul(X, np.matmul(Z, np.swapaxes(W, -1, -2))[..., None])[..., 0]  # (R, n, T)
-    e = np.exp(lg - lg.max(-1, keepdims=True))
-    s = e / e.sum(-1, keepdims=True)
+    s = softmax_rows(lg)
     return LOSS_NP[loss]((s * gamma).sum(-1)).mean(-1)
 
 

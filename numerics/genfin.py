@@ -43,6 +43,7 @@ from scipy.optimize import minimize
 from .data import AttentionData
 from .errors import InvalidInputError
 from .losses import LOSS_DERIV_NP, LOSS_NP
+from .tokens import softmax_rows
 
 #: The finite-part solve stops at |∇L_O| ≤ 1e-12 (BFGS on a problem of ≤ a few dimensions with O(1)
 #: curvature): the minimiser is then exact to ~1e-10, far below the 1e-2 scale at which GD's approach to it
@@ -134,8 +135,7 @@ def _restricted(data, V, selected, basis, loss):
         val, G = 0.0, np.zeros_like(W)
         for Xo, z, y in parts:
             lg = np.einsum("gkd,gd->gk", Xo, z @ W.T)  # x_it^T W z_i
-            s = np.exp(lg - lg.max(1, keepdims=True))
-            s /= s.sum(1, keepdims=True)
+            s = softmax_rows(lg)
             u = np.einsum("gk,gkd->gd", s, Xo)
             pre = u @ V
             m = y * np.maximum(pre, 0.0).sum(1)  # y_i h(u_i)

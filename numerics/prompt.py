@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .attention import LOSS_FNS
+from .attention import LOSS_FNS, softmax_logits
 from .errors import InvalidInputError
 
 __all__ = [
@@ -85,14 +85,14 @@ def _centred(s: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
 def prompt_loss(K: torch.Tensor, g: torch.Tensor, p: torch.Tensor, loss: str = "logistic") -> torch.Tensor:
     """L(p) = (1/n) Σ_i ℓ(γ_i^T S(K_i p)); K (R, n, T, dk), g (R, n, T), p (R, dk) -> (R,)."""
     ell, _ = _loss_fns(loss)
-    s = torch.softmax(torch.einsum("rntk,rk->rnt", K, p), dim=-1)
+    s = softmax_logits(torch.einsum("rntk,rk->rnt", K, p))
     return ell((s * g).sum(-1)).mean(-1)
 
 
 def prompt_grad(K: torch.Tensor, g: torch.Tensor, p: torch.Tensor, loss: str = "logistic") -> torch.Tensor:
     """Closed-form ∇_p L (module docstring), batched: K (R, n, T, dk), g (R, n, T), p (R, dk) -> (R, dk)."""
     _, dell = _loss_fns(loss)
-    s = torch.softmax(torch.einsum("rntk,rk->rnt", K, p), dim=-1)  # (R, n, T)
+    s = softmax_logits(torch.einsum("rntk,rk->rnt", K, p))  # (R, n, T)
     u = (s * g).sum(-1)  # (R, n)
     c = _centred(s, g)  # (R, n, T)
     w = dell(u)[..., None] * s * c  # (R, n, T)
@@ -183,7 +183,7 @@ def _log_ell(u: torch.Tensor, loss: str) -> torch.Tensor:
 
 
 def _margins_vp(X, Y, K, v, p):
-    s = torch.softmax(K @ p, dim=-1)  # (n, T)
+    s = softmax_logits(K @ p)  # (n, T)
     return Y * torch.einsum("nt,ntd,d->n", s, X, v)  # (n,) Y_i v^T X_i^T s_i
 
 
@@ -249,7 +249,7 @@ def joint_vp_path(X: Any, Y: Any, radii: Any, *, keys: Any = None, loss: str = "
     def objective(a, b, r_v, r_p):  # a (B, S, d), b (B, S, dk) -> (B, S)
         v = r_v * a / torch.linalg.vector_norm(a, dim=-1, keepdim=True)
         p = r_p * b / torch.linalg.vector_norm(b, dim=-1, keepdim=True)
-        s = torch.softmax(torch.einsum("bntk,bsk->bsnt", Kt, p), dim=-1)  # (B, S, n, T)
+        s = softmax_logits(torch.einsum("bntk,bsk->bsnt", Kt, p))  # (B, S, n, T)
         u = Yt[:, None, :] * torch.einsum("bsnt,bntd,bsd->bsn", s, Xt, v)  # (B, S, n)
         return torch.logsumexp(_log_ell(u, loss), -1) - np.log(n)
 

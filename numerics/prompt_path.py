@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .attention import softmax_logits
 from .errors import InvalidInputError
 
 #: Catalogue losses ℓ(u) and ℓ'(u) (THEORY.md §1), torch, elementwise.
@@ -31,7 +32,7 @@ def prompt_excess(K: torch.Tensor, g: torch.Tensor, p: torch.Tensor, ref: torch.
     are the non-selected tokens' softmax tails), so minimisers can be compared at any radius. E ≥ 0 when
     ref selects each example's highest score; for another ref it can be negative.
     """
-    s = torch.softmax(torch.einsum("rntk,rk->rnt", K, p), dim=-1)
+    s = softmax_logits(torch.einsum("rntk,rk->rnt", K, p))
     a = torch.gather(g, -1, ref[..., None])[..., 0]  # (R, n)
     delta = (s * (a[..., None] - g)).sum(-1)
     return torch.log1p(torch.expm1(delta) * torch.sigmoid(-a)).mean(-1)
@@ -215,7 +216,7 @@ def prompt_head_grad(K: torch.Tensor, X: torch.Tensor, Y: torch.Tensor, V: torch
     linear-head formula of :func:`prompt_grad` with γ replaced by g, in the same cancellation-free pairwise
     form.
     """
-    s = torch.softmax(torch.einsum("rntk,rk->rnt", K, p), dim=-1)
+    s = softmax_logits(torch.einsum("rntk,rk->rnt", K, p))
     u = torch.einsum("rnt,rntd->rnd", s, X)
     z = torch.einsum("rnd,rdm->rnm", u, V)
     gh = torch.einsum("rdm,rnm->rnd", V, a[:, None, :] * (z > 0).to(z.dtype))  # ∇h(u_i)
@@ -232,7 +233,7 @@ def prompt_head_excess(K: torch.Tensor, X: torch.Tensor, Y: torch.Tensor, V: tor
     of :func:`prompt_excess`): u_i − x_{i ref_i} = Σ_t s_it (x_it − x_{i ref_i}) exactly (zero term at ref),
     each unit's ReLU difference is taken exactly where no kink is crossed, and
     ℓ(A + Δ) − ℓ(A) = log1p(expm1(−Δ) σ(−A)) with A = Y_i h(x_{i ref_i}), Δ the margin's change."""
-    s = torch.softmax(torch.einsum("rntk,rk->rnt", K, p), dim=-1)
+    s = softmax_logits(torch.einsum("rntk,rk->rnt", K, p))
     xa = torch.gather(X, 2, ref[..., None, None].expand(-1, -1, 1, X.shape[-1]))[:, :, 0]  # (R, n, d)
     du = torch.einsum("rnt,rntd->rnd", s, X - xa[:, :, None, :])
     z = torch.einsum("rnd,rdm->rnm", xa, V)

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .attention import softmax_logits
 from .errors import InvalidInputError
 from .prompt import _centred, _loss_fns
 
@@ -45,7 +46,7 @@ def seq_probs(X: torch.Tensor, W: torch.Tensor, causal: bool = False) -> torch.T
     lg = torch.einsum("rntd,rde,rnke->rnkt", X, W, X)  # (R, n, T_query, T_key)
     if causal:
         lg = lg.masked_fill(~causal_mask(X.shape[2], X.device), float("-inf"))
-    return torch.softmax(lg, dim=-1)
+    return softmax_logits(lg)
 
 
 def seq_loss(X: torch.Tensor, G: torch.Tensor, W: torch.Tensor, causal: bool = False,

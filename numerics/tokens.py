@@ -80,12 +80,17 @@ def min_margin(data: AttentionData, W: Any, alpha: Any = None) -> float:
     return float(np.min(margins(data, W, alpha)))
 
 
+def softmax_rows(logits: np.ndarray) -> np.ndarray:
+    """Row softmax over the last axis, max-subtracted (stable at any scale): the one numpy softmax of the
+    numerics (softmax_probs, GenFin, the kernels' loss), so that the power analysis's softmax sabotage
+    reaches them all (tests/harness/test_sabotage_seam.py)."""
+    e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
 def softmax_probs(data: AttentionData, W: Any) -> np.ndarray:
     """s_i(W) = softmax(X_i W z_i), shape (n, T), stable at huge ||W||."""
-    logits = np.einsum("ntd,de,ne->nt", data.X, np.asarray(W, dtype=np.float64), data.Z)
-    logits -= logits.max(axis=1, keepdims=True)
-    e = np.exp(logits)
-    return e / e.sum(axis=1, keepdims=True)
+    return softmax_rows(np.einsum("ntd,de,ne->nt", data.X, np.asarray(W, dtype=np.float64), data.Z))
 
 
 def corr(A: Any, B: Any, axis: int | tuple[int, ...] = (-2, -1)) -> np.ndarray | float:

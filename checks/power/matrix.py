@@ -75,6 +75,9 @@ BLIND_SPOTS: dict[tuple[str, str], str] = {
         "solution, "
         "likely outside the solvers' row seam; to investigate"),
 }
+#: a relevant sabotage the theorem declares its claim invariant to (``Theorem.invariant_to``, with the
+#: reason): not run, not a survivor
+INVARIANT = "invariant"
 
 
 class _CellTimeout(Exception):
@@ -120,6 +123,8 @@ def _summary(res: TheoremResult | None, seconds: float, error: str | None = None
         "fails_run": fails_run(res),
         "seconds": round(seconds, 2),
         "reasons": dict(list(res.reasons.items())[:3]),
+        "refuted_by": dict(res.refuted_by),
+        "integrity_only": list(res.integrity_only),
     }
 
 
@@ -139,6 +144,13 @@ def _run(cls: type[Theorem], profile: str, seed: int, limit: float | None) -> di
 def relevant(cls: type[Theorem], name: str) -> bool:
     """Does sabotage ``name`` break a component the theorem declares?"""
     return bool(sab.breaks(name) & set(cls.depends_on))
+
+
+def _idle_cell(cls: type[Theorem], name: str) -> dict[str, Any]:
+    """The cell of a sabotage that is not run: declared invariant (with the reason) or not relevant."""
+    if relevant(cls, name) and name in cls.invariant_to:
+        return {"status": INVARIANT, "reason": cls.invariant_to[name]}
+    return {"status": NOT_RELEVANT}
 
 
 def run_power(
@@ -162,7 +174,8 @@ def run_power(
     load_catalogue(plugins)
     selected = catalogue.select(list(ids))
     thms = list(selected)
-    todo = sum(1 for c in thms for n in names if relevant(c, n)) + sum(1 for c in thms if c.depends_on)
+    todo = sum(1 for c in thms for n in names if relevant(c, n) and n not in c.invariant_to) + sum(
+        1 for c in thms if c.depends_on)
     done = 0
     rows = []
     for cls in thms:
@@ -172,13 +185,14 @@ def run_power(
             "control_of": cls.control_of,
             "finding": cls.finding,
             "depends_on": list(cls.depends_on),
+            "invariant_to": dict(cls.invariant_to),
             "clean": None,
             "cells": {},
         }
         rows.append(row)
-        rel = [n for n in names if relevant(cls, n)]
+        rel = [n for n in names if relevant(cls, n) and n not in cls.invariant_to]
         if not rel:  # nothing to sabotage: the clean run would tell nothing here
-            row["cells"] = {n: {"status": NOT_RELEVANT} for n in names}
+            row["cells"] = {n: _idle_cell(cls, n) for n in names}
             continue
         clean = _run(cls, profile, seed, None)
         row["clean"] = clean
@@ -188,7 +202,7 @@ def run_power(
         limit = max(CELL_MIN_SECONDS, CELL_TIME_FACTOR * clean["seconds"]) if time_limit else None
         for n in names:
             if n not in rel:
-                row["cells"][n] = {"status": NOT_RELEVANT}
+                row["cells"][n] = _idle_cell(cls, n)
                 continue
             with sab.sabotage(n):
                 cell = _run(cls, profile, seed, limit)
@@ -253,15 +267,21 @@ def _cell_text(cell: dict[str, Any], *, short: bool) -> str:
     st = cell["status"]
     if st == NOT_RELEVANT:
         return "." if short else "·"
+    if st == INVARIANT:
+        return "inv" if short else f"invariant ({cell['reason']})"
     if st == TIMEOUT:
         return "TIMEOUT"
     v = cell["verdict"]
     if short:
         v = {"INCONCLUSIVE": "INCONC", "VACUOUS": "VACUOUS"}.get(v, v)
         return v if st in (DETECTED, KEPT) else f"?{v}" if st == BLIND else f"!{v}"
+    by = cell.get("refuted_by") or {}
+    how = f" (refuted by {', '.join(by)})" if by else ""
+    if cell.get("integrity_only") and len(cell["integrity_only"]) == cell["counts"].get("refuted"):
+        how += " (integrity predictions only)"
     if st in (DETECTED, KEPT):
-        return f"{st}: {v}"
-    return f"blind spot: {v}" if st == BLIND else f"**{st}**: {v}"
+        return f"{st}: {v}{how}"
+    return f"blind spot: {v}{how}" if st == BLIND else f"**{st}**: {v}{how}"
 
 
 def text_table(rep: dict[str, Any]) -> str:
@@ -279,7 +299,8 @@ def text_table(rep: dict[str, Any]) -> str:
     lines.extend(f"  S{k + 1} = {n}" for k, n in enumerate(names))
     lines.append("  cell: the verdict under the sabotage; VERDICT = detected (a theorem: differs from clean; "
                  "a control: still FAIL/ERROR, power kept), !VERDICT = SURVIVED (theorem unchanged) or LOST "
-                 "(control no longer refuted), ?VERDICT = known blind spot, . = not relevant")
+                 "(control no longer refuted), ?VERDICT = known blind spot, inv = declared invariant "
+                 "(Theorem.invariant_to), . = not relevant")
     f = rep.get("figures") or {}
     if f:
         lines.append("  figures: " + ", ".join(f"{k} {v}" for k, v in f.items()))
@@ -299,14 +320,16 @@ def markdown(rep: dict[str, Any]) -> str:
            "Each theorem ran clean and under every sabotage of a component it declares (`depends_on`). "
            "*detected*: the verdict differs from the clean one; **SURVIVED**: unchanged verdict (the check "
            "cannot tell the broken component from the working one); a control *kept* its power when it is "
-           "still FAIL (or ERROR), **LOST** it otherwise; ·: not relevant.", "",
+           "still FAIL (or ERROR), **LOST** it otherwise; invariant (reason): the claim is declared "
+           "invariant to that sabotage (`invariant_to`), not run; ·: not relevant. A detected or kept cell "
+           "names the predictions that refuted its instances.", "",
            "| theorem | depends on | clean | " + " | ".join(f"`{n}`" for n in names) + " |",
            "|" + "---|" * (3 + len(names))]
     for r in rep["theorems"]:
         clean = r["clean"]["verdict"] if r["clean"] else "–"
         deps = ", ".join(r["depends_on"]) or "(none)"
-        out.append(f"| `{r['id']}` | {deps} | {clean} | "
-                   + " | ".join(_cell_text(r["cells"][n], short=False) for n in names) + " |")
+        cells = [_cell_text(r["cells"][n], short=False).replace("|", "\\|") for n in names]  # ||G||: a table
+        out.append(f"| `{r['id']}` | {deps} | {clean} | " + " | ".join(cells) + " |")
     out += ["", f"## Survivors ({len(rep['survivors'])})", ""]
     by = {r["id"]: r for r in rep["theorems"]}
     for t, n in rep["survivors"]:

@@ -98,31 +98,20 @@ def _lax(original):
 
 # -- softmax, mask, tokens, gradient, rank -----------------------------------------------------------
 
-def _softmax_probs_unnormalised(original):
+def _np_rows_unnormalised(original):
     import numpy as np
 
-    def softmax_probs(data, W):
-        lg = np.einsum("ntd,de,ne->nt", data.X, np.asarray(W, dtype=np.float64), data.Z)
-        return np.exp(lg - lg.max(axis=1, keepdims=True))  # the division by the row sum is missing
+    def softmax_rows(logits):
+        return np.exp(logits - logits.max(axis=-1, keepdims=True))  # the division by the row sum is missing
 
-    return softmax_probs
-
-
-def _att_softmax_unnormalised(original):
-    def softmax(X, Z, W):
-        from numerics.attention import logits
-
-        lg = logits(X, Z, W)
-        return (lg - lg.amax(-1, keepdim=True)).exp()
-
-    return softmax
+    return softmax_rows
 
 
 def _rows_unnormalised(original):
-    def _softmax_rows(lg):
-        return (lg - lg.amax(-1, keepdim=True)).exp()
+    def softmax_rows(lg):
+        return (lg - lg.amax(-1, keepdim=True)).exp()  # the division by the row sum is missing
 
-    return _softmax_rows
+    return softmax_rows
 
 
 def _mask_off(original):

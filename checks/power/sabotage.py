@@ -53,7 +53,6 @@ from .patches import (  # the SVM, softmax, mask, token, gradient and rank bugs
     TEMPERATURE,
     _absolute_rank,
     _argmin_tokens,
-    _att_softmax_unnormalised,
     _dropped_core,
     _dropped_nuclear,
     _fro_for_nuclear,
@@ -62,11 +61,11 @@ from .patches import (  # the SVM, softmax, mask, token, gradient and rank bugs
     _lax,
     _mask_off,
     _mask_off_by_one,
+    _np_rows_unnormalised,
     _rows_unnormalised,
     _scaled_core,
     _scaled_nuclear,
     _seq_svm_mask_off,
-    _softmax_probs_unnormalised,
     _tempered,
     _transposed,
 )
@@ -83,8 +82,9 @@ COMPONENTS: dict[str, str] = {
     "prompt-path": "the regularisation path of the prompt p, numerics.prompt_path.prompt_reg_path and "
     "prompt_head_reg_path (nonlinear head)",
     "gradient": "closed-form gradients of numerics.attention (grad_from_weights: grad_W, grad_KQ, GD steps)",
-    "softmax": ("the softmax maps numerics.tokens.softmax_probs, numerics.attention.softmax, "
-                "gd_common._softmax_rows"),
+    "softmax": ("the softmax seam: numerics.tokens.softmax_rows (numpy: softmax_probs, GenFin, the kernels' "
+                "loss), numerics.attention.softmax_logits (torch: attention, grad_W / grad_KQ, prompt, "
+                "sequence, (v, p) paths) and gd_common._softmax_rows (GD steps)"),
     "causal-mask": "the causal mask of sequence GD and of the causal SVM (numerics.sequence, numerics.svm)",
     "optimal-token": "the optimal-token selection numerics.tokens.optimal_tokens (and resolve_alpha)",
     "svm-fro": "Frobenius / Euclidean hard-margin SVMs (Att-SVM norm='fro', sequence SVM, Gen-SVM, p-SVM, "
@@ -190,8 +190,8 @@ CATALOGUE: dict[str, Sabotage] = {
             ("softmax", "gd", "kq-gd", "regpath"),
             "the softmax maps return exp(logits - max) without dividing by the row sum (GD steps use it too)",
             lambda: [
-                ("numerics.tokens", "softmax_probs", _softmax_probs_unnormalised),
-                ("numerics.attention", "softmax", _att_softmax_unnormalised),
+                ("numerics.tokens", "softmax_rows", _np_rows_unnormalised),
+                ("numerics.attention", "softmax_logits", _rows_unnormalised),
                 ("numerics.gd_common", "_softmax_rows", _rows_unnormalised),
                 _descent_loop(),
             ],

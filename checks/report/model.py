@@ -21,7 +21,8 @@ SCHEMA = 1
 #: Where a reader finds the mathematics and the contracts (in the repository, beside the README).
 DOCS_LINE = (
     "The mathematics, every statement with the exact hypotheses implemented, and the decision rules: "
-    "docs/theory.md; report fields, verdicts and exit codes: docs/architecture.md."
+    "docs/theory.md (a plugin theorem: the docstring its section names); report fields, verdicts and exit "
+    "codes: docs/architecture.md."
 )
 
 
@@ -49,6 +50,8 @@ def status_of(t: TheoremResult) -> str:
     """
     if t.not_applicable:
         return "n/a"
+    if lost_power(t):
+        return "CONTROL LOST POWER"
     if t.verdict == t.expected:
         return "ok"
     if t.given_data and t.verdict == "VACUOUS":
@@ -62,6 +65,25 @@ def status_of(t: TheoremResult) -> str:
     if t.control_of:
         return "CONTROL NOT REFUTED"
     return "UNEXPECTED"
+
+
+def lost_power(t: TheoremResult) -> bool:
+    """A control FAILed, but every refuted instance was refuted by ``integrity`` predictions alone (broken
+    numerics on that instance, e.g. a wrong autograd reference), never by its false claim: no evidence of
+    power."""
+    return bool(t.control_of and t.verdict == "FAIL" and t.integrity_only
+                and len(t.integrity_only) == t.counts.get("refuted", 0))
+
+
+def refuted_by_text(t: TheoremResult) -> str:
+    """"pred (k instances), ..." with the integrity-only instances named, or "" when nothing was refuted."""
+    if not t.refuted_by:
+        return ""
+    s = ", ".join(f"{p} ({n} instance{'s' if n != 1 else ''})" for p, n in t.refuted_by.items())
+    if t.integrity_only:
+        s += (f"; refuted by integrity predictions alone: instance{'s' if len(t.integrity_only) > 1 else ''} "
+              f"{', '.join(map(str, t.integrity_only))}")
+    return s
 
 
 def _finding_line(t: TheoremResult, bold: str = "") -> str:

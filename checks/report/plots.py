@@ -178,7 +178,11 @@ def plot_theorem(out: Path, cls: Any, t: TheoremResult, results: Sequence[Instan
         for y, lab in _thresholds(t, name) + (_thresholds(t, base) if base else []):
             ax.axhline(y, color="k", ls="--", lw=1, label=f"threshold {lab}")
             vals.append(y)
-        _set_yscale(ax, vals, _error_like(name))
+        scale = (getattr(cls, "plot_scales", None) or {}).get(name)
+        if scale:  # the theorem's choice for this metric (Theorem.plot_scales)
+            ax.set_yscale(scale)
+        else:
+            _set_yscale(ax, vals, _error_like(name))
         _plain_log_labels(ax)
         ax.set_title(name, fontsize=9)
         ax.tick_params(labelsize=8)

@@ -22,7 +22,9 @@ from .model import (
     _metric_lines,
     criteria_rows,
     inconclusive_text,
+    lost_power,
     reference_text,
+    refuted_by_text,
     replay_lines,
     safe_name,
     sizes_text,
@@ -97,6 +99,19 @@ class Figure:
 Block = Para | Math | Table | Items | Figure
 
 
+def _refutation_blocks(t: TheoremResult) -> list[Block]:
+    """Which predictions refuted the instances, and the alarm of a control refuted by integrity alone."""
+    B: list[Block] = []
+    rb = refuted_by_text(t)
+    if rb:
+        B.append(Para(("Refuted by: " + rb,)))
+    if lost_power(t):
+        B.append(Para((Bold("Control lost its power"), ": every refuted instance was refuted by integrity "
+                       "predictions alone (the numerics broke on it), never by the control's false claim."),
+                      tone="bad"))
+    return B
+
+
 def theorem_blocks(out: Path, t: TheoremResult) -> list[Block]:
     """Everything report.md and report.html say about theorem ``t`` below its heading, in order."""
     head: list[Run] = [Italic(reference_text(t))]
@@ -107,6 +122,9 @@ def theorem_blocks(out: Path, t: TheoremResult) -> list[Block]:
         B.append(Math(t.statement))
     if t.hypotheses_text:
         B.append(Para(("Hypotheses implemented: " + t.hypotheses_text,)))
+    if t.source:
+        path, _, name = t.source.rpartition("::")
+        B.append(Para(("Mathematics: the docstring of ", Code(name), " in ", Code(path), " (a plugin).")))
     if t.finding:
         text = _finding_line(t, "\0")
         runs: tuple[Run, ...] = (Bold(text.split("\0")[1]), text.split("\0")[2]) if "\0" in text else (text,)
@@ -117,6 +135,7 @@ def theorem_blocks(out: Path, t: TheoremResult) -> list[Block]:
     B.append(Para(("Verdict ", Bold(t.verdict), f" (expected {t.expected}), status ", Badge(status_of(t)),
                    f"; {inconclusive_text(t)}.")))
     B.append(Table(COUNT_KEYS, (tuple(str(t.counts.get(k, 0)) for k in COUNT_KEYS),), cls="counts"))
+    B.extend(_refutation_blocks(t))
     if status_of(t) == "hyp. unmet":
         B.append(Para((Bold("The given data do not meet this theorem's hypotheses"),
                        " (reasons below), so its claim says nothing about them."), tone="na"))

@@ -27,6 +27,19 @@ def test_readme_plugin_example_is_the_example_file():
         assert code in lines, f"README line not in examples/plugin_theorem.py: {code!r}"
 
 
+def test_readme_writing_a_theorem_example_is_the_example_file():
+    """The walk-through's code is grad-norm-bound in examples/plugin_theorem.py (which
+    tests/harness/test_plugin_authoring.py runs: theorem, sharp control, --data)."""
+    example = (ROOT / "examples" / "plugin_theorem.py").read_text(encoding="utf-8")
+    lines = {ln.split("  #")[0].strip() for ln in example.splitlines()}
+    snippet = _blocks("## Writing a theorem and its control")[0]
+    assert "class GradNormBoundControl(GradNormBound):" in snippet
+    for raw in snippet.splitlines():
+        code = raw.split("  #")[0].strip()
+        if code:
+            assert code in lines, f"README line not in examples/plugin_theorem.py: {code!r}"
+
+
 def test_readme_pytest_snippet_runs_from_another_directory(tmp_path):
     snippet = _blocks("Make it a regression test")[0]
     proj = tmp_path / "proj"
