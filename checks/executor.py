@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -109,9 +110,11 @@ def dask_client(ex: Executor) -> Iterator[Any]:
         return
     if ex.address.startswith(_LOCAL):
         # one thread per worker: the tasks are CPU-bound numerics, each process supplies the parallelism
-        with distributed.LocalCluster(n_workers=ex.workers, threads_per_worker=1, processes=True,
-                                      dashboard_address=None) as cluster, \
-                distributed.Client(cluster) as client:
+        with warnings.catch_warnings():  # another cluster's port 8787: the health page moves, say nothing
+            warnings.filterwarnings("ignore", message="Port .* is already in use", category=UserWarning)
+            cluster = distributed.LocalCluster(n_workers=ex.workers, threads_per_worker=1, processes=True,
+                                               dashboard_address=None)
+        with cluster, distributed.Client(cluster) as client:
             yield client
         return
     try:
