@@ -23,6 +23,7 @@ Dask is an optional extra (``pip install 'attnsvm[dask]'``): ``--dask`` without 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -113,8 +114,9 @@ def dask_client(ex: Executor) -> Iterator[Any]:
         with warnings.catch_warnings():  # another cluster's port 8787: the health page moves, say nothing
             warnings.filterwarnings("ignore", message="Port .* is already in use", category=UserWarning)
             cluster = distributed.LocalCluster(n_workers=ex.workers, threads_per_worker=1, processes=True,
-                                               dashboard_address=None)
+                                               dashboard_address=None, silence_logs=logging.ERROR)
         with cluster, distributed.Client(cluster) as client:
+            client.run(_ignore_interrupt)  # Ctrl-C reaches the whole process group: the caller handles it
             yield client
         return
     try:
@@ -124,6 +126,14 @@ def dask_client(ex: Executor) -> Iterator[Any]:
                                 ) from None
     with client:
         yield client
+
+
+def _ignore_interrupt() -> None:
+    """In a worker process of ``local:N`` (run in its main thread): leave SIGINT to the calling process,
+    which cancels the tasks and closes the cluster, as the supervised pool's workers do."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def lost_worker(exc: BaseException) -> bool:
