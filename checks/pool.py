@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from numerics.errors import EnvironmentFault
 
+from .executor import Executor
 from .plan import CheckConfig, instance_blocks, load_catalogue, replay_args, with_counterexample
 
 if TYPE_CHECKING:
@@ -386,6 +387,50 @@ def _ordered_blocks(cfg: CheckConfig, plan,
     return [(tid, b) for _, _, tid, b in tasks], pending
 
 
+class _Streamed:
+    """The parent's bookkeeping of a run on an executor: every finished instance is streamed once (to
+    results.jsonl and the progress bar), and a theorem is summarised when its last block is done (the
+    partial report.json is rewritten then)."""
+
+    def __init__(self, cfg: CheckConfig, plan, previous: dict, out: Path, run: dict, bar, stream, per_thm,
+                 summary):
+        self.out, self.run, self.bar, self.stream, self.per_thm, self.summary = (out, run, bar, stream,
+                                                                                  per_thm, summary)
+        self.order = {cls.id: i for i, (cls, _, _) in enumerate(plan)}
+        self.tasks, self.pending = _ordered_blocks(cfg, plan, previous)
+        self.seen: set[tuple[str, int]] = {(r.theorem, r.instance) for rs in per_thm.values() for r in rs}
+        self.nas = {cls.id: na for cls, _, na in plan}
+        self.classes = {cls.id: cls for cls, _, _ in plan}
+        self.done_thm: dict[str, TheoremResult] = {}
+
+    def take(self, r: InstanceResult) -> None:
+        key = (r.theorem, r.instance)
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        self.stream.write(r)
+        self.per_thm[r.theorem].append(r)
+        if self.bar is not None:
+            self.bar.set_description(r.theorem)
+            self.bar.update(1)
+
+    def finish(self, tid: str) -> TheoremResult:
+        from . import report
+
+        t = self.summary(self.classes[tid], self.nas[tid])
+        self.done_thm[tid] = t
+        report.write_json(self.out, self.run, sorted(self.done_thm.values(), key=lambda x: self.order[x.id]))
+        return t
+
+    def block_done(self, tid: str) -> bool:
+        """One more block of ``tid`` is done; True when it was its last."""
+        self.pending[tid] -= 1
+        return self.pending[tid] == 0
+
+    def results(self) -> list[TheoremResult]:
+        return [self.done_thm[tid] for tid in sorted(self.classes, key=self.order.__getitem__)]
+
+
 def _execute_pool(cfg, plan, data, out: Path, previous: dict, run: dict, bar, stream, per_thm, summary,
                   workers: int, figures: bool, plotted: set[str],
                   timeout: float | None) -> list[TheoremResult]:
@@ -395,47 +440,25 @@ def _execute_pool(cfg, plan, data, out: Path, previous: dict, run: dict, bar, st
     last block is done; the partial report.json is rewritten then. Lost workers are replaced and recorded in
     ``run["workers"]``. On an interrupt the workers are ended at once and KeyboardInterrupt propagates
     (finished instances are already in results.jsonl)."""
-    from . import report
-
-    order = {cls.id: i for i, (cls, _, _) in enumerate(plan)}
-    done_thm: dict[str, TheoremResult] = {}
-    tasks, pending_blocks = _ordered_blocks(cfg, plan, previous)
-    seen: set[tuple[str, int]] = {(r.theorem, r.instance) for rs in per_thm.values() for r in rs}
-    nas = {cls.id: na for cls, _, na in plan}
-    classes = {cls.id: cls for cls, _, _ in plan}
+    st = _Streamed(cfg, plan, previous, out, run, bar, stream, per_thm, summary)
     jids = iter(range(1 << 62))
 
-    def take(r: InstanceResult) -> None:
-        key = (r.theorem, r.instance)
-        if key in seen:
-            return
-        seen.add(key)
-        stream.write(r)
-        per_thm[r.theorem].append(r)
-        if bar is not None:
-            bar.set_description(r.theorem)
-            bar.update(1)
-
     def finish(tid: str) -> None:
-        t = summary(classes[tid], nas[tid])
-        done_thm[tid] = t
-        report.write_json(out, run, sorted(done_thm.values(), key=lambda x: order[x.id]))
+        t = st.finish(tid)
         if figures and not t.not_applicable:
             rs = sorted(per_thm.get(tid, []), key=lambda r: r.instance)
             pool.submit(_Job(next(jids), "plot", tid, plot={"tid": tid, "t": t, "results": rs}))
             plotted.add(tid)
 
     def done(job: _Job) -> None:
-        if job.kind == "block":
-            pending_blocks[job.tid] -= 1
-            if pending_blocks[job.tid] == 0:
-                finish(job.tid)
+        if job.kind == "block" and st.block_done(job.tid):
+            finish(job.tid)
 
-    pool = SupervisedPool(workers, _pool_context(cfg.device), (cfg, str(out), data), timeout, take, done)
+    pool = SupervisedPool(workers, _pool_context(cfg.device), (cfg, str(out), data), timeout, st.take, done)
     try:
-        for tid, b in tasks:
+        for tid, b in st.tasks:
             pool.submit(_Job(next(jids), "block", tid, ks=b))
-        for tid, n in pending_blocks.items():
+        for tid, n in st.pending.items():
             if n == 0:
                 finish(tid)
         while pool.busy():
@@ -448,4 +471,68 @@ def _execute_pool(cfg, plan, data, out: Path, previous: dict, run: dict, bar, st
     finally:
         run["workers"] = {"processes": workers, "lost": len(pool.faults), "faults": pool.faults,
                           "instance_timeout_s": timeout, **({"notes": pool.notes} if pool.notes else {})}
-    return [done_thm[cls.id] for cls, _, _ in plan]
+    return st.results()
+
+
+# -- the Dask executor (--dask): one task per instance block, the same blocks as the pool's -----------------
+def dask_block(cfg: CheckConfig, out: str, data: Any, tid: str, ks: list[int]) -> list[InstanceResult]:
+    """Run one instance block of theorem ``tid`` on a Dask worker and return its instance results (a
+    refuted instance's counterexample is written there, under ``out``). The worker loads the catalogue
+    (and plugins) once per process; a ``--sabotage`` is in force for this task only, since a Dask worker
+    may run other work after it."""
+    import contextlib
+
+    from .executor import worker_init
+    from .harness import run_instances
+    from .theorem import REGISTRY
+
+    worker_init()
+    load_catalogue(cfg.plugins)
+    extra = replay_args(cfg)
+    got: list[InstanceResult] = []
+
+    def on_result(r: InstanceResult, inst: Any) -> None:
+        got.append(with_counterexample(Path(out), cfg, extra, tid, r, inst))
+
+    broken: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+    if cfg.sabotage:
+        from .power.sabotage import sabotage
+
+        broken = sabotage(cfg.sabotage)
+    with broken:
+        run_instances(REGISTRY[tid], ks, profile=cfg.profile, seed=cfg.seed, device=cfg.device, data=data,
+                      on_result=on_result)
+    return got
+
+
+def _execute_dask(cfg, plan, data, out: Path, previous: dict, run: dict, bar, stream, per_thm, summary,
+                  executor: Executor) -> list[TheoremResult]:
+    """The plan on a Dask cluster (:func:`checks.executor.dask_client`), one task per instance block (the
+    same blocks, longest first, as the pool). Each block's instances are streamed when the block
+    finishes; a theorem is summarised when its last block is done (its figure is drawn here afterwards).
+    A worker that dies is Dask's to replace (its task runs again elsewhere); a block that keeps killing
+    workers (``KilledWorker``) stops the run as an :class:`EnvironmentFault` (exit 1, ``fault:``; the
+    finished instances are in results.jsonl and ``--resume`` goes on from there). There is no instance time
+    limit: Dask cannot stop a running task."""
+    from .executor import dask_client, lost_worker, map_completed
+
+    st = _Streamed(cfg, plan, previous, out, run, bar, stream, per_thm, summary)
+    for tid, n in st.pending.items():
+        if n == 0:
+            st.finish(tid)
+    with dask_client(executor) as client:
+        shared = client.scatter(data, broadcast=True, hash=False) if data is not None else None
+        tasks = [(cfg, str(out.resolve()), shared, tid, b) for tid, b in st.tasks]
+        try:
+            for k, rs in map_completed(executor, dask_block, tasks, star=True, client=client):
+                for r in rs:
+                    st.take(r)
+                if st.block_done(st.tasks[k][0]):
+                    st.finish(st.tasks[k][0])
+        except Exception as exc:
+            if lost_worker(exc):
+                raise EnvironmentFault(
+                    f"an instance block kept killing its Dask workers ({type(exc).__name__}: {exc}); the "
+                    "finished instances are in results.jsonl, and `--resume` goes on from there") from None
+            raise
+    return st.results()

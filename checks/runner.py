@@ -19,6 +19,7 @@ from numerics.errors import InvalidInputError
 
 from . import catalogue
 from .baseline import BaselineMismatch, compare_baseline, load_baseline
+from .executor import Executor, choose, require_dask
 from .plan import (
     CheckConfig,
     check_device,
@@ -156,14 +157,17 @@ def _run_metadata(cfg: CheckConfig, plan, run_id: str | None) -> dict[str, Any]:
 
 
 def _execute(cfg: CheckConfig, plan, data, out: Path, previous: dict, run: dict, progress: bool,
-             workers: int = 1, figures: bool = False, timeout: float | None = None):
+             workers: int = 1, figures: bool = False, timeout: float | None = None,
+             executor: Executor | None = None):
     """Run the plan, streaming each finished instance to results.jsonl and the partial report.json;
     returns (theorem results, instance results per theorem, interrupted?, ids whose figure is drawn).
 
     With ``workers`` >= 1 the instance blocks run on a supervised pool of that many processes (see
     :func:`checks.pool._execute_pool`: a crashed worker is replaced, an instance step longer than
     ``timeout`` seconds is ERROR); the results are the same for any number, since every instance has its
-    own seed and the blocks are the same. ``workers=0`` runs them in this process (no fault isolation)."""
+    own seed and the blocks are the same. ``workers=0`` runs them in this process (no fault isolation).
+    A Dask ``executor`` (:mod:`checks.executor`) runs the same blocks on a Dask cluster instead
+    (:func:`checks.pool._execute_dask`), with the same results."""
     from . import report
     from .harness import aggregate, run_instances
 
@@ -193,7 +197,12 @@ def _execute(cfg: CheckConfig, plan, data, out: Path, previous: dict, run: dict,
     n_blocks = sum(len(instance_blocks(cls, [k for k in ks if (cls.id, k) not in previous], cfg.profile))
                    for cls, ks, _ in plan)
     try:
-        if workers >= 1 and n_blocks >= 1:
+        if executor is not None and executor.kind == "dask" and n_blocks >= 1:
+            from .pool import _execute_dask
+
+            results = _execute_dask(cfg, plan, data, out, previous, run, bar, stream, per_thm, summary,
+                                    executor)
+        elif workers >= 1 and n_blocks >= 1:
             from .pool import _execute_pool
 
             results = _execute_pool(cfg, plan, data, out, previous, run, bar, stream, per_thm, summary,
@@ -271,6 +280,7 @@ def run_check(
     workers: int | None = None,
     instance_timeout: float | None = None,
     sabotage: str | None = None,
+    dask: Any = None,
 ) -> tuple[int, dict[str, Any], list[TheoremResult]]:
     """Run a check and write every report file; returns (exit code without baseline, report, results).
 
@@ -282,7 +292,11 @@ def run_check(
     the stored run. ``instance_timeout``: seconds an instance step may take (default
     :data:`checks.cli.DEFAULT_INSTANCE_TIMEOUT_S`; 0: no limit; needs a pool). ``sabotage``: a power test
     (:mod:`checks.power.sabotage`): the named component is broken for the whole run, in every worker; the
-    run records it, and its verdicts are a power test, not results.
+    run records it, and its verdicts are a power test, not results. ``dask``: run the instance blocks on a
+    Dask cluster instead of the pool (a scheduler address, ``local:N`` for a LocalCluster of N processes
+    started for the run, or a ``distributed.Client``; :mod:`checks.executor`): the same results, no instance
+    time limit, and like ``workers`` not part of the stored run. report.json's ``run.executor`` says which
+    executor ran.
     """
     from . import report
     from .cli import DEFAULT_INSTANCE_TIMEOUT_S
@@ -318,6 +332,12 @@ def run_check(
     if data is not None:
         plan = make_plan(cfg, data)
     check_device(cfg.device)
+    nw = default_workers() if workers is None else int(workers)
+    # check's pool is supervised (crashes, timeouts) from one worker up; 0 runs in this process
+    executor = choose(None, dask, default=1) if dask is not None else (
+        Executor("pool", nw) if nw >= 1 else Executor("inline"))
+    if executor.kind == "dask":
+        require_dask()  # not installed: exit 2 before any work
     broken = _sabotaged(cfg.sabotage)  # an unknown name: exit 2 before any work
     run = _run_metadata(cfg, plan, run_id)
     if data is not None and getattr(data, "notes", ()):
@@ -334,11 +354,12 @@ def run_check(
     from numerics.fileio import write_text
 
     write_text(out / "run.json", json.dumps(cfg.to_json(run["id"]), indent=1))
-    nw = default_workers() if workers is None else int(workers)
+    run["executor"] = {**executor.describe(),
+                       "instance_timeout_s": (instance_timeout or None) if executor.kind == "pool" else None}
     with broken:  # forked workers inherit the broken component, spawned ones install it (checks.pool)
         results, per_thm, interrupted, plotted = _execute(
             cfg, plan, data, out, previous, run, progress, workers=nw, figures=figures,
-            timeout=instance_timeout or None,
+            timeout=instance_timeout or None, executor=executor,
         )
     rep = _render(out, run, plan, results, per_thm, figures, plotted)
     if interrupted:
@@ -401,6 +422,7 @@ def cmd_check(args) -> int:
         plugins=args.plugin, out=args.out, resume=args.resume, progress=not args.no_progress,
         only_instance=args.instance, workers=getattr(args, "workers", None),
         instance_timeout=getattr(args, "instance_timeout", None), sabotage=getattr(args, "sabotage", None),
+        dask=getattr(args, "dask", None),
     )
     for note in rep["run"].get("data_notes", []):
         print(f"note: {note}", file=sys.stderr)

@@ -53,6 +53,11 @@ DEFAULT_INSTANCE_TIMEOUT_S = 300.0
 DEFAULT_TIMEOUT_TEXT = f"{DEFAULT_INSTANCE_TIMEOUT_S:g} s"
 
 
+#: The help of every command's ``--dask`` (checks.executor).
+DASK_HELP = ("run on a Dask cluster: a scheduler address (tcp://HOST:PORT), or local:N to start a "
+             "LocalCluster of N worker processes (needs the dask extra)")
+
+
 def timeout_arg(text: str) -> float:
     """--instance-timeout: seconds, a non-negative number (0: no limit)."""
     try:
@@ -114,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sabotage", metavar="NAME", default=None,
                    help="power test: run with this numeric component broken (see `attnsvm power "
                         "--list-sabotages`); recorded in run.json, and the verdicts are not results")
+    s.add_argument("--dask", metavar="ADDRESS|local:N", default=None, help=DASK_HELP
+                   + "; results do not depend on it, and --instance-timeout does not apply")
 
     s = sub.add_parser("svm", help="solve one attention SVM from an .npz file")
     s.add_argument("file", metavar="FILE.npz")
@@ -156,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--trials", type=int, default=50)
     s.add_argument("--seed", type=seed_arg, default=0)
     s.add_argument("--out", default="reports/assumptions", metavar="DIR")
-    s.add_argument("--dask", metavar="ADDRESS", help="run on a Dask distributed cluster")
+    s.add_argument("--dask", metavar="ADDRESS|local:N", help=DASK_HELP)
     s.add_argument("--workers", type=int, default=None, help="local process pool size")
     s.add_argument("--no-progress", action="store_true")
 
@@ -167,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--trials", type=int, default=None)
     s.add_argument("--seed", type=seed_arg, default=0)
     s.add_argument("--out", default="reports/reproduce", metavar="DIR")
-    s.add_argument("--dask", metavar="ADDRESS", help="run on a Dask distributed cluster")
+    s.add_argument("--dask", metavar="ADDRESS|local:N", help=DASK_HELP)
     s.add_argument("--workers", type=int, default=None, help="local process pool size")
     s.add_argument("--no-progress", action="store_true")
 
@@ -225,6 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--list-sabotages", action="store_true", help="list the sabotages and components, then exit"
     )
+    s.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="processes running the theorems' rows (default 1: in this process)")
+    s.add_argument("--dask", metavar="ADDRESS|local:N", default=None, help=DASK_HELP)
     s.add_argument("--resolution", action="store_true",
                    help="instead of sabotages: perturb each predicted object by ε = 1 … 0.01 and report the "
                         "smallest ε whose verdict is FAIL (resolution.json, resolution.md in --out)")
@@ -235,10 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
 def _broken_pool(exc: BaseException) -> bool:
     """A sweep's worker died: a concurrent.futures pool broken, or a Dask task that killed its workers
     ``allowed-failures`` times (checked only if those modules were imported: --help stays fast)."""
+    from ..executor import lost_worker
+
     pool = sys.modules.get("concurrent.futures.process")
-    dask = sys.modules.get("distributed.scheduler")
-    return ((pool is not None and isinstance(exc, pool.BrokenProcessPool))
-            or (dask is not None and isinstance(exc, getattr(dask, "KilledWorker", ()))))
+    return (pool is not None and isinstance(exc, pool.BrokenProcessPool)) or lost_worker(exc)
 
 
 def _fault_text(exc: BaseException) -> str:

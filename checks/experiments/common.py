@@ -97,11 +97,13 @@ def _kept_call(fn, path: str, task: tuple):
 
 def kept_sweep(fn, tasks, parts: Path | None, **kw) -> list:
     """:func:`checks.experiments.sweep.run_sweep` (``star=True``) keeping every finished task in ``parts``
-    (None: plain run_sweep). Returns the results in task order; ``kept_sweep.resumed`` holds how many were
-    reloaded."""
+    (None, or a remote Dask cluster: plain run_sweep; ``--dask local:N`` shares this disk and keeps them).
+    Returns the results in task order; ``kept_sweep.resumed`` holds how many were reloaded."""
     tasks = [tuple(t) for t in tasks]
     kept_sweep.resumed = 0
-    if parts is None or kw.get("dask") is not None:
+    dask = kw.get("dask")
+    remote = dask is not None and not (isinstance(dask, str) and dask.startswith("local:"))
+    if parts is None or remote:  # a remote cluster's workers may not share this disk
         return run_sweep(fn, tasks, star=True, **kw)
     parts = Path(parts)
     parts.mkdir(parents=True, exist_ok=True)

@@ -31,7 +31,7 @@ counted in the CSV (``solver_errors``, ``solver_status``), the Markdown table an
 finishes. Every finished task is kept on disk as it completes (``OUT/.NAME.parts/``, one pickle per task,
 written atomically), so an interrupted run loses nothing: the same command resumes, re-running only the
 tasks that had not finished, and the directory is removed once NAME.csv/png/md are written. (With --dask
-the workers may not share the disk, so tasks are not kept.)
+ADDRESS the workers may not share the disk, so tasks are not kept; --dask local:N keeps them.)
 """
 
 from __future__ import annotations

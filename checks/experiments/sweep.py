@@ -1,5 +1,6 @@
 """The shared sweep runner: map one function over independent, seeded tasks — in this process, on a
-local process pool (default) or on a Dask distributed cluster (``--dask ADDRESS``).
+local process pool (default) or on a Dask distributed cluster (``--dask ADDRESS`` or ``--dask local:N``),
+through the one executor interface of :mod:`checks.executor`.
 
 Results do not depend on where a task ran. Every task carries everything it needs (its parameters and
 the root seed) and derives its random numbers from :func:`trial_rng` — a ``SeedSequence`` of
@@ -19,20 +20,18 @@ import os
 import sys
 import zlib
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
 import numpy as np
 
 from numerics.errors import InvalidInputError
 
-__all__ = ["trial_seed", "trial_rng", "wilson_interval", "run_sweep", "resolve_workers"]
+from ..executor import Executor, choose, map_completed
+
+__all__ = ["trial_seed", "trial_rng", "wilson_interval", "run_sweep", "resolve_workers", "sweep_executor"]
 
 #: z-quantile of a two-sided 95% interval (Wilson score intervals in assumption/reproduce tables).
 Z95 = 1.959963984540054
-
-#: Seconds to wait for a Dask scheduler before giving up with a one-line error.
-DASK_CONNECT_TIMEOUT_S = 15
 
 
 def trial_seed(seed: int, name: str, cell: Sequence[int], trial: int) -> np.random.SeedSequence:
@@ -75,23 +74,6 @@ def resolve_workers(workers: int | None) -> int:
     return workers
 
 
-def _worker_init() -> None:
-    """One BLAS / torch thread per worker process: the pool supplies the parallelism."""
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ.setdefault(var, "1")
-    os.environ.setdefault("MPLBACKEND", "Agg")
-    try:
-        import torch
-
-        torch.set_num_threads(1)
-    except ImportError:  # pragma: no cover - torch is a dependency
-        pass
-
-
-def _call(fn: Callable, task: Any, star: bool) -> Any:
-    return fn(*task) if star else fn(task)
-
-
 def _bar(total: int, desc: str, enabled: bool):
     if not enabled:
         return None
@@ -102,21 +84,10 @@ def _bar(total: int, desc: str, enabled: bool):
     )
 
 
-def _dask_client(address: Any):
-    """A distributed Client for ``address`` (a scheduler address string, or a Client passed through)."""
-    try:
-        from dask.distributed import Client
-    except ImportError:
-        raise InvalidInputError(
-            "--dask needs the Dask distributed package, which is not installed; "
-            "install it with: pip install 'attnsvm[dask]' (or pip install 'dask[distributed]')"
-        ) from None
-    if isinstance(address, Client):
-        return address, False
-    try:
-        return Client(address, timeout=DASK_CONNECT_TIMEOUT_S), True
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise InvalidInputError(f"--dask {address}: could not connect to a Dask scheduler ({exc})") from None
+def sweep_executor(workers: int | None, dask: Any) -> Executor:
+    """The executor of a sweep (:func:`checks.executor.choose`): Dask if ``dask`` is given, else a process
+    pool of ``workers`` processes (default: the CPU count; 1 runs inline)."""
+    return choose(None if dask is not None else resolve_workers(workers), dask, default=1)
 
 
 def run_sweep(
@@ -132,52 +103,20 @@ def run_sweep(
     """``[fn(t) for t in tasks]`` (``fn(*t)`` with ``star=True``), in task order.
 
     fn must be a module-level function (it is pickled by reference) and deterministic given its task.
-    Backend: ``dask`` (scheduler address or a ``dask.distributed.Client``) if given; else a process
-    pool of ``workers`` processes (default: the CPU count); ``workers=1`` or a single task runs inline.
-    An exception in a task propagates (the pool is shut down, pending tasks cancelled).
+    Where the tasks run is :func:`sweep_executor` (:mod:`checks.executor`): ``dask`` (a scheduler address,
+    ``local:N`` or a ``dask.distributed.Client``) if given; else a process pool of ``workers`` processes
+    (default: the CPU count); ``workers=1`` or a single task runs inline. An exception in a task propagates
+    (the pool is shut down, pending tasks cancelled).
     """
     tasks = list(tasks)
     out: list[Any] = [None] * len(tasks)
+    ex = sweep_executor(workers, dask)
     bar = _bar(len(tasks), desc, progress)
     try:
-        if dask is not None:
-            client, owned = _dask_client(dask)
-            try:
-                from dask.distributed import as_completed as dask_completed
-
-                futs = [client.submit(_call, fn, t, star, pure=False) for t in tasks]
-                index = {f.key: k for k, f in enumerate(futs)}
-                for f in dask_completed(futs):
-                    out[index[f.key]] = f.result()
-                    if bar is not None:
-                        bar.update(1)
-            finally:
-                if owned:
-                    client.close()
-            return out
-        nw = min(resolve_workers(workers), max(1, len(tasks)))
-        if nw == 1:
-            for k, t in enumerate(tasks):
-                out[k] = _call(fn, t, star)
-                if bar is not None:
-                    bar.update(1)
-            return out
-        import multiprocessing as mp
-
-        # spawn, not fork: torch's thread pools do not survive a fork reliably
-        with ProcessPoolExecutor(
-            max_workers=nw, mp_context=mp.get_context("spawn"), initializer=_worker_init
-        ) as ex:
-            futs = {ex.submit(_call, fn, t, star): k for k, t in enumerate(tasks)}
-            try:
-                for f in as_completed(futs):
-                    out[futs[f]] = f.result()
-                    if bar is not None:
-                        bar.update(1)
-            except BaseException:
-                for f in futs:
-                    f.cancel()
-                raise
+        for k, res in map_completed(ex, fn, tasks, star=star):
+            out[k] = res
+            if bar is not None:
+                bar.update(1)
         return out
     finally:
         if bar is not None:

@@ -153,6 +153,67 @@ def _idle_cell(cls: type[Theorem], name: str) -> dict[str, Any]:
     return {"status": NOT_RELEVANT}
 
 
+def power_row(tid: str, names: Sequence[str], profile: str, seed: int, plugins: Sequence[str],
+              time_limit: bool, log: Callable[[str], None] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """One theorem's row of the matrix: its clean run, then every relevant sabotage (each in force for its
+    cell only). Returns the row and its progress lines (also given to ``log`` as each cell ends). A task of
+    :func:`checks.executor.map_completed`: it loads the catalogue (and ``plugins``) where it runs. A cell's
+    time limit is a SIGALRM, which only a process's main thread has: inline and on the process pool it
+    applies, on a Dask worker (tasks run in threads) there is none."""
+    from ..plan import load_catalogue
+    from ..theorem import REGISTRY
+
+    load_catalogue(plugins)
+    cls = REGISTRY[tid]
+    lines: list[str] = []
+
+    def say(line: str) -> None:
+        lines.append(line)
+        if log:
+            log(line)
+
+    row: dict[str, Any] = {
+        "id": cls.id,
+        "expected": cls.expected,
+        "control_of": cls.control_of,
+        "finding": cls.finding,
+        "depends_on": list(cls.depends_on),
+        "invariant_to": dict(cls.invariant_to),
+        "clean": None,
+        "cells": {},
+    }
+    rel = [n for n in names if relevant(cls, n) and n not in cls.invariant_to]
+    if not rel:  # nothing to sabotage: the clean run would tell nothing here
+        row["cells"] = {n: _idle_cell(cls, n) for n in names}
+        return row, lines
+    clean = _run(cls, profile, seed, None)
+    row["clean"] = clean
+    say(f"{cls.id} clean: {clean['verdict']} ({clean['seconds']:.1f}s)")
+    limit = max(CELL_MIN_SECONDS, CELL_TIME_FACTOR * clean["seconds"]) if time_limit else None
+    for n in names:
+        if n not in rel:
+            row["cells"][n] = _idle_cell(cls, n)
+            continue
+        with sab.sabotage(n):
+            cell = _run(cls, profile, seed, limit)
+        if cell["verdict"] == "TIMEOUT":
+            cell["status"] = TIMEOUT
+        elif cls.control_of and clean["verdict"] == cls.expected == "FAIL":  # a control refuted clean
+            cell["status"] = KEPT if cell["verdict"] in ("FAIL", "ERROR") else LOST
+        elif not clean["fails_run"]:  # the usual case: detected iff `attnsvm check` would now exit 1
+            cell["status"] = DETECTED if cell["fails_run"] else SURVIVED
+        else:  # the clean run fails already (e.g. an undocumented refutation): only a change tells
+            cell["status"] = DETECTED if cell["verdict"] != clean["verdict"] else SURVIVED
+        if cell["status"] == SURVIVED and cell["counts"] != clean["counts"]:
+            cell["note"] = "instance counts changed but the verdict did not"
+        if cell["status"] in (SURVIVED, LOST) and (cls.id, n) in BLIND_SPOTS:
+            cell["blind"], cell["status"] = cell["status"], BLIND
+            cell["note"] = BLIND_SPOTS[(cls.id, n)]
+        row["cells"][n] = cell
+        say(f"{cls.id} x {n}: {cell['status']} ({cell['verdict']}, {cell['seconds']:.1f}s)")
+    return row, lines
+
+
 def run_power(
     ids: Sequence[str] = (),
     *,
@@ -162,13 +223,24 @@ def run_power(
     plugins: Sequence[str] = (),
     log: Callable[[str], None] | None = None,
     time_limit: bool = True,
+    workers: int | None = None,
+    dask: Any = None,
 ) -> dict[str, Any]:
-    """The power matrix as a JSON-able dict (see module docstring); ``log`` gets one line per cell."""
+    """The power matrix as a JSON-able dict (see module docstring); ``log`` gets one line per cell.
+
+    The theorems' rows are independent tasks of one executor (:mod:`checks.executor`): in this process
+    (default, ``workers`` 1), on a process pool of ``workers`` processes, or on a Dask cluster (``dask``: an
+    address, ``local:N`` or a Client); the matrix is the same either way (a cell's time limit does not apply
+    on Dask, see :func:`power_row`)."""
+    from ..executor import choose, map_completed
     from ..plan import load_catalogue
 
     if sab.active():
         raise InvalidInputError(f"power analysis needs clean numerics, but a sabotage is installed "
                                 f"{'+'.join(sab.active())}; unset it")
+    if workers is not None and (isinstance(workers, bool) or workers < 1):
+        raise InvalidInputError(f"--workers must be an integer >= 1, got {workers}")
+    executor = choose(workers, dask, default=1)
     names = list(dict.fromkeys(sabotages)) if sabotages else sab.default_names()
     sab.resolve(names)  # unknown names: one-line error
     load_catalogue(plugins)
@@ -177,55 +249,23 @@ def run_power(
     todo = sum(1 for c in thms for n in names if relevant(c, n) and n not in c.invariant_to) + sum(
         1 for c in thms if c.depends_on)
     done = 0
-    rows = []
-    for cls in thms:
-        row: dict[str, Any] = {
-            "id": cls.id,
-            "expected": cls.expected,
-            "control_of": cls.control_of,
-            "finding": cls.finding,
-            "depends_on": list(cls.depends_on),
-            "invariant_to": dict(cls.invariant_to),
-            "clean": None,
-            "cells": {},
-        }
-        rows.append(row)
-        rel = [n for n in names if relevant(cls, n) and n not in cls.invariant_to]
-        if not rel:  # nothing to sabotage: the clean run would tell nothing here
-            row["cells"] = {n: _idle_cell(cls, n) for n in names}
-            continue
-        clean = _run(cls, profile, seed, None)
-        row["clean"] = clean
+
+    def counted(line: str) -> None:
+        nonlocal done
         done += 1
         if log:
-            log(f"[{done}/{todo}] {cls.id} clean: {clean['verdict']} ({clean['seconds']:.1f}s)")
-        limit = max(CELL_MIN_SECONDS, CELL_TIME_FACTOR * clean["seconds"]) if time_limit else None
-        for n in names:
-            if n not in rel:
-                row["cells"][n] = _idle_cell(cls, n)
-                continue
-            with sab.sabotage(n):
-                cell = _run(cls, profile, seed, limit)
-            if cell["verdict"] == "TIMEOUT":
-                cell["status"] = TIMEOUT
-            elif cls.control_of and clean["verdict"] == cls.expected == "FAIL":  # a control refuted clean
-                cell["status"] = KEPT if cell["verdict"] in ("FAIL", "ERROR") else LOST
-            elif not clean["fails_run"]:  # the usual case: detected iff `attnsvm check` would now exit 1
-                cell["status"] = DETECTED if cell["fails_run"] else SURVIVED
-            else:  # the clean run fails already (e.g. an undocumented refutation): only a change tells
-                cell["status"] = DETECTED if cell["verdict"] != clean["verdict"] else SURVIVED
-            if cell["status"] == SURVIVED and cell["counts"] != clean["counts"]:
-                cell["note"] = "instance counts changed but the verdict did not"
-            if cell["status"] in (SURVIVED, LOST) and (cls.id, n) in BLIND_SPOTS:
-                cell["blind"], cell["status"] = cell["status"], BLIND
-                cell["note"] = BLIND_SPOTS[(cls.id, n)]
-            row["cells"][n] = cell
-            done += 1
-            if log:
-                log(
-                    f"[{done}/{todo}] {cls.id} x {n}: {cell['status']} ({cell['verdict']}, "
-                    f"{cell['seconds']:.1f}s)"
-                )
+            log(f"[{done}/{todo}] {line}")
+
+    tasks = [(c.id, names, profile, seed, [str(p) for p in plugins], time_limit) for c in thms]
+    rows: list[dict[str, Any]] = [{} for _ in thms]
+    if executor.kind == "inline":  # each cell's line as it ends
+        for k, t in enumerate(tasks):
+            rows[k] = power_row(*t, log=counted)[0]
+    else:
+        for k, (row, lines) in map_completed(executor, power_row, tasks, star=True):
+            rows[k] = row
+            for line in lines:
+                counted(line)
     survivors = [
         [r["id"], n] for r in rows for n, c in r["cells"].items() if c["status"] in (SURVIVED, LOST, TIMEOUT)
     ]
@@ -240,6 +280,7 @@ def run_power(
             "seed": seed,
             "git": git_sha(),
             "plugins": [str(p) for p in plugins],
+            "executor": executor.describe(),
         },
         "sabotages": {n: {"breaks": sorted(sab.breaks(n)), "how": sab.CATALOGUE[n].how} for n in names},
         "components": dict(sab.COMPONENTS),
@@ -361,7 +402,8 @@ def cmd_power(args) -> int:
         return 0
     log = None if args.no_progress else (lambda line: print(line, file=sys.stderr, flush=True))
     rep = run_power(
-        args.ids, profile=args.profile, sabotages=args.sabotage, seed=args.seed, plugins=args.plugin, log=log
+        args.ids, profile=args.profile, sabotages=args.sabotage, seed=args.seed, plugins=args.plugin, log=log,
+        workers=getattr(args, "workers", None), dask=getattr(args, "dask", None),
     )
     from numerics.fileio import write_text
 

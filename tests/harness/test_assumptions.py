@@ -102,7 +102,7 @@ def test_same_results_dask_local_cluster():
 
     grid = A.parse_grid("n=2,T=3,d=3")
     r1 = A.run_assumptions(grid, 2, 7, workers=1, progress=False)
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cl, \
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cl, \
             Client(cl) as client:
         r2 = A.run_assumptions(grid, 2, 7, dask=client, progress=False)
         r3 = A.run_assumptions(grid, 2, 7, dask=cl.scheduler_address, progress=False)
