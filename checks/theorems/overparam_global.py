@@ -55,13 +55,11 @@ of the conditioned curve (the former d = 3 vs 16) would never see it.
 
 from __future__ import annotations
 
-from statistics import NormalDist
-
 import numpy as np
 
 from checks import Criterion, Profile, Theorem, decide, held, register, undecided
-from checks.experiments.sweep import Z95, newcombe_interval, trend_z, wilson_interval
-from checks.theorems._trends import corr_curve
+from checks.experiments.sweep import Z95, wilson_interval
+from checks.theorems._trends import adversarial_trend, corr_curve, first_dip
 from numerics.data import random_unit_sphere
 from numerics.errors import SolverError
 from numerics.gd import run_gd
@@ -105,22 +103,6 @@ def classify(gap: np.ndarray) -> str:
     steady = bool(np.all(np.diff(half) <= TREND_SLACK * np.abs(half[:-1])))
     falling = steady and half[0] - half[-1] >= FALL_FRAC * (half[-1] - GAP_MAX)
     return "undecided" if gap[-1] < NEAR_MAX and falling else "missed"
-
-
-def adversarial_trend(counts: list[dict], scores: list[float]) -> tuple[float, float]:
-    """(z against the claim, z for it): the Cochran–Armitage z with every undecided run placed where it
-    lowers z (reached below the weighted mean score, missed above it) and where it raises z."""
-    m = [c["runs"] for c in counts]
-    sbar = float(np.dot(m, scores)) / sum(m)
-    lo = [c["reached"] + (c["undecided"] if s < sbar else 0) for c, s in zip(counts, scores, strict=True)]
-    hi = [c["reached"] + (c["undecided"] if s >= sbar else 0) for c, s in zip(counts, scores, strict=True)]
-    return trend_z(lo, m, scores), trend_z(hi, m, scores)
-
-
-def step_z(steps: int) -> float:
-    """The normal quantile of a Bonferroni family of ``steps`` two-sided 95 % intervals (one per step of the
-    curve): a dip anywhere on a monotone curve is then reported with probability ≤ 5 %."""
-    return NormalDist().inv_cdf(1 - 0.025 / max(steps, 1))
 
 
 @register
@@ -285,16 +267,9 @@ class OverparamGlobal(Theorem):
 
     def check_no_dip(self, inst, st, ctx):
         cells = self._judged(st)
-        z = step_z(len(cells) - 1)
-        his = []
-        for a, b in zip(cells, cells[1:], strict=False):
-            # undecided runs for the claim: reached at the larger d, missed at the smaller
-            his.append(newcombe_interval(a["reached"], a["runs"], b["reached"] + b["undecided"], b["runs"],
-                                         z)[1])
+        k, his, z = first_dip(cells)
         m = dict(step_hi=his)
-        dips = [k for k, h in enumerate(his) if h < 0]
-        if dips:
-            k = dips[0]
+        if k is not None:
             a, b = cells[k], cells[k + 1]
             return decide(False, f"the curve dips at d = {b['d']}: {a['reached']}/{a['runs']} at d = "
                           f"{a['d']} → {b['reached']}/{b['runs']} at d = {b['d']} (Newcombe upper end "

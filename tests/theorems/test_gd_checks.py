@@ -299,7 +299,7 @@ def test_overparam_global_passes_and_control_fails():
 
 
 def test_trend_test_and_dip():
-    from checks.theorems.overparam_global import adversarial_trend, step_z
+    from checks.theorems._trends import adversarial_trend, step_z
 
     cells = [{"runs": 40, "reached": k, "undecided": u} for k, u in ((10, 0), (20, 0), (30, 10))]
     lo, hi = adversarial_trend(cells, [1.0, 2.0, 3.0])
@@ -325,10 +325,11 @@ def test_overparam_global_reached_means_direction_not_argmax():
 
 
 def test_overparam_global_uses_the_one_wilson_interval():
+    import checks.theorems._trends as trends
     import checks.theorems.overparam_global as mod
     from checks.experiments.sweep import newcombe_interval, trend_z, wilson_interval
 
     assert not hasattr(mod, "wilson") and mod.wilson_interval is wilson_interval
-    assert mod.newcombe_interval is newcombe_interval and mod.trend_z is trend_z
-    lo, hi = mod.newcombe_interval(10, 20, 15, 20)
+    assert trends.newcombe_interval is newcombe_interval and trends.trend_z is trend_z
+    lo, hi = newcombe_interval(10, 20, 15, 20)
     assert lo < 0.25 < hi and abs((lo + hi) / 2 - 0.25) < 0.05
