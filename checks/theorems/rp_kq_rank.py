@@ -36,8 +36,8 @@ Predictions.
       any point with a positive margin gives a feasible rank-≤ m direction) at the largest resolved R must not
       lie below the certified convex bound p⋆ (by more than OBJ_RTOL) — a contradiction with the SDP
       certificate refutes; it is reported against f_m (``nu_excess`` = ν/f_m − 1, → 0 like the direction) and
-      the bound's tightness ``relaxation_gap`` = f_m/p⋆ − 1 (> OBJ_RTOL: "relaxation not tight", reported honestly: then
-      the limit is *not* the convex relaxation's solution, which is what the control claims).
+      the bound's tightness ``relaxation_gap`` = f_m/p⋆ − 1 (> OBJ_RTOL: "relaxation not tight", reported
+      honestly: then the limit is *not* the convex relaxation's solution, which is what the control claims).
 
 Control (``rp-kq-rank-control``, at the boundary between the two candidate limits): "the (K, Q) path with m <
 rank W^mm_⋆ columns converges to the convex relaxation's solution W^mm_⋆" — the m ≥ n statement carried over

@@ -18,8 +18,8 @@ catalogue.load_builtin()
 
 
 def test_factored_solver_brackets_the_rank_constrained_optimum():
-    """Tight where m ≥ rank (equals the SDP value); where the rank binds, a feasible balanced rank-m point whose
-    value is its nuclear norm and lies above the convex bound."""
+    """Tight where m ≥ rank (equals the SDP value); where the rank binds, a feasible balanced rank-m point
+    whose value is its nuclear norm and lies above the convex bound."""
     rng = np.random.default_rng(3)
     seen_binding = 0
     for _ in range(6):
