@@ -129,10 +129,17 @@ def test_b1_share_trend_refutes_a_falling_curve():
     assert k == 1 and his[1] < 0 and his[0] > 0  # 29 → 12 at the third grid point: the first significant dip
 
 
-def test_overparam_support_control_fails_inside_the_invertibility_radius():
+def test_overparam_support_control_fails_just_past_the_sharp_radius():
+    from checks.theorems.overparam_support import SHARP_EPS, radius, sharp_stats
+
     r = run_theorem(REGISTRY["overparam-support-control"], profile="quick", seed=0)
     assert r.verdict == "FAIL"
     assert any("negative multiplier" in why for why in r.reasons), r.reasons
+    for n, T in ((2, 3), (3, 3), (2, 4)):  # the construction pins the radius from both sides
+        (e_in,), (l_in,) = sharp_stats(n, T, 1 - SHARP_EPS)
+        (e_out,), (l_out,) = sharp_stats(n, T, 1 + SHARP_EPS)
+        assert e_in < radius(n, T) < e_out < radius(n, T) * (1 + 2 * SHARP_EPS)
+        assert l_in > 1e-3 and l_out < -1e-3
 
 
 @pytest.mark.parametrize("name", ["scaled-svm-uncertified", "dropped-constraint-svm-uncertified",
