@@ -1,4 +1,4 @@
-"""rp-kq-rank: the (K, Q) path with m < rank W^mm_⋆ columns, certified against the convex bound and the
+"""rp-kq-rank (the (K, Q) path with m < rank W^mm_⋆ columns), certified against the convex bound and the
 multi-start's rank-m point; the factored solver it relies on (numerics.svm.factorised)."""
 
 from __future__ import annotations
