@@ -90,7 +90,7 @@ CANONICAL_ORDER = (
     "p-svm-gd", "joint-vp-path",
     "gd-global-normalized",
     # issue 15: the rest of both papers
-    "smoothness-step", "cone-no-stationary", "kq-divergence", "nuclear-factorisation",
+    "smoothness-step", "cone-no-stationary", "kq-divergence", "nuclear-factorisation", "rp-kq-rank",
     "rp-w-local", "rp-kq-local", "overparam-support",
     "p-rp-path", "p-gd-equivalence", "p-nonlinear-head", "joint-vp-path-equal-radii",
 )

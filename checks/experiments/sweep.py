@@ -28,7 +28,10 @@ from numerics.errors import InvalidInputError
 
 from ..executor import Executor, choose, map_completed
 
-__all__ = ["trial_seed", "trial_rng", "wilson_interval", "run_sweep", "resolve_workers", "sweep_executor"]
+__all__ = [
+    "trial_seed", "trial_rng", "wilson_interval", "newcombe_interval", "trend_z", "run_sweep",
+    "resolve_workers", "sweep_executor",
+]
 
 #: z-quantile of a two-sided 95% interval (Wilson score intervals in assumption/reproduce tables).
 Z95 = 1.959963984540054
@@ -63,6 +66,35 @@ def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     lo = 0.0 if k == 0 else max(0.0, float(centre - half))  # exact ends: rounding leaves 1 - 1e-16
     hi = 1.0 if k == n else min(1.0, float(centre + half))
     return lo, hi
+
+
+def newcombe_interval(k1: int, m1: int, k2: int, m2: int, z: float = Z95) -> tuple[float, float]:
+    """Newcombe's hybrid score interval (method 10) for p2 − p1, built from the two Wilson intervals.
+
+    >>> tuple(round(x, 4) for x in newcombe_interval(10, 20, 15, 20))
+    (-0.0468, 0.4936)
+    """
+    p1, p2 = k1 / m1, k2 / m2
+    lo1, hi1 = wilson_interval(k1, m1, z)
+    lo2, hi2 = wilson_interval(k2, m2, z)
+    d = p2 - p1
+    return d - float(np.hypot(p2 - lo2, hi1 - p1)), d + float(np.hypot(hi2 - p2, p1 - lo1))
+
+
+def trend_z(k: Sequence[int], m: Sequence[int], scores: Sequence[float]) -> float:
+    """Cochran–Armitage test for a linear trend of binomial proportions k_j/m_j in the scores s_j: the
+    standardised statistic z = Σ k_j (s_j − s̄) / √(p̄(1 − p̄) Σ m_j (s_j − s̄)²), s̄ and p̄ weighted by m_j.
+    Approximately N(0, 1) without a trend; z > 0 means the proportion grows with the score. 0 when every
+    proportion is 0 or every one is 1 (no variation to test).
+
+    >>> round(trend_z([2, 5, 8], [10, 10, 10], [0, 1, 2]), 4)
+    2.6833
+    """
+    k_, m_, s_ = (np.asarray(a, float) for a in (k, m, scores))
+    M = m_.sum()
+    pbar, sbar = k_.sum() / M, float(m_ @ s_) / M
+    var = pbar * (1 - pbar) * float(m_ @ (s_ - sbar) ** 2)
+    return float(k_ @ (s_ - sbar)) / float(np.sqrt(var)) if var > 0 else 0.0
 
 
 def resolve_workers(workers: int | None) -> int:

@@ -1,10 +1,12 @@
 r"""gen-svm-finite — the Gen-SVM finite part: GD's projection on S_fin converges to the restricted optimum
 W^fin⋆.
 
-Statement (TLTO, arXiv 2308.16898, §5, the finite component of the general SVM equivalence; its limit
-characterised as below by Li et al. 2024 for next-token prediction): train W by plain GD with a nonlinear head
-until its token selection settles: selected O_i = {t : s_it > τ_H}, the other tokens' probabilities → 0. Let
-S_fin = span{(x_it − x_iτ) z_i^T : t, τ ∈ O_i}, P_fin the orthogonal projection onto it, and
+Statement (Li et al. 2024, arXiv 2403.08081, *Mechanics of Next Token Prediction with Self-Attention*: the
+characterisation of the finite component's limit, stated there for next-token prediction and transferred here
+to TLTO §5's nonlinear-head setting, where TLTO gives the decomposition W^svmeq = W^fin + R W^dir): train W
+by plain GD with a nonlinear head until its token selection settles: selected O_i = {t : s_it > τ_H}, the
+other tokens' probabilities → 0. Let S_fin = span{(x_it − x_iτ) z_i^T : t, τ ∈ O_i}, P_fin the orthogonal
+projection onto it, and
 
     W^fin⋆ = argmin_{W ∈ S_fin} L_O(W),   L_O(W) = (1/n) Σ_i ℓ(y_i h(Σ_{t ∈ O_i} softmax_{O_i}(X_i W z_i)_t
     x_it)),
@@ -104,7 +106,8 @@ CONTROL_MAX_DRAWS = 60
 
 
 class _FiniteBase(Theorem):
-    reference = "TLTO (arXiv 2308.16898) §5: the finite part of the general SVM equivalence (nonlinear heads)"
+    reference = ("Li et al. 2024 (arXiv 2403.08081, Mechanics of Next Token Prediction with Self-Attention): "
+                 "the finite part's limit; TLTO §5 gives the decomposition W^svmeq = W^fin + R W^dir")
     depends_on = ("gd", "softmax")
     #: the hypotheses read GD's final selection: a broken optimiser is refuted by its step, not left vacuous
     integrity = ("is_gradient_descent",)

@@ -287,7 +287,8 @@ class JointVPPath(_JointBase):
     id = "joint-vp-path"
     depends_on = ("vp-path", "svm-fro")
     title = (
-        "Joint (v, p) regularisation path, r/R → ∞: v → hard-margin SVM on optimal tokens, p → relaxed p-SVM"
+        "Joint (v, p) regularisation path, r/R → ∞ (reconstructed as r = R²: a finite grid needs a concrete "
+        "rate): v → hard-margin SVM on optimal tokens, p → relaxed p-SVM"
     )
     statement = (
         r"r/R\to\infty:\ \frac{v_r}{r}\to\frac{v^{mm}}{\|v^{mm}\|},\ "

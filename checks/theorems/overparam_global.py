@@ -1,55 +1,56 @@
-r"""overparam-global — over-parameterisation helps GD find the global max-margin direction W^mm.
+r"""overparam-global — conjecture (TLTO §4, over-parameterisation experiment): the share of GD runs that
+converge to the global max-margin direction W^mm grows with d. Measured over a d-grid, with a trend test.
 
-Statement (TLTO §3–4, over-parameterisation experiment; an empirical claim, THEORY.md §4/§6): the share
-of runs on which GD on W converges in direction to W^mm — the solution of Att-SVM(opt) for the globally
-optimal tokens — grows with the dimension d. Tested here *conditioned on Att-SVM(opt) being feasible*
-(W^mm exists), between d = 3 and d = 16 (n = 4, T = 6, cross-attention, random unit-sphere data).
+Statement (TLTO abstract and §4: "over-parameterization catalyzes global convergence by ensuring the
+feasibility of the SVM problem and by guaranteeing a benign optimization landscape"; the percentage of runs
+reaching the globally optimal solution against d is an experiment, not a theorem — so this check is titled a
+*conjecture* and reports the measured curve). As measured here: on random unit-sphere data (n = 4, T = 6,
+cross-attention), the share of normalised-GD runs (the papers' experimental protocol) whose W(k) reaches the
+direction of W^mm — the Att-SVM solution for the globally optimal tokens; a run whose Att-SVM(opt) is
+infeasible has no W^mm and counts as not reached, as in the paper's percentage — increases with d over the
+grid D_GRID = (2, 3, 4, 8, 16, 32): from below n to 8n.
 
-Why conditioned: Att-SVM(opt) is feasible on about half the draws at d = 2 and on all of them for d ≥ 4
-(d ≥ max(T − 1, n) guarantees it for generic data), so an unconditioned share ("final argmax = opt") grows
-with d through feasibility alone — the former version of this check measured that (feasible 51.5 % at
-d = 2 vs 100 % at d = 8) and its "reached" (final argmax = opt) did not even put W(k) in the cone of W^mm.
-
-One instance is one *cell comparison*: it draws ``runs_small`` datasets at d = d_small and ``runs_large``
-at d = d_large, each with W(0) of i.i.d. N(0, 0.1²) entries, and runs normalised GD (step 0.5, 2000
-steps) on all of them in one batch. Per run, Att-SVM(opt) is solved (certified: KKT, or Farkas when
-infeasible); an infeasible run is left out (the conditioning), a feasible one is classified by
+One instance is one *curve*: it draws ``runs`` datasets at each d of the grid, each with W(0) of i.i.d.
+N(0, 0.1²) entries, runs normalised GD (step 0.5, 2000 steps) on all of them in one batch per d, solves
+Att-SVM(opt) per run (certified: KKT, or Farkas when infeasible) and classifies each run by
 g(k) = 1 − corr(W(k), W^mm):
   reached      g(end) < GAP_MAX = 0.01 (corr > 0.99);
   undecided    g(end) < NEAR_MAX = 0.1 and falling: g non-increasing over the second half of the run (slack
                1e-3 relative) and fallen there by ≥ a tenth of its remaining distance to GAP_MAX;
-  not reached  anything else (a plateau, a rise, or far away: measured, every such run at d ≥ 3 had
-               selected other tokens and sits at g ≥ 0.1, i.e. converges to some other W^mm_α).
-Step 0.5 rather than the authors' 0.1: normalised GD's ‖W‖ grows ≈ step·k and the directional error
-decays with ‖W‖; at step 0.1 (d = 2, 100 draws) 36 of 46 feasible runs reach corr > 0.99 in 2000 steps
-against 41 at step 0.5, with the same final selections — 0.5 decides runs the budget would leave open.
+  not reached  anything else, and every infeasible run.
+Step 0.5 rather than the authors' 0.1: normalised GD's ‖W‖ grows ≈ step·k and the directional error decays
+with ‖W‖; at step 0.1 (d = 2, 100 draws) 36 of 46 feasible runs reach corr > 0.99 in 2000 steps against 41 at
+step 0.5, with the same final selections — 0.5 decides runs the budget would leave open.
 
-Hypotheses (per instance): at least MIN_FEASIBLE = 16 feasible runs at each d (the conditioned sample is
-not empty). Predictions: (0) progress: at each d the median run's ‖W(end)‖ ≥ 4‖W(0)‖, and every run's
-loss fell (normalised GD grows the norm ~500× in the median; a no-op optimiser keeps norm and loss, an
-ascending one raises the loss) — else refuted. The median, not every run: at d = 2 a run whose loss has a
-finite minimiser oscillates around it (full profile: one run grew only 4.7×);
-(1) the share grows: with k reached of m feasible runs per d, the difference D = p_large − p_small gets
-Newcombe's hybrid score interval (method 10) built from the two Wilson 95% intervals of
-checks.experiments.sweep.wilson_interval; undecided runs are counted against the claim for confirmation and
-for it for refutation: held if the interval's lower end is > 0 with undecided runs against the claim, failed
-if its upper end is < 0 with them for the claim (the share significantly decreases), undecided otherwise.
-Metrics: the shares with Wilson intervals, the Newcombe interval, feasible/undecided counts per d.
+Hypotheses (per instance): none beyond the family (the conditioned control needs MIN_FEASIBLE feasible runs
+per d). Predictions:
+  (0) ``progress``: at each d the median run's ‖W(end)‖ ≥ 4‖W(0)‖, and every run's loss fell (a no-op
+      optimiser keeps norm and loss, an ascending one raises the loss) — else refuted.
+  (1) ``share_grows`` (the conjecture): the Cochran–Armitage trend statistic z of the shares against log2 d
+      (checks.experiments.sweep.trend_z, the one statistics home beside its Wilson interval). Undecided runs
+      are assigned adversarially: for confirmation, reached at the d whose score is below the weighted mean
+      score and missed above it (this minimises z), and the other way round for refutation. Held if
+      z_against > Z95 = 1.96 (the two-sided 95 % normal quantile, no fitted constant), failed if z_for < −Z95
+      (the share significantly decreases), undecided otherwise.
+  (2) ``no_dip``: no step of the curve goes significantly down: for each adjacent pair of the grid the
+      Newcombe interval of share(d_{j+1}) − share(d_j) (undecided runs counted for the claim; Bonferroni over
+      the steps: z = Φ^{-1}(1 − 0.025/steps), 2.58 for five steps, so a monotone curve shows a dip with
+      probability about 5 % at most) has its upper end ≥ 0. A step below is refuted and named — the d where
+      the curve dips — a finding about the conjecture, not a two-point comparison that skips it. (This
+      prediction can only refute: an absent dip is no evidence of growth; (1) decides growth.)
+Metrics: the curve (share_curve against share_d, with Wilson intervals share_lo/share_hi), the curve
+conditioned on feasibility (cond_curve; not the claim: infeasible runs left out), feasible/undecided counts
+per d, z and the first dip.
 
-Measured (seed 0–2, 300–600 draws per d, pooled; conditioned on feasibility): share reaching W^mm
-0.855 (532/622) at d = 2, 0.653 (767/1174) at d = 3, 0.708 (850/1200) at d = 4, 0.95 (1140/1200) at
-d = 16. The share is NOT monotone in d once feasibility is conditioned on: the data on which Att-SVM(opt)
-is feasible at d = 2 are a favourable subset (a finding, see the control).
+Measured (seed 0–2, 300–600 draws per d, pooled; conditioned on feasibility): share reaching W^mm 0.855
+(532/622) at d = 2, 0.653 (767/1174) at d = 3, 0.708 (850/1200) at d = 4, 0.95 (1140/1200) at d = 16: the
+*conditioned* curve dips at d = 3 (the data on which Att-SVM(opt) is feasible at d = 2 are a favourable
+subset); the unconditioned curve of the claim does not (feasibility ≈ 52 % at d = 2, 99 % at d = 3).
 
-Control (``overparam-global-control``), at the boundary where the unconditioned check passes: the same
-claim and the same test between d = 2 and d = 3. Unconditioned, the share grows there (≈ 0.44 → 0.65,
-feasibility 52 % → 99 %), which the former check would have confirmed; conditioned on feasibility it
-falls (0.855 → 0.653), so the claim is false there and the harness refutes it (a significant decrease).
-The control draws 256 runs at d = 2 (≈ 128 feasible) and 128 at d = 3 for power.
-
-Measured, seed 0: quick 4/4 confirmed, control 4/4 refuted; full 40/40 confirmed (lower end of the
-difference's interval 0.045–0.34, shares 0.48–0.73 at d = 3, 0.89–1.0 at d = 16, at most 2 undecided
-runs per instance), control 39/40 refuted and 1 undecided (upper ends −0.47…+0.004).
+Control (``overparam-global-control``), at the boundary where the conditioned curve dips: the same trend
+test, on the curve conditioned on feasibility, over d ∈ {2, 3} (256 draws at d = 2, ≈ 128 feasible, and 128
+at d = 3). False there (0.855 → 0.653): refuted by a significant decrease. A check that compared end points
+of the conditioned curve (the former d = 3 vs 16) would never see it.
 """
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ from __future__ import annotations
 import numpy as np
 
 from checks import Criterion, Profile, Theorem, decide, held, register, undecided
-from checks.experiments.sweep import wilson_interval
-from checks.theorems._trends import corr_curve
+from checks.experiments.sweep import Z95, wilson_interval
+from checks.theorems._trends import adversarial_trend, corr_curve, first_dip
 from numerics.data import random_unit_sphere
 from numerics.errors import SolverError
 from numerics.gd import run_gd
@@ -84,24 +85,14 @@ MIN_FEASIBLE = 16
 #: 16}; the slowest single run at d = 2 grew 4.7×, hence the median; a no-op optimiser: 1×).
 NORM_GROWTH_MIN = 4.0
 
+#: The d-grid of the claim: from below n = 4 to 8n (issue 24: at least six values, from below n to >= 8n).
+D_GRID = (2, 3, 4, 8, 16, 32)
+
 PROFILES = {
     "quick": Profile(instances=4, min_confirmed=3, batch=4),
     "full": Profile(instances=40, min_confirmed=36, batch=20, max_inconclusive=0.2),
     "paper": Profile(instances=100, min_confirmed=90, batch=25, max_inconclusive=0.2),
 }
-
-
-def newcombe_interval(k1: int, m1: int, k2: int, m2: int) -> tuple[float, float]:
-    """Newcombe's hybrid score interval (method 10) for p2 − p1, from the two Wilson intervals.
-
-    >>> tuple(round(x, 4) for x in newcombe_interval(10, 20, 15, 20))
-    (-0.0468, 0.4936)
-    """
-    p1, p2 = k1 / m1, k2 / m2
-    lo1, hi1 = wilson_interval(k1, m1)
-    lo2, hi2 = wilson_interval(k2, m2)
-    d = p2 - p1
-    return d - float(np.hypot(p2 - lo2, hi1 - p1)), d + float(np.hypot(hi2 - p2, p1 - lo1))
 
 
 def classify(gap: np.ndarray) -> str:
@@ -118,14 +109,17 @@ def classify(gap: np.ndarray) -> str:
 class OverparamGlobal(Theorem):
     id = "overparam-global"
     depends_on = ("gd", "svm-fro", "optimal-token", "softmax")
-    title = "Conditioned on feasibility, the share of GD runs reaching the global W^mm grows with d"
-    reference = "TLTO §4 (over-parameterisation experiment; empirical claim)"
-    statement = (r"\Pr[\operatorname{corr}(W(k), W^{mm}) > 0.99 \mid \text{Att-SVM(opt) feasible}]"
-                 r"\ \text{grows with } d\quad (d = 3\ \text{vs}\ d = 16)")
-    hypotheses_text = ("random unit-sphere data, n=4, T=6; runs with Att-SVM(opt) infeasible left out, ≥ 16 "
-                       "feasible runs per d; normalised GD step 0.5, 2000 steps, W(0) ~ N(0, 0.1²)")
+    title = ("Conjecture (TLTO §4, measured): the share of GD runs reaching the global W^mm grows with d "
+             "(d-grid from below n to 8n, trend test)")
+    reference = ("TLTO abstract and §4 (over-parameterisation experiment; an empirical claim, treated as a "
+                 "conjecture)")
+    statement = (r"\Pr[\operatorname{corr}(W(k), W^{mm}) > 0.99]\ \text{grows with } d,"
+                 r"\quad d \in \{2, 3, 4, 8, 16, 32\},\ n = 4")
+    hypotheses_text = ("random unit-sphere data, n=4, T=6, d ∈ {2, 3, 4, 8, 16, 32}; an infeasible "
+                       "Att-SVM(opt) counts as not reached; normalised GD step 0.5, 2000 steps, "
+                       "W(0) ~ N(0, 0.1²)")
     profiles = PROFILES
-    plot_metric = "diff_lo"
+    plot_metric = "z_against"
     criteria = (
         Criterion(f"a run reached W^mm: 1 − corr(W(S), W^mm), S = {STEPS}", "<", GAP_MAX),
         Criterion("a run is undecided (else missed) while 1 − corr(W(S), W^mm) is below", "<", NEAR_MAX),
@@ -134,58 +128,54 @@ class OverparamGlobal(Theorem):
             ">=",
             FALL_FRAC,
         ),
-        Criterion("feasible runs at each d (else the instance is vacuous)", ">=", MIN_FEASIBLE),
         Criterion(
-            "median growth ‖W(S)‖_F / ‖W(0)‖_F (min over the two d)",
+            "median growth ‖W(S)‖_F / ‖W(0)‖_F (min over the grid)",
             ">=",
             NORM_GROWTH_MIN,
             plot_metric="norm_growth",
         ),
         Criterion("runs whose loss did not fall", "==", 0),
         Criterion(
-            "lower end of the 95% Newcombe interval of share(d_large) − share(d_small), undecided runs "
-            "counted against the claim",
+            "Cochran–Armitage trend z of the share against log2 d, undecided runs placed against the claim "
+            "(Z95, two-sided 95 %)",
             ">",
-            0.0,
-            plot_metric="diff_lo",
+            Z95,
+            plot_metric="z_against",
         ),
-        Criterion(
-            "refuted when the upper end (undecided runs counted for the claim) is",
-            "<",
-            0.0,
-            plot_metric="diff_hi",
-        ),
-        Criterion("inconclusive: the interval contains 0", "→", "inconclusive"),
+        Criterion("refuted when z with undecided runs placed for the claim is below −Z95", "<", -Z95,
+                  plot_metric="z_for"),
+        Criterion("refuted (a dip, named by its d) when a step's Newcombe upper end (Bonferroni 95 % "
+                  "over the steps) is", "<", 0.0),
+        Criterion("inconclusive: |z| within Z95", "→", "inconclusive"),
     )
-    d_small, d_large = 3, 16
-    runs_small, runs_large = 64, 64
+    grid: tuple[int, ...] = D_GRID
+    #: Runs per d of the grid (one entry per d, or one number for all).
+    runs: tuple[int, ...] = (48,) * len(D_GRID)
+    #: Judge the curve conditioned on Att-SVM(opt) feasible (infeasible runs left out): the control only.
+    conditioned = False
 
     def not_applicable(self, data):
         return (
-            "compares how often GD reaches W^mm on random data at two dimensions; a given dataset has one "
-            "fixed d"
+            "measures how often GD reaches W^mm on random data across a grid of dimensions; a given dataset "
+            "has one fixed d"
         )
 
     def sizes(self, inst):
-        """n and T of every dataset of the cell comparison; d is the claim's variable (d_small, d_large),
-        shown against the share in the figure."""
+        """n and T of every dataset of the curve; d is the claim's variable, shown against the share."""
         return {"n": N, "T": T}
 
     def instance(self, rng, ctx):
         out = {}
-        for key, d, runs in (
-            ("small", self.d_small, self.runs_small),
-            ("large", self.d_large, self.runs_large),
-        ):
-            out[key] = random_unit_sphere(N, T, d, rng=rng, R=runs)
-            out["init_" + key] = INIT_SCALE * rng.standard_normal((runs, d, d))
+        for d, runs in zip(self.grid, self.runs, strict=True):
+            out[f"data_{d}"] = random_unit_sphere(N, T, d, rng=rng, R=runs)
+            out[f"init_{d}"] = INIT_SCALE * rng.standard_normal((runs, d, d))
         return out
 
     def prepare(self, instances, ctxs):
-        states = [{} for _ in instances]
-        for key in ("small", "large"):
-            datas = [dt for inst in instances for dt in inst[key]]
-            init = np.concatenate([inst["init_" + key] for inst in instances])
+        states: list[dict] = [{"cells": []} for _ in instances]
+        for d in self.grid:
+            datas = [dt for inst in instances for dt in inst[f"data_{d}"]]
+            init = np.concatenate([inst[f"init_{d}"] for inst in instances])
             res = run_gd(datas, steps=STEPS, lr=STEP, init=init, record_every=RECORD, device=ctxs[0].device)
             traj, losses = res.W_traj, res.loss_traj
             norms = np.linalg.norm(traj, axis=(2, 3))
@@ -193,45 +183,57 @@ class OverparamGlobal(Theorem):
             rose = losses[-1] >= losses[0]
             j = 0
             for inst, st in zip(instances, states, strict=True):
-                runs = len(inst[key])
-                counts = {"feasible": 0, "reached": 0, "undecided": 0, "missed": 0}
-                retried: list[str] = []
+                runs = len(inst[f"data_{d}"])
+                cell = {"d": d, "runs": runs, "feasible": 0, "reached": 0, "undecided": 0, "missed": 0,
+                        "retried": [], "growth": float(np.median(growth[j:j + runs])),
+                        "loss_rose": int(rose[j:j + runs].sum())}
                 for r in range(runs):
-                    data = inst[key][r]
-                    try:
-                        sol = solve_att_svm(data, optimal_tokens(data).index)
-                    except SolverError as exc:
-                        # No attempt certified this draw's Att-SVM(opt) either way (full seed 7 #19: every
-                        # rung 'optimal_inaccurate'). Its feasibility and GD outcome are unknown, so it
-                        # counts as feasible *and* undecided: against the claim in the lower end of the
-                        # interval and for it in the upper (check_share_grows), so it can only widen the
-                        # interval. Recorded with the solvers' statuses (svm_retry_attempts), never hidden.
-                        counts["feasible"] += 1
-                        counts["undecided"] += 1
-                        retried.append(f"run {r}: uncertified ({exc.status}): {exc}"[:400])
-                        continue
-                    if len(sol.attempts) > 1:  # certified by a later attempt (numerics.svm.core.FRO_ATTEMPTS)
-                        retried.append(f"run {r}: " + " | ".join(sol.attempts))
-                    if sol.feasible:
-                        counts["feasible"] += 1
-                        counts[classify(1 - corr_curve(traj[:, j + r], sol.W))] += 1
-                st[key] = counts
-                st["svm_retries_" + key] = retried
-                st["growth_" + key] = float(np.median(growth[j:j + runs]))
-                st["loss_rose_" + key] = int(rose[j:j + runs].sum())
+                    self._classify_run(inst[f"data_{d}"][r], traj[:, j + r], r, cell)
+                st["cells"].append(cell)
                 j += runs
         return states
 
+    @staticmethod
+    def _classify_run(data, traj: np.ndarray, r: int, cell: dict) -> None:
+        try:
+            sol = solve_att_svm(data, optimal_tokens(data).index)
+        except SolverError as exc:
+            # No attempt certified this draw's Att-SVM(opt) either way (full seed 7 #19: every rung
+            # 'optimal_inaccurate'). Its feasibility and GD outcome are unknown: feasible *and* undecided,
+            # placed adversarially by the trend test, so it can only widen the decision. Recorded with the
+            # solvers' statuses (svm_retry_attempts), never hidden.
+            cell["feasible"] += 1
+            cell["undecided"] += 1
+            cell["retried"].append(f"d={cell['d']} run {r}: uncertified ({exc.status}): {exc}"[:400])
+            return
+        if len(sol.attempts) > 1:  # certified by a later attempt (numerics.svm.core.FRO_ATTEMPTS)
+            cell["retried"].append(f"d={cell['d']} run {r}: " + " | ".join(sol.attempts))
+        if not sol.feasible:
+            cell["missed"] += 1  # no W^mm to reach: not reached (the unconditioned share)
+            return
+        cell["feasible"] += 1
+        cell[classify(1 - corr_curve(traj, sol.W))] += 1
+
+    def _judged(self, st) -> list[dict]:
+        """The cells of the judged curve: all runs, or (conditioned) the feasible ones only."""
+        if not self.conditioned:
+            return st["cells"]
+        return [dict(c, runs=c["feasible"], missed=c["feasible"] - c["reached"] - c["undecided"])
+                for c in st["cells"]]
+
     def assume_enough_feasible(self, inst, st, ctx):
-        fs, fl = st["small"]["feasible"], st["large"]["feasible"]
-        return decide(min(fs, fl) >= MIN_FEASIBLE, f"too few runs with Att-SVM(opt) feasible: {fs} at "
-                      f"d={self.d_small}, {fl} at d={self.d_large} (need {MIN_FEASIBLE})")
+        if not self.conditioned:
+            return True
+        f = [c["feasible"] for c in st["cells"]]
+        return decide(min(f) >= MIN_FEASIBLE, f"too few runs with Att-SVM(opt) feasible: {f} at d = "
+                      f"{list(self.grid)} (need {MIN_FEASIBLE} each)")
 
     def check_progress(self, inst, st, ctx):
-        g = min(st["growth_small"], st["growth_large"])
-        rose = st["loss_rose_small"] + st["loss_rose_large"]
+        cells = st["cells"]
+        g = min(c["growth"] for c in cells)
+        rose = sum(c["loss_rose"] for c in cells)
         # every Att-SVM solve certified only by a retry, with its attempts: recorded, never hidden
-        retries = st["svm_retries_small"] + st["svm_retries_large"]
+        retries = [x for c in cells for x in c["retried"]]
         m = dict(norm_growth=g, loss_rose=rose, svm_retries=len(retries),
                  svm_uncertified=sum("uncertified" in x for x in retries), svm_retry_attempts=retries)
         if g < NORM_GROWTH_MIN:
@@ -240,28 +242,39 @@ class OverparamGlobal(Theorem):
             )
         return decide(rose == 0, f"no progress: the loss did not fall on {rose} runs", **m)
 
+    def _curve_metrics(self, st) -> dict:
+        cells = self._judged(st)
+        ws = [wilson_interval(c["reached"], c["runs"]) for c in cells]
+        return dict(
+            share_curve=[c["reached"] / c["runs"] if c["runs"] else float("nan") for c in cells],
+            share_d=list(self.grid), share_lo=[w[0] for w in ws], share_hi=[w[1] for w in ws],
+            cond_curve=[c["reached"] / c["feasible"] if c["feasible"] else float("nan") for c in st["cells"]],
+            feasible=[c["feasible"] for c in st["cells"]], undecided=[c["undecided"] for c in st["cells"]],
+        )
+
     def check_share_grows(self, inst, st, ctx):
-        s, la = st["small"], st["large"]
-        ms, ml = s["feasible"], la["feasible"]
-        # undecided runs against the claim (small: reached, large: missed) and for it (the other way round)
-        lo, _ = newcombe_interval(s["reached"] + s["undecided"], ms, la["reached"], ml)
-        _, hi = newcombe_interval(s["reached"], ms, la["reached"] + la["undecided"], ml)
-        lo_s, hi_s = wilson_interval(s["reached"], ms)
-        lo_l, hi_l = wilson_interval(la["reached"], ml)
-        m = dict(share_curve=[s["reached"] / ms, la["reached"] / ml],  # the claim: the share against d
-                 share_d=[self.d_small, self.d_large],
-                 share_small=s["reached"] / ms, share_large=la["reached"] / ml, share_small_lo=lo_s,
-                 share_small_hi=hi_s, share_large_lo=lo_l, share_large_hi=hi_l, diff_lo=lo, diff_hi=hi,
-                 feasible_small=ms, feasible_large=ml, undecided_small=s["undecided"],
-                 undecided_large=la["undecided"])
-        cell = (f"{s['reached']}/{ms} (+{s['undecided']} undecided) at d={self.d_small}, "
-                f"{la['reached']}/{ml} (+{la['undecided']} undecided) at d={self.d_large}")
-        if lo > 0:
+        cells = self._judged(st)
+        scores = [float(np.log2(d)) for d in self.grid]
+        z_lo, z_hi = adversarial_trend(cells, scores)
+        m = dict(z_against=z_lo, z_for=z_hi, **self._curve_metrics(st))
+        curve = ", ".join(f"d={c['d']}: {c['reached']}/{c['runs']} (+{c['undecided']})" for c in cells)
+        if z_lo > Z95:
             return held(**m)
-        if hi < 0:
-            return decide(False, f"the share significantly decreases (95% interval of the difference "
-                          f"[{lo:.3f}, {hi:.3f}]): {cell}", **m)
-        return undecided(f"the difference's 95% interval [{lo:.3f}, {hi:.3f}] contains 0: {cell}", **m)
+        if z_hi < -Z95:
+            return decide(False, f"the share significantly decreases with d (trend z = {z_hi:.2f} < "
+                          f"−{Z95:.2f}): {curve}", **m)
+        return undecided(f"no significant trend (z in [{z_lo:.2f}, {z_hi:.2f}]): {curve}", **m)
+
+    def check_no_dip(self, inst, st, ctx):
+        cells = self._judged(st)
+        k, his, z = first_dip(cells)
+        m = dict(step_hi=his)
+        if k is not None:
+            a, b = cells[k], cells[k + 1]
+            return decide(False, f"the curve dips at d = {b['d']}: {a['reached']}/{a['runs']} at d = "
+                          f"{a['d']} → {b['reached']}/{b['runs']} at d = {b['d']} (Newcombe upper end "
+                          f"{his[k]:.3f} < 0 at z = {z:.3f})", dip_d=b["d"], **m)
+        return held(dip_d=0, **m)
 
 
 @register
@@ -271,11 +284,12 @@ class OverparamGlobalControl(OverparamGlobal):
     title = "Control: conditioned on feasibility, the share grows from d = 2 to d = 3 (false)"
     statement = (r"\Pr[\operatorname{corr}(W(k), W^{mm}) > 0.99 \mid \text{Att-SVM(opt) feasible}]"
                  r"\ \text{grows from } d = 2\ \text{to}\ d = 3")
-    hypotheses_text = OverparamGlobal.hypotheses_text.replace(
-        "≥ 16", "≥ 16 (256 draws at d = 2, 128 at d = 3)"
-    )
+    hypotheses_text = ("random unit-sphere data, n=4, T=6, d ∈ {2, 3} (256 draws at d = 2, 128 at d = 3); "
+                       "runs with Att-SVM(opt) infeasible left out, ≥ 16 feasible runs per d; normalised GD "
+                       "step 0.5, 2000 steps, W(0) ~ N(0, 0.1²)")
     expected = "FAIL"
     control_of = "overparam-global"
-    d_small, d_large = 2, 3
-    runs_small, runs_large = 256, 128
-    plot_metric = "diff_hi"
+    grid = (2, 3)
+    runs = (256, 128)
+    conditioned = True
+    plot_metric = "z_for"

@@ -30,15 +30,30 @@ Predictions:
       inside the radius: undecided.
   ``rate`` (c): k of RATE_DRAWS draws at d_reg satisfy B.1; Wilson 95 % interval [lo, hi]: refuted iff
       hi < 1 − β(d_reg), confirmed iff lo ≥ 1 − β(d_reg), undecided otherwise.
+  ``share_grows`` and ``share_no_dip`` (d): as above (not in the control, which is about the radius).
+
+(d) *The share over d* (the papers' qualitative claim, measured as issue 24 asks: "over-parameterisation makes
+    every token a support vector"): with n = SHARE_N = 3 and the instance's T, the share of fresh draws on
+    which B.1 holds (certified Att-SVM(opt) feasible with full support; infeasible counts as not B.1) over
+    SHARE_GRID = (2, 3, 6, 12, 24, 48), from below n to 16n, with Wilson intervals; the claim "grows with d"
+    is judged by the Cochran–Armitage trend test (checks.experiments.sweep.trend_z; held if z > Z95, refuted
+    if z < −Z95; draws no solver certified are undecided and placed adversarially), and any significant dip
+    between adjacent grid points (Newcombe, Bonferroni over the steps; _trends.first_dip) is refuted and named
+    by its d — a finding about the claim. Measured (seed 0, 64 draws per d): T = 3: 0, 2, 27, 57, 64, 64 of
+    64; T = 4: 0, 0, 1, 10, 38, 59 — B.1 needs d well above n and T (d ≈ 4N here), and no dip.
 
 The rate bound is loose (measured: the B.1 rate is already ≥ 0.94 at d = 4N for every size here, while
 β(d) ≤ ½ needs d ≈ 25–55 N): (c) is a sound but weak test; the discriminating predictions are (a) and (b).
 
-Control (``overparam-support-control``), at the boundary of (b): the radius replaced by 1 = λ_min(G0), the
-radius up to which G stays invertible and λ moves continuously from 1/T — the natural radius of the
-perturbation argument, 1.75–2.25 ρ_N here. It is false: draws at d = 2N with ρ_N ≤ ‖G − G0‖ < 1 and a
-negative multiplier exist (measured 0.4–2 % of draws); CONTROL_DRAWS per instance make a counterexample
-certain on every seed in practice (P(none in 8 instances) < 1e-6 at those rates).
+Control (``overparam-support-control``), at the boundary of (b): the radius enlarged by 2 %, ρ_N (1 + 2
+SHARP_EPS). False by the sharpness of (b): the constructed symmetric perturbation E' = (1 + SHARP_EPS) E
+(``sharp_perturbation``: a scaled Householder reflection, ‖E'‖ = 1.01 ρ_N) gives G0 + E' a negative multiplier
+(min λ/max|λ| ≈ −0.007 to −0.008 for the three sizes), a deterministic counterexample on every instance; the
+theorem itself sees E scaled by 1 − SHARP_EPS (inside the radius, multipliers ≈ +0.007: held), so the radius
+is pinned from both sides. The counterexample is a matrix, not a data Gram: (b) is a statement about every
+symmetric perturbation of G0, and the data draws (CONTROL_DRAWS at d = 2N) are judged too — none of them falls
+in [ρ_N, 1.02 ρ_N) with a negative multiplier on quick seed 0 (the smallest ‖G − G0‖ of a non-B.1 draw is
+0.6–0.78). The former control, radius 1 = λ_min(G0) ≈ 1.75–2.25 ρ_N, was far from the boundary.
 """
 
 from __future__ import annotations
@@ -50,10 +65,13 @@ import numpy as np
 
 from checks import Criterion, Profile, Theorem, decide, held, register, undecided
 from checks import hypotheses as hyp
-from checks.experiments.sweep import wilson_interval
+from checks.experiments.sweep import Z95, wilson_interval
 from numerics.data import random_unit_sphere
+from numerics.errors import SolverError
 from numerics.svm import solve_att_svm
 from numerics.tokens import optimal_tokens
+
+from ._trends import adversarial_trend, first_dip
 
 #: (n, T) of the family.
 SIZES = ((2, 3), (3, 3), (2, 4))
@@ -75,6 +93,14 @@ EPS_MARGIN = 1e-9
 BETA_CLAIM = 0.5
 #: Fresh datasets per instance: at the instance's d for the radius, at d_reg for the rate (Gram only, ~µs).
 LEMMA_DRAWS, RATE_DRAWS, CONTROL_DRAWS = 256, 64, 1024
+#: The sharpness of (b), exercised at its boundary: the constructed perturbation scaled by 1 − SHARP_EPS
+#: (inside the radius: the theorem must keep every multiplier positive) and 1 + SHARP_EPS (outside: a negative
+#: multiplier, measured min λ/max|λ| ≈ −0.008 for every size here); the control claims the radius
+#: ρ_N (1 + 2 SHARP_EPS).
+SHARP_EPS = 0.01
+#: (d): the share of B.1 over d, at n = SHARE_N and the instance's T, on SHARE_GRID (below n to 16n; issue 24:
+#: at least six values from below n to ≥ 8n); draws per d from the profile (``share_draws``).
+SHARE_N, SHARE_GRID = 3, (2, 3, 6, 12, 24, 48)
 
 
 @cache
@@ -94,6 +120,39 @@ def radius(n: int, T: int) -> float:
         float(np.linalg.eigvalsh(np.delete(G0, k, 1).T @ P @ np.delete(G0, k, 1))[0]) for k in range(N)
     )
     return min(math.sqrt(max(best, 0.0)), 1.0)
+
+
+@cache
+def sharp_perturbation(n: int, T: int) -> np.ndarray:
+    """The symmetric E of norm ρ_N that zeroes a multiplier of (G0 + E)^{-1} 1 (the sharpness of (b)): with k
+    and the unit u (u_k = 0) attaining ρ_N, λ = N u / (1^T G0 u) minimises ‖G0 λ − 1‖/‖λ‖ over λ ∝ u;
+    r = 1 − G0 λ,
+    and E = ρ_N H, H the Householder reflection mapping λ/‖λ‖ to r/‖r‖ (symmetric, orthogonal), so E λ = r and
+    (G0 + E) λ = 1 with λ_k = 0. Scaled by 1 ∓ SHARP_EPS it stays inside / goes outside the radius."""
+    G0 = g0(n, T)
+    N = len(G0)
+    P = np.eye(N) - np.ones((N, N)) / N
+    best: tuple | None = None
+    for k in range(N):
+        B = np.delete(G0, k, 1)
+        u = np.insert(np.linalg.eigh(B.T @ P @ B)[1][:, 0], k, 0.0)
+        lam = N * u / float(np.ones(N) @ G0 @ u)
+        r = np.ones(N) - G0 @ lam
+        rho = float(np.linalg.norm(r) / np.linalg.norm(lam))
+        if best is None or rho < best[0]:
+            best = (rho, lam, r)
+    assert best is not None
+    rho, lam, r = best
+    w = lam / np.linalg.norm(lam) - r / np.linalg.norm(r)
+    H = np.eye(N) - 2 * np.outer(w, w) / float(w @ w) if float(w @ w) > 0 else np.eye(N)
+    return rho * H
+
+
+def sharp_stats(n: int, T: int, factor: float) -> tuple[np.ndarray, np.ndarray]:
+    """(‖E'‖_2, min λ / max|λ|) of G0 + E' with E' = factor · sharp_perturbation(n, T)."""
+    E = factor * sharp_perturbation(n, T)
+    lam = np.linalg.solve(g0(n, T) + E, np.ones(len(E)))
+    return np.array([np.linalg.norm(E, 2)]), np.array([lam.min() / np.abs(lam).max()])
 
 
 def beta(n: int, T: int, d: int) -> float:
@@ -152,10 +211,28 @@ def draw_stats(n: int, T: int, d: int, R: int, rng: np.random.Generator) -> tupl
     return eps, lam.min(axis=1) / np.abs(lam).max(axis=1)
 
 
+def b1_share_curve(T: int, draws: int, rng: np.random.Generator) -> list[dict]:
+    """Per d of SHARE_GRID: {"runs", "reached" (B.1 held), "undecided" (no solver certified the draw)} over
+    ``draws`` fresh unit-sphere datasets with n = SHARE_N and T tokens (an infeasible Att-SVM(opt) is not
+    B.1)."""
+    out = []
+    for d in SHARE_GRID:
+        cell = {"runs": draws, "reached": 0, "undecided": 0}
+        for dt in random_unit_sphere(SHARE_N, T, d, rng=rng, R=draws):
+            try:
+                sol = solve_att_svm(dt)
+            except SolverError:
+                cell["undecided"] += 1
+                continue
+            cell["reached"] += int(hyp.b1_holds(sol.support, T, feasible=sol.feasible))
+        out.append(cell)
+    return out
+
+
 PROFILES = {
-    "quick": Profile(instances=8, min_confirmed=7, batch=8),
-    "full": Profile(instances=60, min_confirmed=55, batch=20),
-    "paper": Profile(instances=200, min_confirmed=185, batch=25),
+    "quick": Profile(instances=8, min_confirmed=7, batch=8, params={"share_draws": 32}),
+    "full": Profile(instances=60, min_confirmed=55, batch=20, params={"share_draws": 64}),
+    "paper": Profile(instances=200, min_confirmed=185, batch=25, params={"share_draws": 64}),
 }
 
 
@@ -182,8 +259,15 @@ class OverparamSupport(Theorem):
         Criterion("certified support full ⟺ min λ > 0 (λ = (AA^T)^{-1} 1), and W^mm = A^T λ", "<", CF_RTOL),
         Criterion("draws inside the radius with a non-positive multiplier", "==", 0),
         Criterion("Wilson upper end of the B.1 rate at d_reg vs 1 − β(d_reg)", ">=", 1 - BETA_CLAIM),
+        Criterion(f"B.1 share over d ∈ {SHARE_GRID} (n = {SHARE_N}): Cochran–Armitage trend z (Z95)", ">",
+                  Z95, plot_metric="share_z"),
+        Criterion("refuted (a dip, named by its d) when a step's Newcombe upper end (Bonferroni) is", "<",
+                  0.0),
     )
     draws = LEMMA_DRAWS
+    share_curve = True
+    #: the constructed sharp perturbation's scale: just inside the radius for the theorem
+    sharp_factor = 1 - SHARP_EPS
 
     def radius_of(self, n: int, T: int) -> float:
         return radius(n, T)
@@ -198,20 +282,26 @@ class OverparamSupport(Theorem):
     def instance(self, rng, ctx):
         n, T = SIZES[ctx.instance % len(SIZES)]
         d = self.dimension(n, T, ctx.instance // len(SIZES))
-        return {"data": random_unit_sphere(n, T, d, rng=rng), "rate_seed": int(rng.integers(2**31))}
+        return {"data": random_unit_sphere(n, T, d, rng=rng), "rate_seed": int(rng.integers(2**31)),
+                "share_seed": int(rng.integers(2**31))}
 
     def prepare(self, instances, ctxs):
         out = []
-        for inst in instances:
+        for inst, ctx in zip(instances, ctxs, strict=True):
             data = inst["data"]
             lam, Wcf, gap = closed_form(data)
             rng = np.random.default_rng(inst["rate_seed"])
             eps_l, lmin_l = draw_stats(data.n, data.T, data.d, self.draws, rng)
             dr = d_reg(data.n, data.T)
             eps_r, lmin_r = draw_stats(data.n, data.T, dr, RATE_DRAWS, rng)
+            eps_s, lmin_s = sharp_stats(data.n, data.T, self.sharp_factor)
             out.append({"sol": solve_att_svm(data), "lam": lam, "Wcf": Wcf, "gap": gap,
-                        "eps": np.concatenate([eps_l, eps_r]), "lmin": np.concatenate([lmin_l, lmin_r]),
+                        "eps": np.concatenate([eps_l, eps_r, eps_s]),
+                        "lmin": np.concatenate([lmin_l, lmin_r, lmin_s]), "sharp_lmin": float(lmin_s[0]),
                         "rate_lmin": lmin_r, "d_reg": dr})
+            if self.share_curve:
+                out[-1]["share"] = b1_share_curve(data.T, int(ctx.params.get("share_draws", 32)),
+                                                  np.random.default_rng(inst["share_seed"]))
         return out
 
     def assume_unique_opt(self, inst, st, ctx):
@@ -251,6 +341,7 @@ class OverparamSupport(Theorem):
         inside = eps < rho * (1 - EPS_MARGIN)
         bad = inside & (lmin < -LAM_TOL)
         m = dict(radius=rho, draws_inside=int(inside.sum()), draws=len(eps), inside_non_b1=int(bad.sum()),
+                 sharp_lmin=st["sharp_lmin"],
                  min_eps_non_b1=float(np.min(eps[lmin <= 0], initial=np.inf)))
         if bad.any():
             k = int(np.flatnonzero(bad)[0])
@@ -276,20 +367,57 @@ class OverparamSupport(Theorem):
                          **m)
 
 
+    def _share_metrics(self, st) -> dict:
+        cells = st["share"]
+        ws = [wilson_interval(c["reached"], c["runs"]) for c in cells]
+        return dict(share_curve=[c["reached"] / c["runs"] for c in cells], share_d=list(SHARE_GRID),
+                    share_lo=[w[0] for w in ws], share_hi=[w[1] for w in ws],
+                    share_undecided=sum(c["undecided"] for c in cells))
+
+    def check_share_grows(self, inst, st, ctx):
+        cells = st["share"]
+        z_lo, z_hi = adversarial_trend(cells, [float(np.log2(d)) for d in SHARE_GRID])
+        m = dict(share_z=z_lo, share_z_for=z_hi, **self._share_metrics(st))
+        curve = ", ".join(f"d={d}: {c['reached']}/{c['runs']}"
+                          for d, c in zip(SHARE_GRID, cells, strict=True))
+        if z_lo > Z95:
+            return held(**m)
+        if z_hi < -Z95:
+            return decide(False, f"the B.1 share significantly decreases with d (z = {z_hi:.2f}): {curve}",
+                          **m)
+        return undecided(f"no significant trend of the B.1 share (z in [{z_lo:.2f}, {z_hi:.2f}]): {curve}",
+                         **m)
+
+    def check_share_no_dip(self, inst, st, ctx):
+        cells = st["share"]
+        k, his, z = first_dip(cells)
+        if k is None:
+            return held(share_dip_d=0)
+        a, b = cells[k], cells[k + 1]
+        return decide(False, f"the B.1 share dips at d = {SHARE_GRID[k + 1]}: {a['reached']}/{a['runs']} → "
+                      f"{b['reached']}/{b['runs']} (Newcombe upper end {his[k]:.3f} < 0 at z = {z:.3f})",
+                      share_dip_d=SHARE_GRID[k + 1])
+
+
 @register
 class OverparamSupportControl(OverparamSupport):
     id = "overparam-support-control"
     depends_on = ("svm-fro", "optimal-token")
-    title = ("Control: B.1 whenever ‖AA^T − G0‖_2 < 1 = λ_min(G0) (the invertibility radius instead of the "
-             "proven ρ_N; false)")
-    statement = r"\|AA^\top-G_0\|_2<1\Rightarrow\text{B.1}"
+    title = ("Control: B.1 whenever ‖AAᵀ − G₀‖₂ < 1.02 ρ_N (the proven radius enlarged by 2 %, past its "
+             "sharpness; false)")
+    statement = r"\|AA^\top-G_0\|_2<1.02\,\rho_N\Rightarrow\text{B.1}"
     hypotheses_text = OverparamSupport.hypotheses_text.replace("d = 2N or 4N", "d = 2N")
     expected = "FAIL"
     control_of = "overparam-support"
     draws = CONTROL_DRAWS
+    share_curve = False
+    check_share_grows = None  # the control's false claim is the radius alone
+    check_share_no_dip = None
+    #: the constructed perturbation just outside ρ_N, inside the control's radius
+    sharp_factor = 1 + SHARP_EPS
 
     def radius_of(self, n: int, T: int) -> float:
-        return 1.0
+        return radius(n, T) * (1 + 2 * SHARP_EPS)
 
     def dimension(self, n: int, T: int, k: int) -> int:
         return 2 * n * (T - 1)

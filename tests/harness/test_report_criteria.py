@@ -139,7 +139,7 @@ def test_sizes_are_recorded_beyond_attention_data():
     for tid in ("p-svm-gd", "joint-vp-path", "gradient-closed-form"):
         r = run_instances(REGISTRY[tid], [0], profile="quick", seed=0)[0]
         assert all(isinstance(r.metrics.get(k), int) and r.metrics[k] >= 1 for k in ("n", "T", "d")), tid
-    # overparam-global compares two d per instance: n and T are its sizes, d is plotted against the share
+    # overparam-global measures a d-grid per instance: n and T are its sizes, d is plotted against the share
     r = run_instances(REGISTRY["overparam-global"], [0], profile="quick", seed=0)[0]
     assert (r.metrics.get("n"), r.metrics.get("T"), r.metrics.get("d")) == (4, 6, None)
-    assert r.metrics["share_d"] == [3, 16] and len(r.metrics["share_curve"]) == 2
+    assert r.metrics["share_d"] == [2, 3, 4, 8, 16, 32] and len(r.metrics["share_curve"]) == 6

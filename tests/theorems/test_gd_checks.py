@@ -287,15 +287,24 @@ def test_kq_gd_nuclear_plateau_is_not_still_rising():
     assert thm._converges(creeping, {}, "nuclear").status == "failed"
 
 
-# -- overparam-global: conditioned on feasibility, judged by corr(W, W^mm) > 0.99 ----------------------
+# -- overparam-global: the share over a d-grid, judged by corr(W, W^mm) > 0.99 and a trend test ----------
 def test_overparam_global_passes_and_control_fails():
     r = run_theorem(REGISTRY["overparam-global"], profile="quick", seed=0)
     assert r.verdict == "PASS" and r.counts["inconclusive"] == 0, r.counts
-    assert r.metrics["share_small"]["max"] < 0.8 < r.metrics["share_large"]["min"]
+    assert r.metrics["z_against"]["min"] > 1.96
     r = run_theorem(REGISTRY["overparam-global-control"], profile="quick", seed=0)
     assert r.verdict == "FAIL" and r.counts["refuted"] >= 1, r.counts
-    # the control is false because d = 2's feasible data are favourable, not because of feasibility counts
-    assert r.metrics["share_small"]["min"] > r.metrics["share_large"]["max"]
+    # the control is false because d = 2's feasible data are favourable: the conditioned curve dips at d = 3
+    assert r.metrics["z_for"]["max"] < -1.96 and r.metrics["dip_d"]["min"] == 3
+
+
+def test_trend_test_and_dip():
+    from checks.theorems._trends import adversarial_trend, step_z
+
+    cells = [{"runs": 40, "reached": k, "undecided": u} for k, u in ((10, 0), (20, 0), (30, 10))]
+    lo, hi = adversarial_trend(cells, [1.0, 2.0, 3.0])
+    assert 1.96 < lo < hi  # undecided at the largest d count against the claim in lo only
+    assert abs(step_z(1) - 1.96) < 1e-3 and 2.57 < step_z(5) < 2.58
 
 
 def test_overparam_global_refutes_a_no_op_optimiser(monkeypatch):
@@ -316,9 +325,11 @@ def test_overparam_global_reached_means_direction_not_argmax():
 
 
 def test_overparam_global_uses_the_one_wilson_interval():
+    import checks.theorems._trends as trends
     import checks.theorems.overparam_global as mod
-    from checks.experiments.sweep import wilson_interval
+    from checks.experiments.sweep import newcombe_interval, trend_z, wilson_interval
 
     assert not hasattr(mod, "wilson") and mod.wilson_interval is wilson_interval
-    lo, hi = mod.newcombe_interval(10, 20, 15, 20)
+    assert trends.newcombe_interval is newcombe_interval and trends.trend_z is trend_z
+    lo, hi = newcombe_interval(10, 20, 15, 20)
     assert lo < 0.25 < hi and abs((lo + hi) / 2 - 0.25) < 0.05

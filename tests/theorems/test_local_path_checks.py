@@ -115,12 +115,31 @@ def test_overparam_support_passes_with_every_prediction_decided():
     r = run_theorem(REGISTRY["overparam-support"], profile="quick", seed=0)
     assert r.verdict == "PASS", r.reasons
     assert r.metrics["draws_inside"]["min"] >= 1  # the radius statement was exercised on every instance
+    # (d): the B.1 share over the d-grid grows significantly and does not dip
+    assert r.metrics["share_z"]["min"] > 1.96 and r.metrics["share_dip_d"]["max"] == 0
 
 
-def test_overparam_support_control_fails_inside_the_invertibility_radius():
+def test_b1_share_trend_refutes_a_falling_curve():
+    from checks.theorems._trends import adversarial_trend, first_dip
+
+    falling = [{"runs": 32, "reached": k, "undecided": 0} for k in (30, 29, 12, 10, 6, 2)]
+    z_lo, z_hi = adversarial_trend(falling, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    assert z_hi < -1.96
+    k, his, _ = first_dip(falling)
+    assert k == 1 and his[1] < 0 and his[0] > 0  # 29 → 12 at the third grid point: the first significant dip
+
+
+def test_overparam_support_control_fails_just_past_the_sharp_radius():
+    from checks.theorems.overparam_support import SHARP_EPS, radius, sharp_stats
+
     r = run_theorem(REGISTRY["overparam-support-control"], profile="quick", seed=0)
     assert r.verdict == "FAIL"
     assert any("negative multiplier" in why for why in r.reasons), r.reasons
+    for n, T in ((2, 3), (3, 3), (2, 4)):  # the construction pins the radius from both sides
+        (e_in,), (l_in,) = sharp_stats(n, T, 1 - SHARP_EPS)
+        (e_out,), (l_out,) = sharp_stats(n, T, 1 + SHARP_EPS)
+        assert e_in < radius(n, T) < e_out < radius(n, T) * (1 + 2 * SHARP_EPS)
+        assert l_in > 1e-3 and l_out < -1e-3
 
 
 @pytest.mark.parametrize("name", ["scaled-svm-uncertified", "dropped-constraint-svm-uncertified",

@@ -141,7 +141,7 @@ def test_controls_that_could_not_fail_on_the_data_are_not_applicable(digits):
     assert REGISTRY["svm-rank-bound-control"]().not_applicable(digits) is None
     # on digits: the controls of theorems whose hypotheses the digits miss
     assert "d = 16 < n = 60" in REGISTRY["kq-gd-nuclear-control"]().not_applicable(digits)
-    assert "d = 16, T = 4" in REGISTRY["overparam-landscape-control"]().not_applicable(digits)
+    assert "d = 16, n = 60" in REGISTRY["overparam-landscape-control"]().not_applicable(digits)
     # ... while the path controls apply: on the first 5 + 5 digits the two SVM solutions differ
     assert REGISTRY["rp-w-frobenius-control"]().not_applicable(digits) is None
     assert REGISTRY["rp-kq-nuclear-control"]().not_applicable(digits) is None

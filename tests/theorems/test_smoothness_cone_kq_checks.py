@@ -118,24 +118,47 @@ def test_kq_control_data_are_infeasible_with_a_finite_minimiser():
     assert optimal_tokens(data).unique
 
 
-def test_nuclear_relaxation_not_tight_is_undecided_never_held():
+def test_nuclear_binding_rank_is_decided_and_reports_the_relaxation_gap():
+    """Where the rank bound binds (m < the relaxation's rank) the check decides (no longer undecided): the
+    multi-start's factored point is feasible, balanced and never below the convex bound; a point that is not
+    balanced is refuted."""
     from checks.harness import _contexts as ctxs_of
+    from numerics.svm import factorised
 
     cls = REGISTRY["nuclear-factorisation"]
     thm = cls()
-    gens, ctxs = ctxs_of(cls, list(range(8)), profile="quick", seed=0, device="cpu", data=None)
-    seen = 0
+    gens, ctxs = ctxs_of(cls, list(range(4)), profile="quick", seed=0, device="cpu", data=None)
+    binding = 0
     for g, c in zip(gens, ctxs, strict=True):
         inst = thm.instance(g, c)
         st = thm.prepare([inst], [c])[0]
-        if not st["sol"].feasible or st["sol"].rank < 2:
+        if not st["sol"].feasible:
             continue
-        inst = dict(inst, m=st["sol"].rank - 1)  # one column short of the relaxation's rank
         out = thm.check_rank_constrained(inst, st, c)
-        assert out.status == "undecided" and "relaxation not tight" in out.reason
-        assert out.metrics["relaxation_tight"] == 0
-        seen += 1
-    assert seen >= 3
+        assert out.status == "held", out.reason
+        binding += out.metrics["binding_cases"]
+        if out.metrics["binding_cases"]:
+            assert out.metrics["relaxation_gap"] > -1e-5 and out.metrics["balance_max"] < 1e-5
+    assert binding >= 2
+
+    real = factorised.solve_rank_constrained
+
+    def unbalanced(*a, **k):
+        r = real(*a, **k)
+        r.K, r.Q = 2.0 * r.K, 0.5 * r.Q  # same product, energy above ‖KQ^T‖_⋆: not a KKT point
+        r.balance = float(np.linalg.norm(r.K.T @ r.K - r.Q.T @ r.Q)) / float(np.sum(r.K * r.K))
+        return r
+
+    import checks.theorems.nuclear_factorisation as mod
+
+    mod.solve_rank_constrained, saved = unbalanced, mod.solve_rank_constrained
+    try:
+        gens, ctxs = ctxs_of(cls, [1], profile="quick", seed=0, device="cpu", data=None)
+        inst = thm.instance(gens[0], ctxs[0])
+        st = thm.prepare([inst], [ctxs[0]])[0]
+        assert thm.check_rank_constrained(inst, st, ctxs[0]).status == "failed"
+    finally:
+        mod.solve_rank_constrained = saved
 
 
 def test_am_gm_is_certified_symbolically():
