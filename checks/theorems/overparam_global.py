@@ -61,7 +61,7 @@ from checks.experiments.sweep import wilson_interval
 from checks.theorems._trends import corr_curve
 from numerics.data import random_unit_sphere
 from numerics.errors import SolverError
-from numerics.gd import run_gd
+from numerics.gd import GDConfig, run_gd
 from numerics.svm import solve_att_svm
 from numerics.tokens import optimal_tokens
 
@@ -186,7 +186,8 @@ class OverparamGlobal(Theorem):
         for key in ("small", "large"):
             datas = [dt for inst in instances for dt in inst[key]]
             init = np.concatenate([inst["init_" + key] for inst in instances])
-            res = run_gd(datas, steps=STEPS, lr=STEP, init=init, record_every=RECORD, device=ctxs[0].device)
+            res = run_gd(datas, GDConfig(steps=STEPS, lr=STEP), init=init, record_every=RECORD,
+                         device=ctxs[0].device)
             traj, losses = res.W_traj, res.loss_traj
             norms = np.linalg.norm(traj, axis=(2, 3))
             growth = norms[-1] / np.maximum(norms[0], 1e-300)
