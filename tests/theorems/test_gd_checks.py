@@ -60,11 +60,12 @@ def fake_run_gd(mode: str):
         if mode == "ascent":
             b = att.batch_from_data(datas)
             Wt = torch.as_tensor(W)
+            lrs = torch.as_tensor(np.array(np.broadcast_to(np.asarray(lr, float), (R,))))[:, None, None]
             for k in range(1, steps + 1):
                 g = att.grad_W(b.X, b.Y, b.Z, Wt, b.linear_head())
                 if normalized:
                     g = g / torch.linalg.matrix_norm(g).clamp_min(1e-300)[:, None, None]
-                Wt = Wt + torch.as_tensor(np.array(np.broadcast_to(np.asarray(lr, float), (R,))))[:, None, None] * g
+                Wt = Wt + lrs * g
                 if k in its:
                     traj.append(Wt.numpy().copy())
         else:
