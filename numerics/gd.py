@@ -201,11 +201,30 @@ class Model:
     ``start(init, R, d, m, device, dtype)``: the initial parameters, a list of (R, ...) tensors, from
     ``init`` (an explicit array / tuple, or a :class:`RandomInit`). ``grads(batch, head, params, loss,
     gamma, direction_only)``: the gradient of the (unregularised) loss per parameter, each instance of
-    the batch independently; ``direction_only`` allows one positive factor per instance on all of them
-    (only scale-free geometries ask). ``W(params)``: the current attention matrix (R, d, d), a new
-    tensor (records keep it). ``weight_decay`` adds wd * sum ||param||_F^2 for every parameter."""
+    the batch independently (``gamma``: what :meth:`context` precomputed); ``direction_only`` allows one
+    positive factor per instance on all of them (only scale-free geometries ask). ``W(params)``: the
+    current attention matrix (R, d, d), a new tensor (records keep it). ``weight_decay`` adds
+    wd * sum ||param||_F^2 for every parameter.
+
+    Where the data are not attention data (X, Y, Z, v), a model also overrides :meth:`prepare` (the
+    run's data as a batch whose ``X`` is (R, n, T, d), and the head), :meth:`context` and :meth:`loss`;
+    numerics.sequence.SequenceModel (sequence / causal attention, every position a query) is one."""
 
     name = "model"
+
+    def prepare(self, data: Any, head: Any, device: Any, dtype: Any) -> tuple[Any, Any]:
+        """(batch, head) of attention data (numerics.attention.batch_from_data; head None: data.v)."""
+        return _prepare(data, head, device, dtype)
+
+    def context(self, batch, head):
+        """What every step's gradient reuses: the linear head's fixed scores (None for another head)."""
+        return head.fixed_scores(batch.X, batch.Y)
+
+    def loss(self, batch, head, W, loss: str):
+        """L(W) per instance (R,)."""
+        from . import attention as att
+
+        return att.loss(batch.X, batch.Y, batch.Z, W, head, loss)
 
     def start(self, init: Any, R: int, d: int, m: int, device: Any, dtype: Any) -> list:
         raise NotImplementedError
@@ -507,10 +526,10 @@ def run_gd(
     from . import gd_torch
 
     dtype = torch.float64 if cfg.dtype is None else cfg.dtype
-    batch, h = _prepare(data, head, device, dtype)
-    R, n, T, d = batch.shape
-    lr = _lr_for(cfg.lr, R)
     model = cfg.model
+    batch, h = model.prepare(data, head, device, dtype)
+    R, n, T, d = batch.X.shape
+    lr = _lr_for(cfg.lr, R)
     width = _check_m(cfg.m, d) if model is KQ_MODEL else d  # the (K, Q) width m; d otherwise
     path = code_path(cfg, batch, h, isinstance(lr, float))
     if path == "numba":

@@ -280,10 +280,9 @@ def run_explicit(batch, head, model, params, cfg, lr, record_every, transform) -
     wd = 0), plus 2 wd param with weight decay; then ``transform`` (the registered step hooks, or None)
     may change (g, lr) or skip the step; then ``cfg.geometry.update``. The parameters ``params`` (a list
     of (R, ...) tensors) are moved in place."""
-    X, Y, Z = batch.X, batch.Y, batch.Z
     steps, loss, wd, geometry = cfg.steps, cfg.loss, cfg.wd, cfg.geometry
-    tiny = torch.finfo(X.dtype).tiny
-    gamma = head.fixed_scores(X, Y)
+    tiny = torch.finfo(batch.X.dtype).tiny
+    gamma = model.context(batch, head)
     direction_only = geometry.scale_free and wd == 0
     P = list(params)
 
@@ -304,12 +303,12 @@ def run_explicit(batch, head, model, params, cfg, lr, record_every, transform) -
 
     rec = _record_points(steps, record_every)
     its, Ws, Ls = _drive(steps_from, steps, rec, cfg.progress, lambda: model.W(P),
-                         lambda Wk: att.loss(X, Y, Z, Wk, head, loss))
+                         lambda Wk: model.loss(batch, head, Wk, loss))
     W = model.W(P)
     kq = model.name == "KQ"
     return GDResult(
         W=_np(W), K=_np(P[0]) if kq else None, Q=_np(P[1]) if kq else None,
-        norms=_np(torch.linalg.matrix_norm(W)), loss=_np(att.loss(X, Y, Z, W, head, loss)),
+        norms=_np(torch.linalg.matrix_norm(W)), loss=_np(model.loss(batch, head, W, loss)),
         iterations=np.array(its) if rec else None,
         W_traj=np.stack([_np(w) for w in Ws]) if rec else None,
         loss_traj=np.stack([_np(v) for v in Ls]) if rec else None,

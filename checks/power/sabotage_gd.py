@@ -177,11 +177,6 @@ def _gd_patches(mode: str) -> list[Patch]:
         ("numerics.prompt_path", "prompt_reg_path", _within("numerics.prompt_path", "prompt_grad", mode)),
         ("numerics.prompt_path", "prompt_head_reg_path",
          _within("numerics.prompt_path", "prompt_head_grad", mode)),
-        (
-            "numerics.sequence",
-            "run_seq_gd",
-            _within("numerics.sequence", "seq_grad", mode, clear_stalled=noop),
-        ),
     ]
     if noop:
         out.append(("numerics.prompt", "joint_vp_path", _vp_noop))
