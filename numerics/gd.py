@@ -495,7 +495,7 @@ KERNEL_BLOCK = 128
 
 
 def run_gd(
-    data: AttentionData | Sequence[AttentionData],
+    data: AttentionData | Sequence[AttentionData] | Any,
     cfg: GDConfig,
     *,
     init: Any = None,
@@ -505,8 +505,10 @@ def run_gd(
 ) -> GDResult:
     """GD with ``cfg`` on every instance of ``data`` at once (R instances of one shape).
 
-    ``init``: the start -- W (R, d, d) or (d, d) for every instance, for "KQ" a pair (K, Q) of (R, d, m) or
-    (d, m) arrays -- or a :class:`RandomInit` (None: ``RandomInit()``, seed 0 and scale 0.01).
+    ``data``: attention data (one or a list of R of one shape), or what ``cfg.model`` prepares (e.g. a
+    numerics.sequence.SeqBatch). ``init``: the start -- W (R, d, d) or (d, d) for every instance, for
+    "KQ" a pair (K, Q) of (R, d, m) or (d, m) arrays -- or a :class:`RandomInit` (None: ``RandomInit()``,
+    seed 0 and scale 0.01).
     ``head=None`` uses the linear head data.v. ``record_every=k`` records iterations 0, k, 2k, ... and the
     last one (GDResult.iterations, W_traj, loss_traj). The code path: :func:`code_path`.
     """

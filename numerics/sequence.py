@@ -153,6 +153,7 @@ def run_seq_gd(X: Any, gamma: Any, *, causal: bool = False, steps: int, lr: floa
     cfg = GDConfig(steps=steps, lr=lr, geometry="normalized" if normalized else "plain", loss=loss,
                    param=model)
     res = run_gd(batch, cfg, init=W0, device=device, record_every=every)
+    assert res.W_traj is not None and res.iterations is not None and res.loss_traj is not None  # recorded
     P = res.W_traj
     stalled = model.stalled[0].cpu().numpy() if normalized else np.zeros(R, dtype=bool)
     return SeqGDResult(
