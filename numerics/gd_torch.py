@@ -308,7 +308,8 @@ def run_explicit(batch, head, model, params, cfg, lr, record_every, transform) -
     kq = model.name == "KQ"
     return GDResult(
         W=_np(W), K=_np(P[0]) if kq else None, Q=_np(P[1]) if kq else None,
-        norms=_np(torch.linalg.matrix_norm(W)), loss=_np(model.loss(batch, head, W, loss)),
+        norms=_np(torch.linalg.vector_norm(W, dim=tuple(range(1, W.ndim)))),
+        loss=_np(model.loss(batch, head, W, loss)),
         iterations=np.array(its) if rec else None,
         W_traj=np.stack([_np(w) for w in Ws]) if rec else None,
         loss_traj=np.stack([_np(v) for v in Ls]) if rec else None,

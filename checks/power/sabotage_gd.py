@@ -170,11 +170,6 @@ def _gd_patches(mode: str) -> list[Patch]:
     noop = mode == "noop"
     out: list[Patch] = [
         ("numerics.regpath", "regularization_path", _regpath(mode)),
-        (
-            "numerics.prompt",
-            "run_prompt_gd",
-            _within("numerics.prompt", "prompt_grad", mode, clear_stalled=noop),
-        ),
         ("numerics.prompt_path", "prompt_reg_path", _within("numerics.prompt_path", "prompt_grad", mode)),
         ("numerics.prompt_path", "prompt_head_reg_path",
          _within("numerics.prompt_path", "prompt_head_grad", mode)),
