@@ -1,12 +1,12 @@
-"""The GD sabotages of :mod:`checks.power.sabotage`. ``run_gd`` (every backend, and sequence and prompt GD,
-which run on it) is broken through its one step hook (:func:`numerics.gd.step_hook`): the hook replaces each step's
-direction by a broken one (no-op, ascent, random), scales its step size (0.5x, 2x), or changes nothing and
-only sends the run down the explicit path, whose steps are built from the pieces another sabotage breaks
-(the softmax, the gradient). The regularisation paths (W / (K, Q) and the prompt's; their own projected
-loops still) get their gradient function broken for the duration of the call, and the joint (v, p) path
-is replaced by its random start. The catalogue, the components and the
-injection machinery live in :mod:`checks.power.sabotage`. Never import these into normal code paths: they
-are for power analysis only."""
+"""The GD sabotages of :mod:`checks.power.sabotage`. ``run_gd`` (every backend, and sequence and prompt
+GD, which run on it) is broken through its one step hook (:func:`numerics.gd.step_hook`): the hook
+replaces each step's direction by a broken one (no-op, ascent, random), scales its step size (0.5x, 2x),
+or changes nothing and only sends the run down the explicit path, whose steps are built from the pieces
+another sabotage breaks (the softmax, the gradient). The regularisation paths (W / (K, Q) and the
+prompt's; their own projected loops still) get their gradient function broken for the duration of the
+call, and the joint (v, p) path is replaced by its random start. The catalogue, the components and the
+injection machinery live in :mod:`checks.power.sabotage`. Never import these into normal code paths:
+they are for power analysis only."""
 
 from __future__ import annotations
 
