@@ -11,7 +11,6 @@ they are for power analysis only."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import importlib
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -92,21 +91,14 @@ def _grad_transform(mode: str, fn: Callable) -> Callable:
     return broken
 
 
-def _within(
-    module_name: str, attr: str, mode: str, *, clear_stalled: bool = False
-) -> Callable[[Any], Callable]:
+def _within(module_name: str, attr: str, mode: str) -> Callable[[Any], Callable]:
     """Factory: the optimiser runs with ``module.attr`` (its gradient) broken for the duration of the call."""
 
     def factory(original):
-        import numpy as np
-
         def optimiser(*args, **kwargs):
             mod = importlib.import_module(module_name)
             with _swapped(mod, attr, _grad_transform(mode, getattr(mod, attr))):
-                res = original(*args, **kwargs)
-            if clear_stalled:  # a silent no-op optimiser: no 'stalled' flag gives it away
-                res = dataclasses.replace(res, stalled=np.zeros_like(res.stalled))
-            return res
+                return original(*args, **kwargs)
 
         return optimiser
 
