@@ -1,40 +1,65 @@
-"""Batched gradient descent on attention weights, and the regularisation path (THEORY.md §2, §4, §5).
+"""The one gradient-descent engine: ``run_gd(data, cfg, *, init, head, device, record_every)`` (THEORY.md
+§2, §4-6).
 
-All instances of one shape run as one tensor program (no Python loop over instances), on CPU or CUDA,
-float64 by default. Normalised GD as the authors ran it: each parameter moves by lr * grad / ||grad||_F,
-per instance (for (K, Q): K and Q separately).
+A run is three parts, each pluggable, and one driver:
 
-W-parametrised GD runs in *logit space*: with token weights c_i (numerics.attention.token_weights)
-the step G = sum_j X_j^T c_j z_j^T changes the logits by (M c)_i (TokenGram) and has
-||G||_F^2 = c^T M c, so each step is one softmax, a few elementwise ops and one batched product;
-W = W(0) - sum_j X_j^T A_j z_j^T is rebuilt from the accumulated weights A only when recorded.
-(K, Q)-GD uses the closed-form gradient through P = Z Q without forming W or G (five small batched
-products and two per-example ones per step); the projected regularisation path the explicit one.
-With a linear head every step runs on preallocated buffers with in-place / ``out=`` kernels and no
-host synchronisation (per-op overhead, not arithmetic, dominates at the paper's sizes).
+* the **model** (:class:`Model`; ``cfg.param``): which parameters GD moves and how they make the attention
+  matrix W. Built in: :data:`W_MODEL` (W itself) and :data:`KQ_MODEL` (W = K Q^T, K and Q (d, m)). A model
+  is three methods -- ``start`` (the initial parameters), ``grads`` (the gradient of the loss per parameter)
+  and ``W`` (the current attention matrix, for records and the loss) -- so a further model (e.g. next-token
+  prediction, whose W feeds a causal softmax over a sequence) fills the same slot and runs on the same
+  driver, step hook and geometries (the explicit path below).
+* the **geometry** (:class:`Geometry`; ``cfg.geometry``): how a gradient becomes a step. :data:`PLAIN`
+  (W <- W - lr grad), :data:`NORMALIZED` (each parameter moves by lr grad / ||grad||_F, per instance; the
+  authors' protocol) and :class:`Mirror` (the l_p mirror map psi(W) = (1/p) sum |W_ab|^p: grad psi(W+) =
+  grad psi(W) - lr grad L(W), or with ``normalized=True`` the gradient divided by its dual (l_q, 1/p + 1/q
+  = 1) norm; p = 2 is plain (resp. normalised) GD exactly).
+* the **step size** ``cfg.lr``: one number, or one per instance (an array of R numbers): a batch of
+  instances with their own step sizes is one run.
 
-On CPU the common case (normalised GD, linear head, no weight decay, float64) of a large enough run
-goes to the compiled kernels of :mod:`numerics.kernels` instead (``backend="auto"``): all steps of all
-instances in one compiled call, SIMD across instances, 4-7x faster than the tensor program above at
-the paper's sizes. ``backend="torch"`` forces the tensor program (the only path on CUDA, and for other
-heads, plain GD and weight decay); both paths give the same iterates up to rounding (tested).
+The driver (:func:`run_gd`) validates, draws or checks the start, picks the code path by one rule
+(:func:`code_path`) and records iterations 0, k, 2k, ... and the last. The code paths compute the same
+iterates up to rounding (tested):
+
+* ``"numba"``: the compiled CPU kernels of :mod:`numerics.kernels`, all steps of all instances in one
+  call (normalised geometry, W or (K, Q), linear head, no weight decay, CPU float64, one scalar step
+  size), 4-7x faster than the tensor programs at the paper's sizes. ``backend="auto"`` takes them for runs
+  of at least :data:`KERNEL_MIN_WORK` instance-steps.
+* ``"fused"``: the batched tensor programs of :mod:`numerics.gd_torch` (CPU or CUDA, any head; plain or
+  normalised; W in logit space, (K, Q) through the closed-form gradient without forming W).
+* ``"explicit"``: one loop for every model and geometry (:func:`numerics.gd_torch.run_explicit`): the
+  parameters are held explicitly, each step is ``model.grads`` (+ weight decay), then the step hook, then
+  ``geometry.update``. It serves the mirror geometries, W with weight decay, models other than W / (K, Q)
+  and every run while a step hook is registered.
+
+The step hook. :func:`step_hook` registers, for the runs inside a ``with`` block (or
+:func:`add_step_hook` until removed), a factory called once at the start of every run; what it returns
+is called on every step with the gradients (one (R, ...) tensor per parameter, weight decay included) and
+the step size (a float, or an (R, 1, 1) tensor) and returns the pair the geometry then uses (gradients
+None: the step is skipped). It is the one place where a run's step can be changed from outside; while
+one is registered every run takes the explicit path, so a changed step reaches all backends alike.
 
 Examples
 --------
 >>> import numpy as np
 >>> from numerics.data import random_unit_sphere
 >>> datas = random_unit_sphere(4, 5, 6, rng=np.random.default_rng(0), R=3)
->>> res = run_gd(datas, steps=50, lr=0.1)
+>>> res = run_gd(datas, GDConfig(steps=50, lr=0.1))
 >>> res.W.shape, res.loss.shape
 ((3, 6, 6), (3,))
+>>> AUTHORS.lr, AUTHORS.steps, AUTHORS.geometry is NORMALIZED, AUTHORS_KQ.wd == AUTHORS_WD > 0
+(0.1, 2000, True, True)
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import math
 import warnings
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -44,7 +69,6 @@ from .errors import InvalidInputError
 from .gd_common import (
     NORM_FLOOR_FACTOR,
     GDResult,
-    _check_common,
     _check_m,
     _drive,
     _init_array,
@@ -54,122 +78,409 @@ from .gd_common import (
     _prepare,
     _record_points,
 )
-from .losses import LOSS_NP
+from .losses import LOSS_NP, check_loss
 from .tokens import softmax_rows
 
 if TYPE_CHECKING:
+    from . import attention as att
+
+__all__ = [
+    "AUTHORS", "AUTHORS_KQ", "AUTHORS_WD", "BACKENDS", "KERNEL_BLOCK", "KERNEL_CHUNK", "KERNEL_MIN_WORK",
+    "KQ_MODEL", "NORMALIZED", "PLAIN", "W_MODEL", "GDConfig", "Geometry", "Mirror", "Model", "RandomInit",
+    "add_step_hook", "code_path", "run_gd", "step_hook", "uniform_init", "warm_kernels",
+]
+
+BACKENDS = ("auto", "torch", "numba")
+
+
+# -- the geometry plug ------------------------------------------------------------------------------
+
+class Geometry:
+    """How a gradient becomes a step: :meth:`update` moves the parameters in place.
+
+    ``params`` and ``grads``: one (R, ...) tensor per parameter; ``lr`` a float or an (R, 1, 1) tensor;
+    ``tiny`` the dtype's smallest normal number (a norm floor). ``scale_free``: the step does not depend on
+    the gradient's scale (then the engine may rescale the token weights to max |c| = 1 first, which keeps
+    a saturated softmax's tiny gradient representable)."""
+
+    name = "geometry"
+    scale_free = False
+
+    def update(self, params: list, grads: list, lr: Any, tiny: float) -> None:
+        raise NotImplementedError
+
+
+def _descend(params: list, grads: list, lr: Any, tiny: float, norm_ord: float | None) -> None:
+    """p <- p - lr g, or with ``norm_ord`` p <- p - lr g / ||g||_ord (per instance), in place."""
+    import torch
+
+    for p, g in zip(params, grads, strict=True):
+        if norm_ord is None:
+            if isinstance(lr, float):
+                p.sub_(g, alpha=lr)
+            else:
+                p.sub_(g * lr)
+            continue
+        nrm = torch.linalg.vector_norm(g, ord=norm_ord, dim=tuple(range(1, g.ndim)), keepdim=True)
+        nrm = nrm.clamp_min(tiny)
+        if isinstance(lr, float):
+            p.addcdiv_(g, nrm, value=-lr)
+        else:
+            p.sub_(g / nrm * lr)
+
+
+@dataclass(frozen=True)
+class _Plain(Geometry):
+    """W <- W - lr grad."""
+
+    name = "plain"
+
+    def update(self, params, grads, lr, tiny):
+        _descend(params, grads, lr, tiny, None)
+
+
+@dataclass(frozen=True)
+class _Normalized(Geometry):
+    """W <- W - lr grad / ||grad||_F, per instance and per parameter (K and Q separately)."""
+
+    name = "normalized"
+    scale_free = True
+
+    def update(self, params, grads, lr, tiny):
+        _descend(params, grads, lr, tiny, 2.0)
+
+
+@dataclass(frozen=True)
+class Mirror(Geometry):
+    """Mirror descent with the l_p potential psi(W) = (1/p) sum_ab |W_ab|^p, p > 1.
+
+    grad psi(W) = sign(W) |W|^(p-1) (entrywise); a step is grad psi(W+) = grad psi(W) - lr g with
+    g = grad L(W) (``normalized=False``) or g = grad L(W) / ||grad L(W)||_q, the dual norm, q = p / (p - 1)
+    (``normalized=True``); W+ = sign(u) |u|^(1/(p-1)) for u = grad psi(W+). p = 2: psi = ||W||^2 / 2,
+    grad psi the identity and the step plain (normalised) GD exactly."""
+
+    p: float
+    normalized: bool = False
+
+    def __post_init__(self):
+        if (isinstance(self.p, bool) or not isinstance(self.p, (int, float, np.integer, np.floating))
+                or not math.isfinite(self.p) or self.p <= 1):
+            raise InvalidInputError(f"the mirror map's p must be a finite number > 1, got {self.p!r}")
+        object.__setattr__(self, "p", float(self.p))
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return f"mirror-l{self.p:g}" + ("-normalized" if self.normalized else "")
+
+    @property
+    def scale_free(self) -> bool:  # type: ignore[override]
+        return self.normalized
+
+    def update(self, params, grads, lr, tiny):
+        import torch
+
+        p = self.p
+        for w, g in zip(params, grads, strict=True):
+            u = torch.sign(w) * w.abs().pow(p - 1.0)  # grad psi(W)
+            # the step on u is PLAIN's / NORMALIZED's with the dual norm (p = 2: theirs bit for bit)
+            _descend([u], [g], lr, tiny, p / (p - 1.0) if self.normalized else None)
+            w.copy_(torch.sign(u) * u.abs().pow(1.0 / (p - 1.0)))
+
+
+#: Plain GD: W <- W - lr grad.
+PLAIN: Geometry = _Plain()
+#: Normalised GD (the authors'): W <- W - lr grad / ||grad||_F per instance and parameter.
+NORMALIZED: Geometry = _Normalized()
+_GEOMETRIES = {"plain": PLAIN, "normalized": NORMALIZED}
+
+
+# -- the model plug ---------------------------------------------------------------------------------
+
+class Model:
+    """What GD moves: the slot a new model family fills (e.g. next-token prediction).
+
+    ``start(init, R, d, m, device, dtype)``: the initial parameters, a list of (R, ...) tensors, from
+    ``init`` (an explicit array / tuple, or a :class:`RandomInit`). ``grads(batch, head, params, loss,
+    gamma, direction_only)``: the gradient of the (unregularised) loss per parameter, each instance of
+    the batch independently (``gamma``: what :meth:`context` precomputed); ``direction_only`` allows one
+    positive factor per instance on all of them (only scale-free geometries ask). ``W(params)``: the
+    current attention matrix (R, d, d), a new tensor (records keep it). ``weight_decay`` adds
+    wd * sum ||param||_F^2 for every parameter.
+
+    Where the data are not attention data (X, Y, Z, v), a model also overrides :meth:`prepare` (the
+    run's data as a batch whose ``X`` is (R, n, T, d), and the head), :meth:`context` and :meth:`loss`;
+    numerics.sequence.SequenceModel (sequence / causal attention, every position a query) is one."""
+
+    name = "model"
+
+    def prepare(self, data: Any, head: Any, device: Any, dtype: Any) -> tuple[Any, Any]:
+        """(batch, head) of attention data (numerics.attention.batch_from_data; head None: data.v)."""
+        return _prepare(data, head, device, dtype)
+
+    def context(self, batch, head):
+        """What every step's gradient reuses: the linear head's fixed scores (None for another head)."""
+        return head.fixed_scores(batch.X, batch.Y)
+
+    def loss(self, batch, head, W, loss: str):
+        """L(W) per instance (R,)."""
+        from . import attention as att
+
+        return att.loss(batch.X, batch.Y, batch.Z, W, head, loss)
+
+    def start(self, init: Any, R: int, d: int, m: int, device: Any, dtype: Any) -> list:
+        raise NotImplementedError
+
+    def grads(self, batch, head, params: list, loss: str, gamma, direction_only: bool) -> list:
+        raise NotImplementedError
+
+    def W(self, params: list):
+        raise NotImplementedError
+
+
+def _token_weights(batch, head, W, loss, gamma, direction_only):
+    """The token weights c (R, n, T) of grad L(W) = (1/n) sum_i X_i^T c_i z_i^T (attention.token_weights),
+    rescaled to max |c| = 1 when ``direction_only``."""
     import torch
 
     from . import attention as att
+    from . import gd_common
 
-# run_gd's pieces live in gd_common (results, checks, driver) and gd_torch (the tensor programs); the
-# regularisation path is numerics.regpath. Each name is imported from the module that defines it.
-__all__ = ["BACKENDS", "KERNEL_BLOCK", "KERNEL_CHUNK", "KERNEL_MIN_WORK", "run_gd", "warm_kernels"]
+    s = gd_common._softmax_rows(att.logits(batch.X, batch.Z, W))
+    c = att.token_weights(batch.X, batch.Y, s, head, loss, gamma)[1]
+    if direction_only:
+        c = c / torch.linalg.vector_norm(c, float("inf"), dim=(1, 2), keepdim=True).clamp_min_(
+            torch.finfo(c.dtype).tiny)
+    return c
 
 
-# -- GD ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _WModel(Model):
+    """GD on W itself."""
 
-def run_gd(
-    data: AttentionData | Sequence[AttentionData],
-    *,
-    param: str = "W",
-    steps: int,
-    lr: float,
-    normalized: bool = True,
-    loss: str = "logistic",
-    m: int | None = None,
-    seed: int | Sequence[int] = 0,
-    init: Any = None,
-    device: Any = "cpu",
-    record_every: int | None = None,
-    head: att.Head | None = None,
-    init_scale: float = 0.01,
-    dtype: torch.dtype | None = None,
-    progress: bool = False,
-    weight_decay: float = 0.0,
-    backend: str = "auto",
-) -> GDResult:
-    """Batched (normalised) GD on L(W) or L(K Q^T) for every instance of ``data`` at once.
+    name = "W"
 
-    W <- W - lr grad/||grad||_F per instance (``normalized=True``), else W <- W - lr grad.
-    For "KQ", K and Q (R, d, m), m = d by default, step separately with their own gradient norms.
-    Initialisation: ``init`` (W (R,d,d) or (d,d); for "KQ" a pair (K, Q)), else init_scale * N(0, 1)
-    entries drawn on CPU from ``seed`` (int, or one int per instance) so CPU and CUDA start equal.
-    ``head=None`` uses the linear head data.v. ``record_every=k`` records iterations 0, k, 2k, ... and
-    the last one.
+    def start(self, init, R, d, m, device, dtype):
+        W0 = init.scale * _normal((d, d), R, init.seed) if isinstance(init, RandomInit) else init
+        return [_init_tensor(W0, "W", (d, d), R, device, dtype)]
 
-    ``weight_decay`` (wd >= 0) minimises L + wd ||W||_F^2 ("W") or L + wd (||K||_F^2 + ||Q||_F^2) ("KQ"):
-    the step direction is the true gradient of that objective (data gradient + 2 wd W, resp. + 2 wd K and
-    + 2 wd Q), normalised per parameter when ``normalized``. The authors' (K, Q) experiment adds this term
-    with wd = float64 eps (THEORY.md §6). With wd > 0 the data gradient is not rescaled (the max |c| = 1
-    safeguard would change the ratio of the two terms; the decay term keeps the norm representable),
-    and "W" runs an explicit-W loop (the decay term 2 wd W leaves the token-weight span of the fused
-    logit-space step unless W(0) = 0). wd = 0 runs exactly the fused paths.
+    def grads(self, batch, head, params, loss, gamma, direction_only):
+        from . import attention as att
 
-    ``backend``: "torch" (the batched tensor program, CPU or CUDA, any head), "numba" (the compiled CPU
-    kernels of :mod:`numerics.kernels`: normalised, linear head, no weight decay, CPU float64; an error
-    otherwise) or "auto" (numba where it applies and the run has at least :data:`KERNEL_MIN_WORK`
-    instance-steps, else torch). Both give the same iterates up to rounding.
-    """
-    steps, lr = _check_common(param, loss, steps, lr)
-    if (isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float, np.floating, np.integer))
-            or not math.isfinite(weight_decay) or weight_decay < 0):
-        raise InvalidInputError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
-    wd = float(weight_decay)
-    if record_every is not None and (
-        isinstance(record_every, bool) or not isinstance(record_every, (int, np.integer)) or record_every < 1
-    ):
-        raise InvalidInputError(f"record_every must be None or an integer >= 1, got {record_every!r}")
-    if not (isinstance(init_scale, (int, float)) and math.isfinite(init_scale) and init_scale >= 0):
-        raise InvalidInputError(f"init_scale must be a finite number >= 0, got {init_scale!r}")
-    if backend not in BACKENDS:
-        raise InvalidInputError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    fast = _run_kernel_numpy(data, param, steps, lr, normalized, loss, m, init, device, record_every, head,
-                             dtype, progress, wd, backend)
-    if fast is not None:
-        return fast
-    import torch  # every other run is a tensor program (or needs torch's generator for its initialisation)
+        c = _token_weights(batch, head, params[0], loss, gamma, direction_only)
+        return [att.grad_from_weights(batch.X, batch.Z, c)]
 
-    from .gd_torch import _run_kq, _run_w, _run_w_explicit
+    def W(self, params):
+        return params[0].clone()
 
-    dtype = torch.float64 if dtype is None else dtype
-    batch, h = _prepare(data, head, device, dtype)
-    R, n, T, d = batch.shape
-    use_kernel = _use_kernel(backend, batch, h, normalized, wd, R * steps)
-    width = _check_m(m, d) if param == "KQ" else d  # the (K, Q) width m; d for "W"
-    if use_kernel:
-        try:
-            kernels.kernels(n, T, d, width)
-        except InvalidInputError as exc:  # e.g. no writable kernel cache: auto falls back, numba reports it
-            if backend == "numba":
-                raise
-            warnings.warn(f"{exc}; GD takes the torch path", RuntimeWarning, stacklevel=2)
-            use_kernel = False
-    if param == "KQ":
-        if init is None:
-            K0 = init_scale * _normal((d, width), R, seed)
-            Q0 = init_scale * _normal(
-                (d, width), R, [s + 1 for s in seed] if not isinstance(seed, (int, np.integer)) else seed + 1
+
+@dataclass(frozen=True)
+class _KQModel(Model):
+    """GD on (K, Q), W = K Q^T: grad_K = grad L(W) Q, grad_Q = grad L(W)^T K."""
+
+    name = "KQ"
+
+    def start(self, init, R, d, m, device, dtype):
+        if isinstance(init, RandomInit):
+            seed = init.seed
+            K0 = init.scale * _normal((d, m), R, seed)
+            Q0 = init.scale * _normal(
+                (d, m), R, [s + 1 for s in seed] if not isinstance(seed, (int, np.integer)) else seed + 1
             )
         else:
             if not (isinstance(init, (tuple, list)) and len(init) == 2):
                 raise InvalidInputError("init for param='KQ' must be a pair (K, Q)")
             K0, Q0 = init
-        K = _init_tensor(K0, "K", (d, width), R, batch.X.device, dtype)
-        Q = _init_tensor(Q0, "Q", (d, width), R, batch.X.device, dtype)
-        if use_kernel:
-            return _run_kernel(batch, h, "KQ", (K, Q), steps, lr, loss, record_every, progress)
-        return _run_kq(batch, h, K, Q, steps, lr, normalized, loss, record_every, progress, wd)
-    W0 = init_scale * _normal((d, d), R, seed) if init is None else init
-    W0 = _init_tensor(W0, "W", (d, d), R, batch.X.device, dtype)
-    if use_kernel:
-        return _run_kernel(batch, h, "W", W0, steps, lr, loss, record_every, progress)
-    if wd > 0:
-        return _run_w_explicit(batch, h, W0, steps, lr, normalized, loss, record_every, progress, wd)
-    return _run_w(batch, h, W0, steps, lr, normalized, loss, record_every, progress)
+        return [_init_tensor(K0, "K", (d, m), R, device, dtype),
+                _init_tensor(Q0, "Q", (d, m), R, device, dtype)]
+
+    def grads(self, batch, head, params, loss, gamma, direction_only):
+        import torch
+
+        from . import attention as att
+
+        K, Q = params
+        c = _token_weights(batch, head, torch.bmm(K, Q.mT), loss, gamma, direction_only)
+        G = att.grad_from_weights(batch.X, batch.Z, c)
+        return [torch.bmm(G, Q), torch.bmm(G.mT, K)]
+
+    def W(self, params):
+        import torch
+
+        return torch.bmm(params[0], params[1].mT)
 
 
-BACKENDS = ("auto", "torch", "numba")
+#: GD on W (``param="W"``).
+W_MODEL: Model = _WModel()
+#: GD on (K, Q) with W = K Q^T (``param="KQ"``).
+KQ_MODEL: Model = _KQModel()
+_MODELS = {"W": W_MODEL, "KQ": KQ_MODEL}
+
+
+# -- settings ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RandomInit:
+    """The default start: ``scale`` * N(0, 1) entries drawn on CPU from ``seed`` (an int for the batch, or
+    one int per instance), so CPU and CUDA start equal; for (K, Q), Q from seed + 1."""
+
+    seed: int | tuple[int, ...] = 0
+    scale: float = 0.01
+
+    def __post_init__(self):
+        if not (isinstance(self.scale, (int, float)) and not isinstance(self.scale, bool)
+                and math.isfinite(self.scale) and self.scale >= 0):
+            raise InvalidInputError(f"init_scale must be a finite number >= 0, got {self.scale!r}")
+        if isinstance(self.seed, (list, np.ndarray)):
+            object.__setattr__(self, "seed", tuple(self.seed))
+
+
+@dataclass(frozen=True)
+class GDConfig:
+    """The settings of one GD run (everything but the data, the start, the head, the device and what is
+    recorded). Frozen; derive variants with :meth:`but` (``AUTHORS.but(param="KQ")``).
+
+    steps (>= 0); lr > 0, one number or one per instance (a sequence of R numbers, kept as a tuple);
+    geometry: :data:`NORMALIZED` (default), :data:`PLAIN`, a :class:`Mirror`, or "normalized" / "plain";
+    loss: a name of numerics.losses; param: "W", "KQ" or a :class:`Model`; m: the (K, Q) width (d by
+    default); wd >= 0: the loss gets wd * sum ||param||_F^2 (its gradient 2 wd param joins the data
+    gradient before the geometry: with wd > 0 the data gradient keeps its true scale); backend: "auto",
+    "torch" or "numba" (:func:`code_path`); dtype: a torch dtype (float64 by default); progress: a
+    progress bar on stderr."""
+
+    steps: int
+    lr: float | tuple[float, ...]
+    geometry: Geometry | str = "normalized"
+    loss: str = "logistic"
+    param: str | Model = "W"
+    m: int | None = None
+    wd: float = 0.0
+    backend: str = "auto"
+    dtype: Any = None
+    progress: bool = False
+
+    def __post_init__(self):  # noqa: C901 (one check per field)
+        put = object.__setattr__
+        if isinstance(self.steps, bool) or not isinstance(self.steps, (int, np.integer)) or self.steps < 0:
+            raise InvalidInputError(f"steps must be an integer >= 0, got {self.steps!r}")
+        put(self, "steps", int(self.steps))
+        put(self, "lr", _check_lr(self.lr))
+        geometry = _GEOMETRIES.get(self.geometry, self.geometry) if isinstance(self.geometry, str) \
+            else self.geometry
+        if not isinstance(geometry, Geometry):
+            raise InvalidInputError(
+                f"geometry must be 'plain', 'normalized' or a numerics.gd.Geometry, got {self.geometry!r}")
+        put(self, "geometry", geometry)
+        check_loss(self.loss)
+        if not (self.param in _MODELS or isinstance(self.param, Model)):
+            raise InvalidInputError(f"unknown param {self.param!r}; expected 'W' or 'KQ' (or a Model)")
+        if self.m is not None:
+            _check_m(self.m, 1)
+        wd = self.wd
+        if (isinstance(wd, bool) or not isinstance(wd, (int, float, np.floating, np.integer))
+                or not math.isfinite(wd) or wd < 0):
+            raise InvalidInputError(f"weight_decay must be a finite number >= 0, got {wd!r}")
+        put(self, "wd", float(wd))
+        if self.backend not in BACKENDS:
+            raise InvalidInputError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+
+    @property
+    def model(self) -> Model:
+        return _MODELS[self.param] if isinstance(self.param, str) else self.param
+
+    @property
+    def normalized(self) -> bool:
+        """Whether the step ignores the gradient's scale (normalised GD, or a normalised mirror map)."""
+        return cast(Geometry, self.geometry).scale_free
+
+    def but(self, **changes: Any) -> GDConfig:
+        """A copy with ``changes`` (dataclasses.replace)."""
+        return dataclasses.replace(self, **changes)
+
+
+def _check_lr(lr: Any) -> float | tuple[float, ...]:
+    def ok(x):
+        return (not isinstance(x, bool) and isinstance(x, (int, float, np.floating, np.integer))
+                and math.isfinite(x) and x > 0)
+
+    if isinstance(lr, (Sequence, np.ndarray)) and not isinstance(lr, str):
+        vals = tuple(np.asarray(lr, dtype=object).ravel().tolist()) if np.ndim(lr) <= 1 else None
+        if not vals or not all(ok(x) for x in vals):
+            raise InvalidInputError(f"lr must be a finite number > 0 or a sequence of them, got {lr!r}")
+        return tuple(float(x) for x in vals)
+    if not ok(lr):
+        raise InvalidInputError(f"lr must be a finite number > 0, got {lr!r}")
+    return float(lr)
+
+
+#: The authors' weight decay for (K, Q): torch.finfo(torch.double).eps.
+AUTHORS_WD = float(np.finfo(np.float64).eps)
+
+#: The authors' protocol (the umich-sota/TF-as-SVM notebooks as this project reproduces it): normalised
+#: GD, step 0.1, 2000 steps, on W. Every reproduction and theorem that runs "the authors' protocol"
+#: passes this value (or :meth:`GDConfig.but` of it).
+AUTHORS = GDConfig(steps=2000, lr=0.1, geometry=NORMALIZED)
+#: ... on (K, Q): the loss gets eps (||K||_F^2 + ||Q||_F^2), eps = float64 machine epsilon (their W loss
+#: has no such term); K, Q start from nn.Linear's default initialisation (:func:`uniform_init`).
+AUTHORS_KQ = AUTHORS.but(param="KQ", wd=AUTHORS_WD)
+
+
+def uniform_init(rng: np.random.Generator, shape: tuple[int, ...], d: int) -> np.ndarray:
+    """nn.Linear(d, ·)'s default weight initialisation, the authors' start: uniform on ±1/√d (fan_in = d)."""
+    b = 1.0 / np.sqrt(d)
+    return rng.uniform(-b, b, size=shape)
+
+
+# -- the step hook ----------------------------------------------------------------------------------
+
+#: A step transform: (grads, lr) -> (grads or None, lr), called on every step of a run.
+StepTransform = Callable[[list, Any], tuple[Any, Any]]
+_STEP_HOOKS: list[Callable[[], StepTransform]] = []
+
+
+def add_step_hook(factory: Callable[[], StepTransform]) -> Callable[[], None]:
+    """Register ``factory`` (called once per run; it returns the run's step transform) for every later
+    run in this process; returns the function that removes it. See the module doc."""
+    _STEP_HOOKS.append(factory)
+
+    def remove() -> None:
+        if factory in _STEP_HOOKS:
+            _STEP_HOOKS.remove(factory)
+
+    return remove
+
+
+@contextlib.contextmanager
+def step_hook(factory: Callable[[], StepTransform]) -> Iterator[None]:
+    """Register ``factory`` for the runs inside the ``with`` block (:func:`add_step_hook`)."""
+    remove = add_step_hook(factory)
+    try:
+        yield
+    finally:
+        remove()
+
+
+def step_hooks() -> tuple[Callable[[], StepTransform], ...]:
+    """The registered step-hook factories (empty in every normal run)."""
+    return tuple(_STEP_HOOKS)
+
+
+def _run_transform() -> StepTransform | None:
+    """The step transform of a run that starts now: the registered hooks' transforms, composed in order."""
+    if not _STEP_HOOKS:
+        return None
+    fs = [f() for f in _STEP_HOOKS]
+
+    def transform(grads, lr):
+        for f in fs:
+            grads, lr = f(grads, lr)
+            if grads is None:
+                break
+        return grads, lr
+
+    return transform
+
+
+# -- the driver -------------------------------------------------------------------------------------
 
 #: backend="auto" compiles (first use of a shape on a machine, a few seconds; cached on disk after) only
 #: for runs of at least this many instance-steps: below it the torch path finishes sooner.
@@ -184,18 +495,102 @@ KERNEL_CHUNK = 250
 KERNEL_BLOCK = 128
 
 
-def _use_kernel(backend: str, batch, head, normalized: bool, wd: float, work: int) -> bool:
-    """Whether this run takes the compiled kernels (``backend="numba"`` where they do not apply: error)."""
+def run_gd(
+    data: AttentionData | Sequence[AttentionData] | Any,
+    cfg: GDConfig,
+    *,
+    init: Any = None,
+    head: att.Head | None = None,
+    device: Any = "cpu",
+    record_every: int | None = None,
+) -> GDResult:
+    """GD with ``cfg`` on every instance of ``data`` at once (R instances of one shape).
+
+    ``data``: attention data (one or a list of R of one shape), or what ``cfg.model`` prepares (e.g. a
+    numerics.sequence.SeqBatch). ``init``: the start -- W (R, d, d) or (d, d) for every instance, for
+    "KQ" a pair (K, Q) of (R, d, m) or (d, m) arrays -- or a :class:`RandomInit` (None: ``RandomInit()``,
+    seed 0 and scale 0.01).
+    ``head=None`` uses the linear head data.v. ``record_every=k`` records iterations 0, k, 2k, ... and the
+    last one (GDResult.iterations, W_traj, loss_traj). The code path: :func:`code_path`.
+    """
+    if not isinstance(cfg, GDConfig):
+        raise InvalidInputError(f"cfg must be a numerics.gd.GDConfig, got {type(cfg).__name__}")
+    if record_every is not None and (
+        isinstance(record_every, bool) or not isinstance(record_every, (int, np.integer)) or record_every < 1
+    ):
+        raise InvalidInputError(f"record_every must be None or an integer >= 1, got {record_every!r}")
+    init = RandomInit() if init is None else init
+    if not _STEP_HOOKS:
+        fast = _run_kernel_numpy(data, cfg, init, device, record_every, head)
+        if fast is not None:
+            return fast
+    import torch  # every other run is a tensor program (or needs torch's generator for its initialisation)
+
+    from . import gd_torch
+
+    dtype = torch.float64 if cfg.dtype is None else cfg.dtype
+    model = cfg.model
+    batch, h = model.prepare(data, head, device, dtype)
+    R, n, T, d = batch.X.shape
+    lr = _lr_for(cfg.lr, R)
+    width = _check_m(cfg.m, d) if model is KQ_MODEL else d  # the (K, Q) width m; d otherwise
+    path = code_path(cfg, batch, h, isinstance(lr, float))
+    if path == "numba":
+        try:
+            kernels.kernels(n, T, d, width)
+        except InvalidInputError as exc:  # e.g. no writable kernel cache: auto falls back, numba reports it
+            if cfg.backend == "numba":
+                raise
+            warnings.warn(f"{exc}; GD takes the torch path", RuntimeWarning, stacklevel=2)
+            path = "fused"
+    params = model.start(init, R, d, width, batch.X.device, dtype)
+    if path == "numba":
+        return _run_kernel(batch, h, model.name, params, cfg, lr, record_every)
+    lr_arg = lr if isinstance(lr, float) else \
+        torch.as_tensor(lr, dtype=dtype, device=batch.X.device)[:, None, None]  # (R, 1, 1)
+    if path == "explicit":
+        return gd_torch.run_explicit(batch, h, model, params, cfg, lr_arg, record_every, _run_transform())
+    if model is KQ_MODEL:
+        return gd_torch.run_kq(batch, h, params[0], params[1], cfg, lr_arg, record_every)
+    return gd_torch.run_w(batch, h, params[0], cfg, lr_arg, record_every)
+
+
+def _lr_for(lr: float | tuple[float, ...], R: int) -> float | np.ndarray:
+    """The step size of a run of R instances: a float, or an (R,) array where the instances differ."""
+    if isinstance(lr, float):
+        return lr
+    if len(lr) != R:
+        raise InvalidInputError(f"lr has {len(lr)} entries for {R} instances (one per instance)")
+    if len(set(lr)) == 1:
+        return lr[0]
+    return np.asarray(lr, dtype=np.float64)
+
+
+def code_path(cfg: GDConfig, batch, head, scalar_lr: bool = True) -> str:
+    """The one rule choosing a run's code path: "explicit", "numba" or "fused" (module doc).
+
+    explicit: while a step hook is registered, for a mirror (non-built-in) geometry, a model other than
+    W / (K, Q), or W with weight decay. numba: ``backend="numba"`` (an error where the kernels do not
+    apply) or "auto" with at least KERNEL_MIN_WORK instance-steps, where they apply (normalised, linear
+    head, no weight decay, CPU float64, one step size, numba available). fused otherwise."""
     import torch
 
     from . import attention as att
 
-    if backend == "torch" or (backend == "auto" and work < KERNEL_MIN_WORK):
-        return False  # (before kernels.available(): a small run does not even import numba)
+    model = cfg.model
+    builtin = model in (W_MODEL, KQ_MODEL) and cfg.geometry in (PLAIN, NORMALIZED)
+    if _STEP_HOOKS or not builtin or (model is W_MODEL and cfg.wd > 0):
+        if cfg.backend == "numba" and not _STEP_HOOKS:
+            raise InvalidInputError(f"backend='numba' does not apply to this run: {_why_explicit(cfg)}; "
+                                    "use backend='torch' or 'auto'")
+        return "explicit"
+    R = batch.X.shape[0]
+    if cfg.backend == "torch" or (cfg.backend == "auto" and R * cfg.steps < KERNEL_MIN_WORK):
+        return "fused"  # (before kernels.available(): a small run does not even import numba)
     why = None
-    if not normalized:
+    if cfg.geometry is not NORMALIZED:
         why = "normalized=False"
-    elif wd > 0:
+    elif cfg.wd > 0:
         why = "weight_decay > 0"
     elif not isinstance(head, att.LinearHead):
         why = f"a {type(head).__name__} (the kernels take a linear head)"
@@ -203,15 +598,22 @@ def _use_kernel(backend: str, batch, head, normalized: bool, wd: float, work: in
         why = f"device {batch.X.device}"
     elif batch.X.dtype != torch.float64:
         why = f"dtype {batch.X.dtype}"
+    elif not scalar_lr:
+        why = "a per-instance step size"
     elif not kernels.available():
         why = "numba is not installed (or ATTNSVM_NO_NUMBA is set)"
-    if backend == "numba":
-        if why is not None:
-            raise InvalidInputError(
-                f"backend='numba' does not apply to this run: {why}; use backend='torch' or 'auto'"
-            )
-        return True
-    return why is None
+    if cfg.backend == "numba" and why is not None:
+        raise InvalidInputError(
+            f"backend='numba' does not apply to this run: {why}; use backend='torch' or 'auto'")
+    return "numba" if why is None else "fused"
+
+
+def _why_explicit(cfg: GDConfig) -> str:
+    if cfg.model not in (W_MODEL, KQ_MODEL):
+        return f"the model {cfg.model.name}"
+    if cfg.geometry not in (PLAIN, NORMALIZED):
+        return f"the geometry {cast(Geometry, cfg.geometry).name}"
+    return "weight_decay > 0"
 
 
 def _is_float64(dtype: Any) -> bool:
@@ -223,28 +625,32 @@ def _is_float64(dtype: Any) -> bool:
     return torch is not None and dtype is torch.float64
 
 
-def _run_kernel_numpy(data, param, steps, lr, normalized, loss, m, init, device, record_every, head, dtype,
-                      progress, wd, backend) -> GDResult | None:
-    """The compiled-kernel run without torch: normalised GD, the data's own linear heads (``head=None``),
-    no weight decay, CPU float64, an explicit ``init``, and a run the kernels take (``backend="numba"``, or
-    "auto" with at least KERNEL_MIN_WORK instance-steps). None when any of that does not hold: then the
-    torch path decides (and reports why numba does not apply, or draws the default initialisation from
-    torch's generator). Arrays, checks and results as the torch path's kernel run."""
+def _run_kernel_numpy(data, cfg: GDConfig, init, device, record_every, head) -> GDResult | None:
+    """The compiled-kernel run without torch: normalised GD on W or (K, Q), the data's own linear heads
+    (``head=None``), no weight decay, CPU float64, one step size, an explicit ``init``, and a run the
+    kernels take (``backend="numba"``, or "auto" with at least KERNEL_MIN_WORK instance-steps). None when
+    any of that does not hold: then the torch path decides (and reports why numba does not apply, or draws
+    the default initialisation from torch's generator). Arrays, checks and results as the torch path's
+    kernel run."""
     cpu = device is None or (isinstance(device, str) and device == "cpu")
-    if (backend == "torch" or not normalized or wd > 0 or head is not None or init is None or not cpu
-            or not _is_float64(dtype)):
+    if (cfg.backend == "torch" or cfg.geometry is not NORMALIZED or cfg.wd > 0 or head is not None
+            or isinstance(init, RandomInit) or not cpu or not _is_float64(cfg.dtype)
+            or cfg.model not in (W_MODEL, KQ_MODEL)):
         return None
     datas = [data] if isinstance(data, AttentionData) else data
     if (not isinstance(datas, Sequence) or not datas or not all(isinstance(dt, AttentionData) for dt in datas)
             or any(dt.v is None for dt in datas)):
         return None  # the torch path reports what is wrong with the data
     R = len(datas)
-    if (backend == "auto" and R * steps < KERNEL_MIN_WORK) or not kernels.available():
+    lr = _lr_for(cfg.lr, R)
+    if (not isinstance(lr, float) or (cfg.backend == "auto" and R * cfg.steps < KERNEL_MIN_WORK)
+            or not kernels.available()):
         return None
     arrays = stack(datas)
     X, Y, Z, v = (np.asarray(arrays[k], dtype=np.float64) for k in ("X", "Y", "Z", "v"))
     _, n, T, d = X.shape
-    width = _check_m(m, d) if param == "KQ" else d
+    param = cfg.model.name
+    width = _check_m(cfg.m, d) if param == "KQ" else d
     try:
         kernels.kernels(n, T, d, width)
     except InvalidInputError:
@@ -256,15 +662,14 @@ def _run_kernel_numpy(data, param, steps, lr, normalized, loss, m, init, device,
     else:
         params = [_init_array(init, "W", (d, d), R)]
     gamma = Y[:, :, None] * np.matmul(X, v[:, None, :, None])[..., 0]  # LinearHead.fixed_scores, (R, n, T)
-    return _kernel_gd(X, Z, gamma, param, params, steps, lr, loss, record_every, progress)
+    return _kernel_gd(X, Z, gamma, param, params, cfg, lr, record_every)
 
 
-def _run_kernel(batch, head, param, init, steps, lr, loss, record_every, progress) -> GDResult:
+def _run_kernel(batch, head, param, params, cfg, lr, record_every) -> GDResult:
     """The torch path's entry to the kernels (tensors, any LinearHead): :func:`_kernel_gd` on numpy copies."""
     gamma = head.fixed_scores(batch.X, batch.Y)
-    params = [_np(init)] if param == "W" else [_np(init[0]), _np(init[1])]
-    return _kernel_gd(_np(batch.X), _np(batch.Z), _np(gamma), param, params, steps, lr, loss, record_every,
-                      progress)
+    return _kernel_gd(_np(batch.X), _np(batch.Z), _np(gamma), param, [_np(p) for p in params], cfg, lr,
+                      record_every)
 
 
 def _kernel_loss(X: np.ndarray, Z: np.ndarray, gamma: np.ndarray, W: np.ndarray, loss: str) -> np.ndarray:
@@ -275,12 +680,13 @@ def _kernel_loss(X: np.ndarray, Z: np.ndarray, gamma: np.ndarray, W: np.ndarray,
     return LOSS_NP[loss]((s * gamma).sum(-1)).mean(-1)
 
 
-def _kernel_gd(X, Z, gamma, param, params, steps, lr, loss, record_every, progress) -> GDResult:
+def _kernel_gd(X, Z, gamma, param, params, cfg: GDConfig, lr: float, record_every) -> GDResult:
     """Normalised GD through the compiled CPU kernels (numerics.kernels), numpy in and out (no torch); the
     same result type as the torch paths. X (R, n, T, d), Z (R, n, d), gamma (R, n, T) the linear head's
     fixed scores, params [W] or [K, Q] (R, d, m). State lives in instances-last arrays between kernel
     calls, one set per block of at most KERNEL_BLOCK instances (a block's working set stays in L2)."""
     R, n, T, d = X.shape
+    steps, loss = cfg.steps, cfg.loss
     m = params[0].shape[-1] if param == "KQ" else d
     mod = kernels.kernels(n, T, d, m)
     tiny = float(np.finfo(np.float64).tiny)
@@ -328,7 +734,7 @@ def _kernel_gd(X, Z, gamma, param, params, steps, lr, loss, record_every, progre
 
     rec = _record_points(steps, record_every)
     its, Ws, Ls = _drive(
-        steps_from, steps, rec, progress, current_W, lambda Wk: _kernel_loss(X, Z, gamma, Wk, loss)
+        steps_from, steps, rec, cfg.progress, current_W, lambda Wk: _kernel_loss(X, Z, gamma, Wk, loss)
     )
     W = current_W()
     return GDResult(
@@ -358,6 +764,7 @@ def warm_kernels(shapes=None, params: tuple[str, ...] = ("W", "KQ")) -> list[dic
             if param == "W" and m != d:
                 continue
             t0 = time.perf_counter()
-            run_gd([data], param=param, m=m if param == "KQ" else None, steps=1, lr=0.1, backend="numba")
+            cfg = GDConfig(steps=1, lr=0.1, param=param, m=m if param == "KQ" else None, backend="numba")
+            run_gd([data], cfg)
             out.append({"shape": [n, T, d, m], "param": param, "seconds": time.perf_counter() - t0})
     return out

@@ -1,6 +1,17 @@
-"""The batched tensor programs of :func:`numerics.gd.run_gd` (CPU or CUDA, any head): W-GD in logit
-space, explicit-W GD with weight decay, (K, Q)-GD through the closed-form gradient (module doc of
-:mod:`numerics.gd`)."""
+"""The tensor code paths of :func:`numerics.gd.run_gd` (CPU or CUDA, any head; module doc of
+:mod:`numerics.gd`): the fused programs -- W-GD in logit space (:func:`run_w`), (K, Q)-GD through the
+closed-form gradient (:func:`run_kq`) -- and the explicit loop every model and geometry runs on
+(:func:`run_explicit`).
+
+W-parametrised GD runs in *logit space*: with token weights c_i (numerics.attention.token_weights)
+the step G = sum_j X_j^T c_j z_j^T changes the logits by (M c)_i (TokenGram) and has
+||G||_F^2 = c^T M c, so each step is one softmax, a few elementwise ops and one batched product;
+W = W(0) - sum_j X_j^T A_j z_j^T is rebuilt from the accumulated weights A only when recorded.
+(K, Q)-GD uses the closed-form gradient through P = Z Q without forming W or G (five small batched
+products and two per-example ones per step). With a linear head every step runs on preallocated
+buffers with in-place / ``out=`` kernels and no host synchronisation (per-op overhead, not arithmetic,
+dominates at the paper's sizes). A step size per instance is an (R, 1, 1) tensor ``lr``; one step size
+a float (the scalar kernels, bit for bit as before)."""
 
 from __future__ import annotations
 
@@ -8,13 +19,11 @@ import numpy as np
 import torch
 
 from . import attention as att
-from .errors import InvalidInputError
 from .gd_common import (
     GDResult,
     _drive,
     _norm_floor,
     _np,
-    _progress,
     _record_points,
     _softmax_rows,
 )
@@ -29,7 +38,9 @@ SHIFT_EVERY_MAX = 16
 
 
 @torch.inference_mode()
-def _run_w(batch, head, W0, steps, lr, normalized, loss, record_every, progress) -> GDResult:
+def run_w(batch, head, W0, cfg, lr, record_every) -> GDResult:
+    """The fused W-GD program (plain or normalised, no weight decay)."""
+    steps, normalized, loss = cfg.steps, cfg.geometry.scale_free, cfg.loss
     X, Y, Z = batch.X, batch.Y, batch.Z
     R, n, T, d = X.shape
     gram = att.TokenGram(X, Z)
@@ -45,7 +56,7 @@ def _run_w(batch, head, W0, steps, lr, normalized, loss, record_every, progress)
     CM = torch.empty_like(LA)
     every = 1
     if normalized and steps > 0 and R > 0:  # one host sync before the loop, none inside it
-        drift = lr * float(gram.entry_bound.max().sqrt())  # max per-step change of any logit
+        drift = _lr_max(lr) * float(gram.entry_bound.max().sqrt())  # max per-step change of any logit
         every = int(min(SHIFT_EVERY_MAX, max(1.0, SHIFT_DRIFT_MAX / drift))) if drift > 0 else SHIFT_EVERY_MAX
     if gamma is not None and normalized and gram.dense:
         step = _w_step_linear(gram, gamma, lg, CM, LA, floor, lr, loss, tiny)
@@ -67,7 +78,7 @@ def _run_w(batch, head, W0, steps, lr, normalized, loss, record_every, progress)
 
     rec = _record_points(steps, record_every)
     its, Ws, Ls = _drive(
-        steps_from, steps, rec, progress, current_W, lambda Wk: att.loss(X, Y, Z, Wk, head, loss)
+        steps_from, steps, rec, cfg.progress, current_W, lambda Wk: att.loss(X, Y, Z, Wk, head, loss)
     )
     W = current_W()
     final_loss = att.loss(X, Y, Z, W, head, loss)
@@ -76,8 +87,17 @@ def _run_w(batch, head, W0, steps, lr, normalized, loss, record_every, progress)
         iterations=np.array(its) if rec else None,
         W_traj=np.stack([_np(w) for w in Ws]) if rec else None,
         loss_traj=np.stack([_np(v) for v in Ls]) if rec else None,
-        param="W", normalized=normalized, lr=lr, steps=steps,
+        param="W", normalized=normalized, lr=_lr_out(lr), steps=steps,
     )
+
+
+def _lr_max(lr) -> float:
+    return lr if isinstance(lr, float) else float(lr.max())
+
+
+def _lr_out(lr):
+    """GDResult.lr: the float, or the per-instance step sizes (R,)."""
+    return lr if isinstance(lr, float) else _np(lr).reshape(-1)
 
 
 def _w_step_linear(gram, gamma, lg, CM, LA, floor, lr, loss, tiny):
@@ -108,6 +128,7 @@ def _w_step_linear(gram, gamma, lg, CM, LA, floor, lr, loss, tiny):
     Mc_col = Mc_row.mT  # (R, nT, 1)
     nrm2 = torch.empty((R, 1, 1), dtype=lg.dtype, device=lg.device)
     M = gram.M
+    per_instance = not isinstance(lr, float)
 
     def recentre():
         lg.sub_(lg.amax(-1, keepdim=True))
@@ -130,7 +151,10 @@ def _w_step_linear(gram, gamma, lg, CM, LA, floor, lr, loss, tiny):
         torch.bmm(c_row, M, out=Mc_row)  # (M c)^T = c^T M: X_i G z_i
         torch.bmm(c_row, Mc_col, out=nrm2)  # ||G||_F^2 = c^T M c (of the rescaled c)
         scale = torch.maximum(nrm2, floor, out=nrm2).rsqrt_()  # (R, 1, 1): 1 / ||G||
-        LA.addcmul_(CM, scale, value=-lr)  # lg -= lr M c / ||G||, -A -= lr c / ||G||
+        if per_instance:
+            LA.addcmul_(CM, scale.mul_(lr), value=-1.0)
+        else:
+            LA.addcmul_(CM, scale, value=-lr)  # lg -= lr M c / ||G||, -A -= lr c / ||G||
 
     step.recentre = recentre
     return step
@@ -150,9 +174,14 @@ def _w_step_general(X, Y, head, gram, gamma, lg, CM, LA, floor, lr, n, normalize
         Mc_buf.copy_(Mc)
         if normalized:
             nrm2 = (c * Mc).sum((1, 2), keepdim=True)  # (R, 1, 1): ||G||_F^2 (of the rescaled c)
-            LA.addcmul_(CM, torch.maximum(nrm2, floor).rsqrt_(), value=-lr)
-        else:
+            if isinstance(lr, float):
+                LA.addcmul_(CM, torch.maximum(nrm2, floor).rsqrt_(), value=-lr)
+            else:
+                LA.addcmul_(CM, torch.maximum(nrm2, floor).rsqrt_().mul_(lr), value=-1.0)
+        elif isinstance(lr, float):
             LA.sub_(CM, alpha=lr / n)  # grad L = G / n
+        else:
+            LA.sub_(CM * (lr / n))
 
     return step
 
@@ -178,7 +207,9 @@ def _kq_grads(X, Y, Z, K, Q, head, loss, gamma, direction_only=False):
 
 
 @torch.inference_mode()
-def _run_kq(batch, head, K, Q, steps, lr, normalized, loss, record_every, progress, wd=0.0) -> GDResult:
+def run_kq(batch, head, K, Q, cfg, lr, record_every) -> GDResult:
+    """The fused (K, Q)-GD program (plain or normalised, weight decay allowed)."""
+    steps, normalized, loss, wd = cfg.steps, cfg.geometry.scale_free, cfg.loss, cfg.wd
     X, Y, Z = batch.X, batch.Y, batch.Z
     R, n = X.shape[:2]
     gamma = head.fixed_scores(X, Y)
@@ -204,21 +235,31 @@ def _run_kq(batch, head, K, Q, steps, lr, normalized, loss, record_every, progre
             Gr.add_(P, alpha=2.0 * wd)  # grad of wd (||K||^2 + ||Q||^2): 2 wd K, 2 wd Q
     else:
         grads = data_grads  # the hot path: no extra kernel
-    if normalized:
+    lr2 = lr if isinstance(lr, float) else torch.cat([lr, lr])  # (2R, 1, 1): K's and Q's
+    if normalized and isinstance(lr2, float):
         def step():
             grads()
-            P.addcdiv_(Gr, torch.linalg.vector_norm(Gr, dim=(1, 2), keepdim=True).clamp_min_(tiny), value=-lr)
+            nrm = torch.linalg.vector_norm(Gr, dim=(1, 2), keepdim=True).clamp_min_(tiny)
+            P.addcdiv_(Gr, nrm, value=-lr2)
+    elif normalized:
+        def step():
+            grads()
+            P.sub_(Gr.div_(torch.linalg.vector_norm(Gr, dim=(1, 2), keepdim=True).clamp_min_(tiny)).mul_(lr2))
+    elif isinstance(lr2, float):
+        def step():
+            grads()
+            P.sub_(Gr, alpha=lr2)
     else:
         def step():
             grads()
-            P.sub_(Gr, alpha=lr)
+            P.sub_(Gr.mul_(lr2))
 
     def steps_from(k: int, stop: int) -> None:
         for _ in range(k, stop):
             step()
 
     rec = _record_points(steps, record_every)
-    its, Ws, Ls = _drive(steps_from, steps, rec, progress, lambda: torch.bmm(K, Q.mT),
+    its, Ws, Ls = _drive(steps_from, steps, rec, cfg.progress, lambda: torch.bmm(K, Q.mT),
                          lambda Wk: att.loss(X, Y, Z, Wk, head, loss))
     W = torch.bmm(K, Q.mT)
     return GDResult(
@@ -227,63 +268,52 @@ def _run_kq(batch, head, K, Q, steps, lr, normalized, loss, record_every, progre
         iterations=np.array(its) if rec else None,
         W_traj=np.stack([_np(w) for w in Ws]) if rec else None,
         loss_traj=np.stack([_np(v) for v in Ls]) if rec else None,
-        param="KQ", normalized=normalized, lr=lr, steps=steps,
+        param="KQ", normalized=normalized, lr=_lr_out(lr), steps=steps,
     )
 
 
 @torch.inference_mode()
-def _run_w_explicit(batch, head, W0, steps, lr, normalized, loss, record_every, progress, wd) -> GDResult:
-    """GD on L(W) + wd ||W||_F^2 with W held explicitly (the weight-decay path for "W").
+def run_explicit(batch, head, model, params, cfg, lr, record_every, transform) -> GDResult:
+    """The explicit loop (numerics.gd module doc): any model, any geometry, weight decay, the step hook.
 
-    The fused logit-space step (:func:`_run_w`) writes W = W(0) + sum_j X_j^T A_j z_j^T and moves only
-    the token weights A; the decay gradient 2 wd W has a W(0) component outside that span (and would
-    also need ||W||_F per step for the normalisation), so this path forms W and its gradient each step:
-    grad = (1/n) sum_i X_i^T c_i z_i^T + 2 wd W, with accurate (reference-token) token weights c.
-    """
-    if not wd > 0:
-        raise InvalidInputError("_run_w_explicit is the weight-decay path; use _run_w for weight_decay = 0")
-    X, Y, Z = batch.X, batch.Y, batch.Z
-    tiny = torch.finfo(X.dtype).tiny
-    gamma = head.fixed_scores(X, Y)
-    W = W0.clone()
+    Each step: g = model.grads (token weights rescaled to max |c| = 1 when the geometry is scale free and
+    wd = 0), plus 2 wd param with weight decay; then ``transform`` (the registered step hooks, or None)
+    may change (g, lr) or skip the step; then ``cfg.geometry.update``. The parameters ``params`` (a list
+    of (R, ...) tensors) are moved in place."""
+    steps, loss, wd, geometry = cfg.steps, cfg.loss, cfg.wd, cfg.geometry
+    tiny = torch.finfo(batch.X.dtype).tiny
+    gamma = model.context(batch, head)
+    direction_only = geometry.scale_free and wd == 0
+    P = list(params)
 
     def step():
-        s = _softmax_rows(att.logits(X, Z, W))
-        c = att.token_weights(X, Y, s, head, loss, gamma)[1]
-        G = att.grad_from_weights(X, Z, c).add_(W, alpha=2.0 * wd)
-        if normalized:
-            W.addcdiv_(G, torch.linalg.matrix_norm(G, keepdim=True).clamp_min_(tiny), value=-lr)
-        else:
-            W.sub_(G, alpha=lr)
+        gs = model.grads(batch, head, P, loss, gamma, direction_only)
+        if wd > 0:
+            gs = [g + 2.0 * wd * p for g, p in zip(gs, P, strict=True)]
+        step_lr = lr
+        if transform is not None:
+            gs, step_lr = transform(gs, step_lr)
+            if gs is None:
+                return
+        geometry.update(P, gs, step_lr, tiny)
+
+    def steps_from(k: int, stop: int) -> None:
+        for _ in range(k, stop):
+            step()
 
     rec = _record_points(steps, record_every)
-    its, Ws, Ls = [], [], []
-    bar = _progress(steps, progress)
-    for k in range(steps + 1):
-        if k in rec:
-            its.append(k)
-            Ws.append(W.clone())
-            Ls.append(att.loss(X, Y, Z, W, head, loss))
-        if k == steps:
-            break
-        step()
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
+    its, Ws, Ls = _drive(steps_from, steps, rec, cfg.progress, lambda: model.W(P),
+                         lambda Wk: model.loss(batch, head, Wk, loss))
+    W = model.W(P)
+    kq = model.name == "KQ"
     return GDResult(
-        W=_np(W),
-        K=None,
-        Q=None,
-        norms=_np(torch.linalg.matrix_norm(W)),
-        loss=_np(att.loss(X, Y, Z, W, head, loss)),
+        W=_np(W), K=_np(P[0]) if kq else None, Q=_np(P[1]) if kq else None,
+        norms=_np(torch.linalg.vector_norm(W, dim=tuple(range(1, W.ndim)))),
+        loss=_np(model.loss(batch, head, W, loss)),
         iterations=np.array(its) if rec else None,
         W_traj=np.stack([_np(w) for w in Ws]) if rec else None,
         loss_traj=np.stack([_np(v) for v in Ls]) if rec else None,
-        param="W",
-        normalized=normalized,
-        lr=lr,
-        steps=steps,
+        param=model.name, normalized=geometry.scale_free, lr=_lr_out(lr), steps=steps,
     )
 
 

@@ -34,7 +34,7 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -42,10 +42,13 @@ import torch
 
 from .attention import LOSS_FNS, softmax_logits
 from .errors import InvalidInputError
+from .gd import GDConfig, Model, run_gd
 
 __all__ = [
     "LOSSES",
+    "PromptBatch",
     "PromptGDResult",
+    "PromptModel",
     "VPPath",
     "prompt_keys",
     "prompt_scores",
@@ -125,10 +128,52 @@ def _batched(K: Any, g: Any) -> tuple[np.ndarray, np.ndarray, bool]:
     return K, g, single
 
 
+@dataclass(frozen=True)
+class PromptBatch:
+    """The data of a prompt GD run: keys K (R, n, T, dk) and scores g (R, n, T), float64 tensors (``X`` is
+    K: the engine reads the batch shape from it)."""
+
+    X: torch.Tensor
+    g: torch.Tensor
+
+
+@dataclass(frozen=True, eq=False)
+class PromptModel(Model):
+    """GD on the prompt p (R, dk) (module docstring) as a model of the one GD engine (numerics.gd.run_gd;
+    data: a :class:`PromptBatch`); its "W" is p itself. ``stalled`` (R,) is set in :meth:`start` and marks
+    the runs whose gradient was exactly 0 at some step (normalised GD then does not move them)."""
+
+    stalled: list = field(default_factory=list)
+
+    name = "prompt"
+
+    def prepare(self, data, head, device, dtype):
+        return data, None
+
+    def context(self, batch, head):
+        return None
+
+    def loss(self, batch, head, W, loss):
+        return prompt_loss(batch.X, batch.g, W, loss)
+
+    def start(self, init, R, d, m, device, dtype):
+        self.stalled[:] = [torch.zeros(R, dtype=torch.bool, device=device)]
+        return [torch.as_tensor(np.asarray(init, dtype=float), dtype=dtype, device=device).clone()]
+
+    def grads(self, batch, head, params, loss, gamma, direction_only):
+        G = prompt_grad(batch.X, batch.g, params[0], loss)
+        self.stalled[0] |= torch.linalg.vector_norm(G, dim=-1) == 0
+        return [G]
+
+    def W(self, params):
+        return params[0].clone()
+
+
 def run_prompt_gd(keys: Any, gamma: Any, *, steps: int, lr: float, normalized: bool = True,
                   loss: str = "logistic", init: Any = None, record_every: int | None = None,
                   device: str = "cpu") -> PromptGDResult:
-    """Batched (normalised) GD on the prompt: p ← p − η ∇L/‖∇L‖ (or p − η ∇L), R runs at once.
+    """Batched (normalised) GD on the prompt: p ← p − η ∇L/‖∇L‖ (or p − η ∇L), R runs at once, on the GD
+    engine (numerics.gd.run_gd with a :class:`PromptModel`: its explicit loop and step hook).
 
     keys (R, n, T, dk) or (n, T, dk); gamma (R, n, T) or (n, T); init (R, dk) (default zeros).
     Records every ``record_every`` steps (default steps // 20) plus the last iterate.
@@ -139,31 +184,17 @@ def run_prompt_gd(keys: Any, gamma: Any, *, steps: int, lr: float, normalized: b
         raise InvalidInputError(f"steps must be >= 1 and lr > 0, got steps={steps}, lr={lr}")
     p0 = np.zeros((R, dk)) if init is None else np.asarray(init, dtype=float).reshape(R, dk)
     every = max(1, steps // 20) if record_every is None else int(record_every)
-    Kt = torch.as_tensor(K, dtype=torch.float64, device=device)
-    gt = torch.as_tensor(g, dtype=torch.float64, device=device)
-    p = torch.as_tensor(p0, dtype=torch.float64, device=device).clone()
-    stalled = torch.zeros(R, dtype=torch.bool, device=device)
-    traj, its, losses = [], [], []
-
-    def record(k):
-        traj.append(p.cpu().numpy().copy())
-        its.append(k)
-        losses.append(prompt_loss(Kt, gt, p, loss).cpu().numpy())
-
-    record(0)
-    for k in range(1, steps + 1):
-        G = prompt_grad(Kt, gt, p, loss)
-        if normalized:
-            nrm = torch.linalg.vector_norm(G, dim=-1, keepdim=True)
-            zero = nrm[:, 0] == 0
-            stalled |= zero
-            G = torch.where(zero[:, None], torch.zeros_like(G), G / torch.where(zero[:, None], 1.0, nrm))
-        p = p - lr * G
-        if k % every == 0 or k == steps:
-            record(k)
-    P = np.stack(traj)
-    return PromptGDResult(p=P[-1], p_traj=P, iterations=np.array(its), loss=np.stack(losses),
-                          norms=np.linalg.norm(P, axis=-1), stalled=stalled.cpu().numpy())
+    batch = PromptBatch(torch.as_tensor(K, dtype=torch.float64, device=device),
+                        torch.as_tensor(g, dtype=torch.float64, device=device))
+    model = PromptModel()
+    cfg = GDConfig(steps=steps, lr=lr, geometry="normalized" if normalized else "plain", loss=loss,
+                   param=model)
+    res = run_gd(batch, cfg, init=p0, device=device, record_every=every)
+    assert res.W_traj is not None and res.iterations is not None and res.loss_traj is not None  # recorded
+    P = res.W_traj
+    stalled = model.stalled[0].cpu().numpy() if normalized else np.zeros(R, dtype=bool)
+    return PromptGDResult(p=P[-1], p_traj=P, iterations=res.iterations, loss=res.loss_traj,
+                          norms=np.linalg.norm(P, axis=-1), stalled=stalled)
 
 
 # ------------------------------------------------------------------------------------------------

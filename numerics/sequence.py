@@ -23,7 +23,7 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,9 +31,11 @@ import torch
 
 from .attention import softmax_logits
 from .errors import InvalidInputError
+from .gd import GDConfig, Model, run_gd
 from .prompt import _centred, _loss_fns
 
-__all__ = ["SeqGDResult", "causal_mask", "seq_probs", "seq_loss", "seq_grad", "run_seq_gd"]
+__all__ = ["SeqBatch", "SeqGDResult", "SequenceModel", "causal_mask", "seq_probs", "seq_loss", "seq_grad",
+           "run_seq_gd"]
 
 
 def causal_mask(T: int, device: Any = "cpu") -> torch.Tensor:
@@ -81,10 +83,53 @@ class SeqGDResult:
     stalled: np.ndarray
 
 
+@dataclass(frozen=True)
+class SeqBatch:
+    """The data of a sequence GD run: X (R, n, T, d) and the scores G (R, n, T, T), float64 tensors."""
+
+    X: torch.Tensor
+    G: torch.Tensor
+
+
+@dataclass(frozen=True, eq=False)
+class SequenceModel(Model):
+    """GD on W for the sequence / causal loss (module docstring) as a model of the one GD engine
+    (numerics.gd.run_gd; data: a :class:`SeqBatch`). ``stalled`` (R,) is set in :meth:`start` and marks
+    the runs whose gradient was exactly 0 at some step (normalised GD then does not move them)."""
+
+    causal: bool = False
+    stalled: list = field(default_factory=list)
+
+    name = "sequence"
+
+    def prepare(self, data, head, device, dtype):
+        return data, None
+
+    def context(self, batch, head):
+        return None
+
+    def loss(self, batch, head, W, loss):
+        return seq_loss(batch.X, batch.G, W, self.causal, loss)
+
+    def start(self, init, R, d, m, device, dtype):
+        self.stalled[:] = [torch.zeros(R, dtype=torch.bool, device=device)]
+        W0 = torch.as_tensor(np.asarray(init, dtype=float), dtype=dtype, device=device)
+        return [W0.reshape(R, d, d).clone()]
+
+    def grads(self, batch, head, params, loss, gamma, direction_only):
+        g = seq_grad(batch.X, batch.G, params[0], self.causal, loss)
+        self.stalled[0] |= torch.linalg.matrix_norm(g) == 0
+        return [g]
+
+    def W(self, params):
+        return params[0].clone()
+
+
 def run_seq_gd(X: Any, gamma: Any, *, causal: bool = False, steps: int, lr: float, normalized: bool = True,
                loss: str = "logistic", init: Any = None, record_every: int | None = None,
                device: str = "cpu") -> SeqGDResult:
-    """Batched (normalised) GD on the sequence / causal loss: W ← W − η ∇L/‖∇L‖_F.
+    """Batched (normalised) GD on the sequence / causal loss: W ← W − η ∇L/‖∇L‖_F, on the GD engine
+    (numerics.gd.run_gd with a :class:`SequenceModel`: its explicit loop and step hook).
 
     X (R, n, T, d) or (n, T, d); gamma (R, n, T, T) or (n, T, T); init (R, d, d) (default zeros).
     Records every ``record_every`` steps (default steps // 20) and the last iterate.
@@ -103,34 +148,20 @@ def run_seq_gd(X: Any, gamma: Any, *, causal: bool = False, steps: int, lr: floa
     R, n, T, d = Xa.shape
     W0 = np.zeros((R, d, d)) if init is None else np.asarray(init, dtype=float).reshape(R, d, d)
     every = max(1, steps // 20) if record_every is None else int(record_every)
-    Xt = torch.as_tensor(Xa, dtype=torch.float64, device=device)
-    Gt = torch.as_tensor(Ga, dtype=torch.float64, device=device)
-    W = torch.as_tensor(W0, dtype=torch.float64, device=device).clone()
-    stalled = torch.zeros(R, dtype=torch.bool, device=device)
-    traj, its, losses = [], [], []
-
-    def record(k):
-        traj.append(W.cpu().numpy().copy())
-        its.append(k)
-        losses.append(seq_loss(Xt, Gt, W, causal, loss).cpu().numpy())
-
-    record(0)
-    for k in range(1, steps + 1):
-        Gr = seq_grad(Xt, Gt, W, causal, loss)
-        if normalized:
-            nrm = torch.linalg.matrix_norm(Gr)[:, None, None]
-            zero = nrm == 0
-            stalled |= zero[:, 0, 0]
-            Gr = torch.where(zero, torch.zeros_like(Gr), Gr / torch.where(zero, 1.0, nrm))
-        W = W - lr * Gr
-        if k % every == 0 or k == steps:
-            record(k)
-    P = np.stack(traj)
+    batch = SeqBatch(torch.as_tensor(Xa, dtype=torch.float64, device=device),
+                     torch.as_tensor(Ga, dtype=torch.float64, device=device))
+    model = SequenceModel(causal)
+    cfg = GDConfig(steps=steps, lr=lr, geometry="normalized" if normalized else "plain", loss=loss,
+                   param=model)
+    res = run_gd(batch, cfg, init=W0, device=device, record_every=every)
+    assert res.W_traj is not None and res.iterations is not None and res.loss_traj is not None  # recorded
+    P = res.W_traj
+    stalled = model.stalled[0].cpu().numpy() if normalized else np.zeros(R, dtype=bool)
     return SeqGDResult(
         W=P[-1][0] if single else P[-1],
         W_traj=P,
-        iterations=np.array(its),
-        loss=np.stack(losses),
+        iterations=res.iterations,
+        loss=res.loss_traj,
         norms=np.linalg.norm(P, axis=(-2, -1)),
-        stalled=stalled.cpu().numpy(),
+        stalled=stalled,
     )

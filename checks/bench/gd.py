@@ -50,11 +50,11 @@ def _profile_ops(datas, param: str, steps: int, device: str, top: int = 8) -> li
     """Self-CPU time by aten op of ``steps`` batched GD steps (torch.profiler)."""
     from torch.profiler import ProfilerActivity, profile
 
-    from numerics.gd import run_gd
+    from numerics.gd import GDConfig, run_gd
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
     with contextlib.redirect_stdout(io.StringIO()), profile(activities=acts) as prof:
-        run_gd(datas, param=param, steps=steps, lr=GD_LR[param], device=device, backend="torch")
+        run_gd(datas, GDConfig(steps=steps, lr=GD_LR[param], param=param, backend="torch"), device=device)
     ev = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
     total = sum(e.self_cpu_time_total for e in ev) or 1.0
     return [{"op": e.key, "calls_per_step": round(e.count / steps, 2),
@@ -75,7 +75,7 @@ def _kernel_setup_times(datas) -> dict[str, dict[str, float]]:
     import tempfile
 
     from numerics import kernels
-    from numerics.gd import run_gd
+    from numerics.gd import GDConfig, run_gd
 
     n, T, d = datas[0].X.shape[0], datas[0].X.shape[1], datas[0].X.shape[2]
     key = (n, T, d, d)
@@ -87,14 +87,15 @@ def _kernel_setup_times(datas) -> dict[str, dict[str, float]]:
             kernels._MODULES.pop(key, None)  # a new module in the empty cache: numba compiles
             for param in ("W", "KQ"):
                 t0 = time.perf_counter()
-                run_gd(datas, param=param, steps=1, lr=GD_LR[param], backend="numba")
+                run_gd(datas, GDConfig(steps=1, lr=GD_LR[param], param=param, backend="numba"))
                 out["compile"][param] = time.perf_counter() - t0
             # a new process (imports done) loading that cache, as every later run does
             code = ("import json, time, numpy as np; from numerics.data import random_unit_sphere; "
-                    "from numerics.gd import run_gd; "
+                    "from numerics.gd import GDConfig, run_gd; "
                     f"ds = random_unit_sphere({n}, {T}, {d}, rng=np.random.default_rng(0)); out = {{}}\n"
                     f"for p, lr in {dict(GD_LR)!r}.items():\n"
-                    "    t0 = time.perf_counter(); run_gd(ds, param=p, steps=1, lr=lr, backend='numba')\n"
+                    "    t0 = time.perf_counter()\n"
+                    "    run_gd(ds, GDConfig(steps=1, lr=lr, param=p, backend='numba'))\n"
                     "    out[p] = time.perf_counter() - t0\n"
                     "print(json.dumps(out))")
             proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
@@ -117,7 +118,7 @@ def _kernel_setup_times(datas) -> dict[str, dict[str, float]]:
 def bench_gd(b: Bench) -> None:
     import torch
 
-    from numerics.gd import run_gd
+    from numerics.gd import GDConfig, run_gd
 
     sz = b.sizes
     n, T, d = sz.gd_shape
@@ -129,9 +130,8 @@ def bench_gd(b: Bench) -> None:
         "steps": steps,
         "lr": dict(GD_LR),
     }
-    run_gd(
-        datas[:2], param="W", steps=3, lr=0.1, device=b.device, backend="torch"
-    )  # warm-up (allocator, dispatch)
+    # warm-up (allocator, dispatch)
+    run_gd(datas[:2], GDConfig(steps=3, lr=0.1, backend="torch"), device=b.device)
     kernel = _kernel_backend(b.device)
     backends = ["numba", "torch"] if kernel else ["torch"]
     out["backends"] = backends
@@ -145,14 +145,15 @@ def bench_gd(b: Bench) -> None:
             + str(ks["cache_load"])
         )
         for param in ("W", "KQ"):  # the timed runs below load (or compile) the user's cache off the clock
-            run_gd(datas[:1], param=param, steps=1, lr=GD_LR[param], backend="numba")
+            run_gd(datas[:1], GDConfig(steps=1, lr=GD_LR[param], param=param, backend="numba"))
     for param in ("W", "KQ"):
         init = _gd_init(param, R, d, seed=2)
         res_by, t_by = {}, {}
         for be in backends:
             _log(f"gd {param}: ours ({be}), {R} instances x {steps} steps, best of {sz.gd_repeats}")
             t_by[be], res_by[be] = _timeit(lambda init=init, param=param, be=be: run_gd(
-                datas, param=param, steps=steps, lr=GD_LR[param], init=init, device=b.device, backend=be),
+                datas, GDConfig(steps=steps, lr=GD_LR[param], param=param, backend=be), init=init,
+                device=b.device),
                 sz.gd_repeats)
             _sync(b.device)
         best = backends[0]  # what run_gd(backend="auto") takes at this size
@@ -307,7 +308,7 @@ def _span(v: list[int]) -> str:
 
 
 def bench_gd_curve(b: Bench) -> None:
-    from numerics.gd import run_gd
+    from numerics.gd import GDConfig, run_gd
 
     sz = b.sizes
     n, T, d = sz.gd_shape
@@ -321,18 +322,13 @@ def bench_gd_curve(b: Bench) -> None:
             key = param if be == backends[0] else f"{param}-{be}"
             out[key] = []
             if be == "numba":  # compile / cache load off the clock
-                run_gd(datas[:1], param=param, steps=1, lr=GD_LR[param], backend=be)
+                run_gd(datas[:1], GDConfig(steps=1, lr=GD_LR[param], param=param, backend=be))
             for R in sz.curve_R:
                 reps = 3 if R * sz.curve_steps <= 200_000 else 1
                 t, _ = _timeit(
                     lambda R=R, param=param, be=be: run_gd(
-                        datas[:R],
-                        param=param,
-                        steps=sz.curve_steps,
-                        lr=GD_LR[param],
-                        device=b.device,
-                        backend=be,
-                    ),
+                        datas[:R], GDConfig(steps=sz.curve_steps, lr=GD_LR[param], param=param, backend=be),
+                        device=b.device),
                     reps,
                 )
                 per = t / (R * sz.curve_steps)

@@ -186,12 +186,12 @@ def bench_startup(b: Bench) -> None:
         R, steps = sz.gd_instances, sz.gd_steps
         warm_kernels([(n, T, d, d)], params=("W",))  # the disk cache the fresh process loads
         code = ("import time\nfrom checks.bench import _gd_data, _gd_init, GD_LR\n"
-                "from numerics.gd import run_gd\n"
+                "from numerics.gd import GDConfig, run_gd\n"
                 f"ds = _gd_data({sz.gd_shape!r}, {R}, seed=1); init = _gd_init('W', {R}, {d}, seed=2)\n"
                 "t1 = time.process_time()\n"
-                f"res = run_gd(ds, param='W', steps={steps}, lr=GD_LR['W'], init=init)\n"
+                f"res = run_gd(ds, GDConfig(steps={steps}, lr=GD_LR['W']), init=init)\n"
                 "t2 = time.process_time()\n"
-                f"run_gd(ds, param='W', steps={steps}, lr=GD_LR['W'], init=init)\n"
+                f"run_gd(ds, GDConfig(steps={steps}, lr=GD_LR['W']), init=init)\n"
                 "print(res.backend, t1, t2 - t1, time.process_time() - t2)\n")
         _log(
             f"startup: GD W in a fresh process ({R} instances x {steps} steps, imports and cache load "

@@ -29,7 +29,7 @@ from checks.cli.svm import load_data, solution_dict, solve_certified
 from numerics.data import AttentionData
 from numerics.errors import InvalidInputError
 from numerics.fileio import atomic_open, write_text
-from numerics.gd import run_gd
+from numerics.gd import GDConfig, RandomInit, run_gd
 from numerics.gd_common import GD_RECORDS_ATTR, _normal
 from numerics.losses import check_loss
 from numerics.svm import SVMSolution
@@ -225,13 +225,13 @@ def step_fidelity(data: AttentionData, params: tuple[np.ndarray, ...], args: Any
     vector (ΔK, ΔQ) for (K, Q)). Normalised W-GD shortens its step below lr where ‖∇L‖² falls under the
     engine's rounding floor (numerics.gd_common.NORM_FLOOR_FACTOR: softmax tails near float64's underflow,
     logit gaps ≳ 700): there the direction is what can be compared, and rel_diff is not small."""
-    kw = dict(param=args.param, steps=1, lr=args.lr, normalized=args.normalized, loss=args.loss,
-              device=args.device, backend=backend)
+    cfg = GDConfig(steps=1, lr=args.lr, geometry="normalized" if args.normalized else "plain", loss=args.loss,
+                   param=args.param, m=params[0].shape[1] if args.param == "KQ" else None, backend=backend)
     if args.param == "W":
-        res = run_gd([data], init=params[0][None], **kw)
+        res = run_gd([data], cfg, init=params[0][None], device=args.device)
         got = [res.W[0] - params[0]]
     else:
-        res = run_gd([data], init=(params[0][None], params[1][None]), m=params[0].shape[1], **kw)
+        res = run_gd([data], cfg, init=(params[0][None], params[1][None]), device=args.device)
         got = [res.K[0] - params[0], res.Q[0] - params[1]]
     grads = autograd_grads(data, params, args.loss)
     want = [-args.lr * (_unit(g) if args.normalized else g) for g in grads]
@@ -360,10 +360,11 @@ def cmd_gd(args: Any) -> int:
         # without --init run_gd draws the start itself from the seed (the very call a script would make;
         # `init` above is that same start, for the fidelity step and the plain-lr bound)
         given = None if args.init is None else tuple(a[None] for a in init) if m else init[0][None]
-        res = run_gd([data], param=args.param, steps=args.steps, lr=args.lr, normalized=args.normalized,
-                     loss=args.loss, m=m, init=given, seed=head["seed"] or 0, init_scale=args.init_scale,
-                     device=args.device, record_every=record_every, progress=sys.stderr.isatty(),
-                     backend=args.backend)
+        cfg = GDConfig(steps=args.steps, lr=args.lr, geometry="normalized" if args.normalized else "plain",
+                       loss=args.loss, param=args.param, m=m, backend=args.backend,
+                       progress=sys.stderr.isatty())
+        start = RandomInit(head["seed"] or 0, args.init_scale) if given is None else given
+        res = run_gd([data], cfg, init=start, device=args.device, record_every=record_every)
     except KeyboardInterrupt as exc:
         return _interrupted(exc, data, args, head)
     return _report(data, args, head, init, res)

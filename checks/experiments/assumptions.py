@@ -19,7 +19,8 @@ gd_global           α_GD = opt on every example (GD selected the global solutio
                     Att-SVM(opt) is feasible
 ==================  ============================================================================
 
-GD: normalised, step GD_LR, GD_STEPS steps (the authors' protocol, THEORY.md §5), W-parametrised,
+GD: normalised, step 0.1, 2000 steps (the authors' protocol numerics.gd.AUTHORS, THEORY.md §5),
+W-parametrised,
 logistic loss, initialisation drawn from the trial's seed; one batched :func:`numerics.gd.run_gd` call per
 chunk of trials. Rates are unconditional (held / trials); a hypothesis that needs W^mm counts a trial whose
 Att-SVM(opt) is infeasible as not held, and the ``infeasible`` column says how many such trials a cell
@@ -50,7 +51,7 @@ import numpy as np
 
 from numerics.errors import InvalidInputError, SolverError
 from numerics.fileio import write_bytes, write_text
-from numerics.gd_config import AUTHORS
+from numerics.gd import AUTHORS
 
 from .. import hypotheses as hyp
 from .common import INIT_SCALE, error_status, kept_sweep, status_summary
@@ -89,8 +90,6 @@ NO_SVM = ("opt_unique", "B2")
 ALPHA_ENUM_MAX = 256
 #: Otherwise sample this many α uniformly (keeps a trial well under a second).
 ALPHA_SAMPLES = 64
-#: The authors' GD protocol (numerics.gd_config.AUTHORS): normalised GD, step 0.1, 2000 steps.
-GD_LR, GD_STEPS = AUTHORS.lr, AUTHORS.steps
 #: Trials per task: one batched run_gd call each. Fixed (never derived from the worker count), so a
 #: trial's numbers do not depend on how the sweep was split.
 TRIAL_CHUNK = 25
@@ -141,7 +140,7 @@ def _alphas(n: int, T: int, opt: np.ndarray, rng: np.random.Generator) -> tuple[
 def run_chunk(seed: int, n: int, T: int, d: int, trials: list[int]) -> list[dict]:
     """Evaluate every hypothesis on the given trials of cell (n, T, d); one dict per trial."""
     from numerics.data import random_unit_sphere
-    from numerics.gd import run_gd
+    from numerics.gd import RandomInit, run_gd
     from numerics.svm import is_locally_optimal, solve_att_svm
     from numerics.tokens import optimal_tokens, scores, softmax_probs
 
@@ -151,7 +150,7 @@ def run_chunk(seed: int, n: int, T: int, d: int, trials: list[int]) -> list[dict
         datas.append(random_unit_sphere(n, T, d, rng=rng))
         inits.append(int(rng.integers(0, 2**31 - 1)))
         rngs.append(rng)
-    W_final = run_gd(datas, param="W", steps=GD_STEPS, lr=GD_LR, seed=inits, init_scale=INIT_SCALE).W
+    W_final = run_gd(datas, AUTHORS, init=RandomInit(inits, INIT_SCALE)).W
     rows = []
     for j, (data, rng) in enumerate(zip(datas, rngs, strict=False)):
         ot = optimal_tokens(data)
@@ -287,7 +286,7 @@ def to_markdown(records: list[dict], grid: dict, trials: int, seed: int, seconds
         "`infeas.` = trials whose Att-SVM(opt) was infeasible (certified by a Farkas vector); "
         "`some α infeas.` = trials with some infeasible α. feasible_all_alpha enumerates all T^n selections "
         f"when T^n ≤ {ALPHA_ENUM_MAX}, else samples {ALPHA_SAMPLES} (an upper estimate). "
-        f"GD: normalised, step {GD_LR}, {GD_STEPS} steps. Trials whose SVM no solver could certify "
+        f"GD: normalised, step {AUTHORS.lr}, {AUTHORS.steps} steps. Trials whose SVM no solver could certify "
         "(SolverError) "
         "leave the hypotheses needing it undecided: they are errors, outside the rates, counted in the last "
         "column "

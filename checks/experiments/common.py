@@ -12,12 +12,9 @@ from pathlib import Path
 
 from numerics.errors import SolverError
 from numerics.fileio import write_bytes
-from numerics.gd_config import AUTHORS
 
 from .sweep import run_sweep
 
-#: The authors' GD protocol (numerics.gd_config.AUTHORS): normalised GD, step 0.1, 2000 steps.
-GD_LR, GD_STEPS = AUTHORS.lr, AUTHORS.steps
 #: Iterations between recorded iterates for the curves.
 RECORD_EVERY = 50
 #: Runs per task (one batched run_gd call each). Fixed, so results do not depend on the split.

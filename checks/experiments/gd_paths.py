@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from numerics.gd import AUTHORS
 from numerics.tokens import corr
 
 from .common import (
-    GD_LR,
-    GD_STEPS,
     INIT_SCALE,
     _csv,
     _plt,
@@ -33,7 +32,7 @@ def _paths_data():
 
 
 def run_gd_paths(seed: int, trials: int, workers=None, dask=None, progress=True, keep=None) -> dict:
-    from numerics.gd import run_gd
+    from numerics.gd import RandomInit, run_gd
     from numerics.svm import solve_att_svm
     from numerics.tokens import optimal_tokens
 
@@ -44,15 +43,8 @@ def run_gd_paths(seed: int, trials: int, workers=None, dask=None, progress=True,
     inits = [int(trial_rng(seed, "gd-paths", (2, 3, 2), k).integers(0, 2**31 - 1)) for k in range(trials)]
     rows, traj = [], {}
     for param in ("W", "KQ"):
-        res = run_gd(
-            [data] * trials,
-            param=param,
-            steps=GD_STEPS,
-            lr=GD_LR,
-            seed=inits,
-            init_scale=INIT_SCALE,
-            record_every=10,
-        )
+        res = run_gd([data] * trials, AUTHORS.but(param=param), init=RandomInit(inits, INIT_SCALE),
+                     record_every=10)
         its, Wt = res.iterations, res.W_traj
         traj[param] = (its, Wt)
         for s, it in enumerate(its):
@@ -101,12 +93,14 @@ def report_gd_paths(res: dict, trials: int, seed: int) -> tuple[str, bytes, str]
         ax.legend(fontsize=7, loc="lower left")
     fig.suptitle("GD paths vs Att-SVM directions (n=2, T=3, d=2; stars: optimal tokens)")
     final = {
-        p: [r for r in res["rows"] if r["param"] == p and r["iteration"] == GD_STEPS and r["example"] == 0]
+        p: [r for r in res["rows"]
+            if r["param"] == p and r["iteration"] == AUTHORS.steps and r["example"] == 0]
         for p in ("W", "KQ")
     }
     md = [
         "# gd-paths", "",
-        f"n=2, T=3, d=2 hand-placed tokens; normalised GD, step {GD_LR}, {GD_STEPS} steps; {trials} "
+        f"n=2, T=3, d=2 hand-placed tokens; normalised GD, step {AUTHORS.lr}, {AUTHORS.steps} steps; "
+        f"{trials} "
         f"initialisations (seed {seed}). corr(W^mm, W^mm_⋆) = {float(corr(fro.W, nuc.W)):.4f}; "
         f"ranks: Frobenius {fro.rank}, nuclear {nuc.rank}.", "",
         "| parametrisation | final corr with Frobenius (mean) | final corr with nuclear (mean) |",

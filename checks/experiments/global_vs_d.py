@@ -5,12 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from numerics.errors import SolverError
+from numerics.gd import AUTHORS
 from numerics.tokens import corr
 
 from .common import (
     CHUNK,
-    GD_LR,
-    GD_STEPS,
     INIT_SCALE,
     _csv,
     _plt,
@@ -27,7 +26,7 @@ GLOBAL_D = (2, 3, 4, 6, 8, 10, 15, 20)
 
 def global_chunk(seed: int, n: int, T: int, d: int, trials: list[int]) -> list[dict]:
     from numerics.data import random_unit_sphere
-    from numerics.gd import run_gd
+    from numerics.gd import RandomInit, run_gd
     from numerics.svm import solve_att_svm
     from numerics.tokens import optimal_tokens, softmax_probs
 
@@ -36,7 +35,7 @@ def global_chunk(seed: int, n: int, T: int, d: int, trials: list[int]) -> list[d
         rng = trial_rng(seed, "global-vs-d", (n, T, d), k)
         datas.append(random_unit_sphere(n, T, d, rng=rng))
         inits.append(int(rng.integers(0, 2**31 - 1)))
-    W = run_gd(datas, param="W", steps=GD_STEPS, lr=GD_LR, seed=inits, init_scale=INIT_SCALE).W
+    W = run_gd(datas, AUTHORS, init=RandomInit(inits, INIT_SCALE)).W
     out = []
     for j, data in enumerate(datas):
         opt = optimal_tokens(data).index
@@ -110,7 +109,8 @@ def report_global_vs_d(rows, trials, seed):
     md = [
         "# global-vs-d",
         "",
-        f"Random unit-sphere data; normalised GD on W, step {GD_LR}, {GD_STEPS} steps, {trials} runs per "
+        f"Random unit-sphere data; normalised GD on W, step {AUTHORS.lr}, {AUTHORS.steps} steps, "
+        f"{trials} runs per "
         "cell "
         f"(seed {seed}). A run reaches the global solution when its final softmax selects the optimal token "
         "of "

@@ -5,13 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from numerics.errors import SolverError
-from numerics.gd_config import AUTHORS_WD, uniform_init
+from numerics.gd import AUTHORS, AUTHORS_KQ, AUTHORS_WD, uniform_init
 from numerics.tokens import corr
 
 from .common import (
     CHUNK,
-    GD_LR,
-    GD_STEPS,
     INIT_SCALE,
     RECORD_EVERY,
     _csv,
@@ -31,17 +29,18 @@ LC_SHAPE = (6, 8, 10)
 #: eps = float64 machine epsilon (their W loss has no such term); "plain": INIT_SCALE·N(0, 1), no decay.
 LC_PROTOCOLS = ("authors", "plain")
 def _lc_run(datas, inits, seed, trials, protocol, param, d):
-    from numerics.gd import run_gd
+    from numerics.gd import RandomInit, run_gd
 
-    kw = dict(param=param, steps=GD_STEPS, lr=GD_LR, record_every=RECORD_EVERY)
     if protocol == "plain":
-        return run_gd(datas, seed=inits, init_scale=INIT_SCALE, **kw)
+        return run_gd(datas, AUTHORS.but(param=param), init=RandomInit(inits, INIT_SCALE),
+                      record_every=RECORD_EVERY)
     rngs = [trial_rng(seed, f"local-convergence-authors-init-{param}", LC_SHAPE, k) for k in trials]
     if param == "W":
-        return run_gd(datas, init=np.stack([uniform_init(g, (d, d), d) for g in rngs]), **kw)
+        return run_gd(datas, AUTHORS, init=np.stack([uniform_init(g, (d, d), d) for g in rngs]),
+                      record_every=RECORD_EVERY)
     K0 = np.stack([uniform_init(g, (d, d), d) for g in rngs])
     Q0 = np.stack([uniform_init(g, (d, d), d) for g in rngs])
-    return run_gd(datas, init=(K0, Q0), weight_decay=AUTHORS_WD, **kw)
+    return run_gd(datas, AUTHORS_KQ, init=(K0, Q0), record_every=RECORD_EVERY)
 
 
 def lc_chunk(seed: int, trials: list[int]) -> dict:
@@ -159,7 +158,8 @@ def report_local_convergence(res, trials, seed):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     nerr = len(res["error_statuses"])
-    fig.suptitle(f"Local convergence: n=6, T=8, d=10, {trials} seeds, normalised GD step {GD_LR} (mean ± std"
+    fig.suptitle(f"Local convergence: n=6, T=8, d=10, {trials} seeds, normalised GD step {AUTHORS.lr} "
+                 "(mean ± std"
                  f"{f'; {nerr} solver errors excluded' if nerr else ''}); "
                  "solid: authors' protocol (U(±1/√d) init, eps·(‖K‖²+‖Q‖²) for (K, Q)), dashed: plain "
                  f"({INIT_SCALE}·N(0,1) init, no decay)", fontsize=9)
@@ -169,8 +169,9 @@ def report_local_convergence(res, trials, seed):
     md = [
         "# local-convergence",
         "",
-        f"n=6, T=8, d=10 cross-attention, {trials} seeds (seed {seed}); normalised GD, step {GD_LR}, "
-        f"{GD_STEPS} steps, W and (K, Q) with m = d; α = argmax of the final softmax; certified Att-SVM(α). "
+        f"n=6, T=8, d=10 cross-attention, {trials} seeds (seed {seed}); normalised GD, step {AUTHORS.lr}, "
+        f"{AUTHORS.steps} steps, W and (K, Q) with m = d; α = argmax of the final softmax; "
+        "certified Att-SVM(α). "
         "Two protocols on the same data:",
         "",
         "- **authors** (the faithful reproduction of umich-sota/TF-as-SVM `local_converge.ipynb`): "

@@ -7,12 +7,11 @@ import warnings
 import numpy as np
 
 from numerics.errors import SolverError
-from numerics.gd_config import AUTHORS
+from numerics.gd import AUTHORS
 from numerics.tokens import corr
 
 from .common import (
     CHUNK,
-    GD_LR,
     RECORD_EVERY,
     _csv,
     _plt,
@@ -25,7 +24,8 @@ from .sweep import trial_rng
 
 MT_N, MT_T = 3, 4
 MT_D = (4, 6, 8, 10)
-MT_STEPS = AUTHORS.steps  # the authors' 2000 steps: iterates 0..2000, 2001 of them
+#: The authors' protocol (2000 steps: iterates 0..2000, 2001 of them).
+MT_GD = AUTHORS
 CANDIDATES = ("svmeq", "dir", "one_token")
 
 
@@ -35,7 +35,7 @@ def mt_chunk(seed: int, d: int, trials: list[int]) -> dict:
 
     from numerics.attention import ReLUHead
     from numerics.data import random_unit_sphere
-    from numerics.gd import run_gd
+    from numerics.gd import RandomInit, run_gd
     from numerics.svm import fit_svmeq, gen_svm, solve_att_svm
     from numerics.tokens import softmax_probs
 
@@ -46,7 +46,7 @@ def mt_chunk(seed: int, d: int, trials: list[int]) -> dict:
         Vs.append(rng.standard_normal((d, d)) / np.sqrt(d))
         inits.append(int(rng.integers(0, 2**31 - 1)))
     head = ReLUHead(torch.as_tensor(np.stack(Vs)))
-    res = run_gd(datas, steps=MT_STEPS, lr=GD_LR, seed=inits, head=head, record_every=RECORD_EVERY * 2)
+    res = run_gd(datas, MT_GD, init=RandomInit(inits), head=head, record_every=RECORD_EVERY * 2)
     curves = {c: [] for c in CANDIDATES}
     ambiguous = dir_infeasible = one_infeasible = 0
     errors = []
@@ -148,8 +148,9 @@ def report_multi_token(res, trials, seed):
     md = [
         "# multi-token",
         "",
-        f"n=3, T=4, ReLU head h(u) = 1ᵀReLU(Vᵀu), V (d×d) random fixed per run; normalised GD step {GD_LR}, "
-        f"{MT_STEPS + 1} iterates; {trials} runs per d (seed {seed}). Token sets from the final softmax "
+        "n=3, T=4, ReLU head h(u) = 1ᵀReLU(Vᵀu), V (d×d) random fixed per run; "
+        f"normalised GD step {MT_GD.lr}, "
+        f"{MT_GD.steps + 1} iterates; {trials} runs per d (seed {seed}). Token sets from the final softmax "
         "(selected s > 1e-3, masked s ≤ 1e-6); runs with probabilities in between are ambiguous and excluded "
         "(counted). W^svmeq = W^fin + R W^dir with R fitted per iterate.",
         "",

@@ -25,9 +25,11 @@ for the run (forked workers inherit it, spawned ones call :func:`install`). Impo
 ``numerics`` never installs one.
 
 GD has a torch path and compiled numba kernels (numerics.kernels): the GD sabotages (and those that
-break a piece the GD step uses: the gradient, the softmax) replace ``run_gd`` as a whole by an
-explicit-W torch loop built from the shared pieces (``attention.logits``, ``attention.token_weights``,
-``attention.grad_from_weights``, ``gd_common._softmax_rows``), so both backends are broken alike. The SVM
+break a piece the GD step uses: the gradient, the softmax) enter ``run_gd`` through its one step hook
+(``numerics.gd.step_hook``, registered while the sabotage is in force: ``Sabotage.hook``). While a hook
+is registered every run takes the engine's explicit path, built from the shared pieces
+(``attention.logits``, ``attention.token_weights``, ``attention.grad_from_weights``,
+``gd_common._softmax_rows``), so every backend is broken alike. The SVM
 sabotages sit *inside* the solvers, before the certificate: a certificate that catches the wrong
 answer (SolverError -> the instance is an error) is the pipeline detecting the bug. The
 ``*-uncertified`` combinations add ``lax-certificate`` (every certificate reported verified), so the
@@ -69,7 +71,7 @@ from .patches import (  # the SVM, softmax, mask, token, gradient and rank bugs
     _tempered,
     _transposed,
 )
-from .sabotage_gd import Patch, _descent_loop, _gd_patches
+from .sabotage_gd import LR_SCALES, Patch, _gd_patches, gd_hook
 
 #: Components a theorem may declare in ``Theorem.depends_on`` (and a sabotage may break).
 COMPONENTS: dict[str, str] = {
@@ -123,6 +125,7 @@ class Sabotage:
     patches: Callable[[], list[Patch]]
     default: bool = True  # part of the default `attnsvm power` matrix
     parts: tuple[str, ...] = ()  # a combination of other sabotages (then ``patches`` is unused)
+    hook: str | None = None  # run_gd's step hook while in force (sabotage_gd.gd_hook(hook)), or none
 
 
 # -- the catalogue -----------------------------------------------------------------------------------
@@ -138,6 +141,7 @@ CATALOGUE: dict[str, Sabotage] = {
             "every optimiser returns its initialisation (run_gd, regularisation path, prompt / sequence GD, "
             "joint (v, p) path); no 'stalled' flag",
             lambda: _gd_patches("noop"),
+            hook="noop",
         ),
         Sabotage(
             "ascent-gd",
@@ -145,12 +149,26 @@ CATALOGUE: dict[str, Sabotage] = {
             "every GD step climbs: +grad instead of -grad (run_gd, regularisation path, "
             "prompt / sequence GD)",
             lambda: _gd_patches("ascent"),
+            hook="ascent",
         ),
         Sabotage(
             "random-gd",
             _GD_BREAKS,
             "every GD step goes in a random direction with the gradient's norm",
             lambda: _gd_patches("random"),
+            hook="random",
+        ),
+        *(
+            Sabotage(
+                name,
+                ("gd", "kq-gd"),
+                f"every run_gd step has its step size scaled {f:g}x (a subtle bug: normalised GD still "
+                "descends, only its pace changes)",
+                list,
+                default=False,
+                hook=name,
+            )
+            for name, f in LR_SCALES.items()
         ),
         Sabotage(
             "frobenius-for-nuclear",
@@ -193,8 +211,8 @@ CATALOGUE: dict[str, Sabotage] = {
                 ("numerics.tokens", "softmax_rows", _np_rows_unnormalised),
                 ("numerics.attention", "softmax_logits", _rows_unnormalised),
                 ("numerics.gd_common", "_softmax_rows", _rows_unnormalised),
-                _descent_loop(),
             ],
+            hook="descent",
         ),
         Sabotage(
             "causal-mask-off",
@@ -215,7 +233,8 @@ CATALOGUE: dict[str, Sabotage] = {
             "transposed-gradient",
             ("gradient", "gd", "kq-gd", "regpath"),
             "grad_from_weights returns the transpose of the gradient (GD steps use it too)",
-            lambda: [("numerics.attention", "grad_from_weights", _transposed), _descent_loop()],
+            lambda: [("numerics.attention", "grad_from_weights", _transposed)],
+            hook="descent",
         ),
         Sabotage(
             "absolute-rank-threshold",
@@ -228,8 +247,8 @@ CATALOGUE: dict[str, Sabotage] = {
             "softmax-temperature",
             ("softmax", "gd", "kq-gd", "regpath"),
             f"the softmax seam divides its logits by {TEMPERATURE} (GD steps use it too)",
-            lambda: [(*_softmax_seam_slot(mod, names), _tempered) for mod, names in _SOFTMAX_SEAM]
-            + [_descent_loop()],
+            lambda: [(*_softmax_seam_slot(mod, names), _tempered) for mod, names in _SOFTMAX_SEAM],
+            hook="descent",
         ),
         Sabotage(
             "causal-mask-off-by-one",
@@ -353,6 +372,9 @@ def leaks() -> list[str]:
         if type(value) is types.FunctionType and value.__dict__.get(_MARK):
             where = owner.get("__name__", "?") if isinstance(owner, dict) else owner.__qualname__
             out.append(f"{where}.{name} ({value.__dict__[_MARK]})")
+    from numerics import gd
+
+    out.extend(f"numerics.gd step hook ({getattr(h, _MARK, h.__qualname__)})" for h in gd.step_hooks())
     return out
 
 
@@ -379,9 +401,19 @@ def _install(names) -> Callable[[], None]:
     for (mod_name, attr), fake in current.items():
         setattr(importlib.import_module(mod_name), attr, fake)
     _rebind(mapping)
+    from numerics import gd
+
+    removers = []
+    for s in sabs:
+        if s.hook is not None:
+            hook_factory = gd_hook(s.hook)
+            setattr(hook_factory, _MARK, label)
+            removers.append(gd.add_step_hook(hook_factory))
     _ACTIVE.extend(s.name for s in sabs)
 
     def undo() -> None:
+        for remove in removers:
+            remove()
         back = {id(fake): (fake, originals[k]) for k, fake in current.items()}
         for (mod_name, attr), orig in originals.items():
             setattr(importlib.import_module(mod_name), attr, orig)

@@ -19,7 +19,7 @@ import torch
 from checks import decide
 from numerics.attention import ReLUHead
 from numerics.data import AttentionData
-from numerics.gd import run_gd
+from numerics.gd import GDConfig, run_gd
 
 #: corr(step taken, −∇L) must exceed 1 − FIDELITY_TOL. Both sides are float64 closed forms of the same
 #: quantity with O(nTd) roundings each (~1e-15 relative); 1e-9 leaves six orders of margin for
@@ -79,8 +79,8 @@ def step_fidelity(data: AttentionData, W: np.ndarray, lr: float, *, normalized: 
 
     ``V`` (d, h): the step of GD with the ReLU head h(u) = 1ᵀReLU(Vᵀu) instead of the linear head."""
     head = None if V is None else ReLUHead(torch.as_tensor(np.asarray(V)[None]))
-    nxt = run_gd([data], steps=1, lr=lr, init=np.asarray(W)[None], normalized=normalized, device=device,
-                 head=head).W[0]
+    nxt = run_gd([data], GDConfig(steps=1, lr=lr, geometry="normalized" if normalized else "plain"),
+                 init=np.asarray(W)[None], device=device, head=head).W[0]
     return _corr((np.asarray(W) - nxt).ravel(), independent_grad_W(data, np.asarray(W), V).ravel())
 
 
@@ -104,7 +104,7 @@ def step_fidelity_kq(
 
     The two steps are compared as one vector (ΔK, ΔQ): a correct step is exactly lr·(∇_K/‖∇_K‖, ∇_Q/‖∇_Q‖)."""
     K, Q = np.asarray(K), np.asarray(Q)
-    res = run_gd([data], param="KQ", steps=1, lr=lr, init=(K[None], Q[None]), weight_decay=weight_decay,
+    res = run_gd([data], GDConfig(steps=1, lr=lr, param="KQ", wd=weight_decay), init=(K[None], Q[None]),
                  device=device)
     G = independent_grad_W(data, K @ Q.T)
     gK, gQ = G @ Q + 2 * weight_decay * K, G.T @ K + 2 * weight_decay * Q
@@ -141,7 +141,8 @@ def run_relu_gd_padded(datas, Vs, W0s, *, steps: int, lr: float, normalized: boo
             pad.append(AttentionData(X, dt.Y, Z))
             Vp[c, :d, : Vs[j].shape[1]] = Vs[j]
             Wp[c, :d, :d] = W0s[j]
-        traj = run_gd(pad, steps=steps, lr=lr, normalized=normalized, head=ReLUHead(torch.as_tensor(Vp)),
+        traj = run_gd(pad, GDConfig(steps=steps, lr=lr, geometry="normalized" if normalized else "plain"),
+                      head=ReLUHead(torch.as_tensor(Vp)),
                       init=Wp, record_every=record_every, device=device).W_traj
         for c, j in enumerate(idx):
             d = datas[j].d

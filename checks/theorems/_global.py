@@ -14,7 +14,7 @@ from checks import hypotheses as hyp
 from checks.strategies import b1_data, b2_data, local_alpha_data
 from checks.theorems._trends import corr_curve
 from numerics.data import AttentionData
-from numerics.gd import run_gd
+from numerics.gd import GDConfig, run_gd
 from numerics.svm import is_locally_optimal, solve_att_svm
 from numerics.tokens import optimal_tokens, scores
 from numerics.tolerances import TIE_TOL
@@ -157,9 +157,11 @@ class GlobalGD(Theorem):
             dt = instances[j]["data"]
             groups.setdefault((dt.n, dt.T, dt.d), []).append(j)
         for idx in groups.values():
-            res = run_gd([instances[j]["data"] for j in idx], steps=self.steps, lr=self.lr,
-                         normalized=self.normalized, init=np.stack([instances[j]["init"] for j in idx]),
-                         record_every=self.record, device=ctxs[idx[0]].device)
+            cfg = GDConfig(steps=self.steps, lr=self.lr,
+                           geometry="normalized" if self.normalized else "plain")
+            res = run_gd([instances[j]["data"] for j in idx], cfg,
+                         init=np.stack([instances[j]["init"] for j in idx]), record_every=self.record,
+                         device=ctxs[idx[0]].device)
             for col, j in enumerate(idx):
                 states[j].update(traj=res.W_traj[:, col], its=res.iterations)
         return states

@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from checks import Criterion, decide, held, register, undecided
-from numerics.gd_config import AUTHORS
+from numerics.gd import AUTHORS
 from numerics.tokens import optimal_tokens, softmax_probs
 
 from ._global import (
@@ -57,7 +57,7 @@ from ._global import (
     trapped_example_mechanism,
 )
 
-#: Authors' normalised step and budget (THEORY.md §5; numerics.gd_config.AUTHORS).
+#: Authors' normalised step and budget (THEORY.md §5; numerics.gd.AUTHORS).
 STEP, STEPS, RECORD = AUTHORS.lr, AUTHORS.steps, 100
 #: Final directional threshold (THEORY.md §4): 1 − corr < 1e-2 confirms (and below its value at k = 100:
 #: progress);

@@ -68,7 +68,7 @@ from checks import Criterion, Profile, Theorem, decide, held, register, undecide
 from checks.power.resolution import token_difference_span
 from checks.strategies import local_alpha_data, tied_alpha_data
 from checks.theorems._trends import corr_curve
-from numerics.gd import run_gd
+from numerics.gd import GDConfig, run_gd
 from numerics.svm import is_locally_optimal, solve_att_svm
 from numerics.tokens import corr, margins, optimal_tokens, scores
 
@@ -299,7 +299,8 @@ class GDLocal(Theorem):
 
     def prepare(self, instances, ctxs):
         states = []
-        for inst, ctx in zip(instances, ctxs, strict=True):
+        runs: dict[tuple, list[tuple[int, np.ndarray, float]]] = {}  # shape -> (instance, W(0), step)
+        for j, (inst, ctx) in enumerate(zip(instances, ctxs, strict=True)):
             data = inst["data"]
             sol = solve_att_svm(data, inst["alpha"])
             st = {"sol": sol, "glob": solve_att_svm(data), "M": _multiplier(data, inst["alpha"], sol)}
@@ -310,15 +311,18 @@ class GDLocal(Theorem):
                     st["mu"] = mu = cone_width(data, inst["alpha"], sol.W, inst["direction"], M,
                                                slack_plus(data, inst["alpha"], sol.W))
                     W0 = boundary_start(sol.W, R, inst["direction"], mu)
-                    # one run per instance: the step is relative to the instance's own start
-                    res = run_gd([data], steps=STEPS, lr=GROWTH_BUDGET * R / STEPS, init=W0[None],
-                                 record_every=RECORD, device=ctx.device)
-                    st.update(
-                        traj=res.W_traj[:, 0],
-                        R=R,
-                        fidelity=init_fidelity(data, W0, GROWTH_BUDGET * R / STEPS, device=ctx.device),
-                    )
+                    lr = GROWTH_BUDGET * R / STEPS
+                    st.update(R=R, fidelity=init_fidelity(data, W0, lr, device=ctx.device))
+                    runs.setdefault((data.n, data.T, data.d), []).append((j, W0, lr))
             states.append(st)
+        # one batched run per shape; the step is relative to each instance's own start (one lr per instance)
+        for group in runs.values():
+            idx = [j for j, _, _ in group]
+            cfg = GDConfig(steps=STEPS, lr=[lr for *_, lr in group])
+            res = run_gd([instances[j]["data"] for j in idx], cfg, init=np.stack([W0 for _, W0, _ in group]),
+                         record_every=RECORD, device=ctxs[idx[0]].device)
+            for col, j in enumerate(idx):
+                states[j]["traj"] = res.W_traj[:, col]
         return states
 
     def assume_alpha_not_opt(self, inst, st, ctx):

@@ -96,8 +96,7 @@ import torch
 from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
 from numerics import tolerances as tol
 from numerics.attention import ReLUHead
-from numerics.gd import run_gd
-from numerics.gd_config import AUTHORS
+from numerics.gd import AUTHORS, run_gd
 from numerics.genfin import (
     CATALOGUE_CONFIGS,
     MULTI_CONFIGS,
@@ -269,7 +268,7 @@ class _GenBase(Theorem):
             groups.setdefault((inst["data"].n, inst["data"].d), []).append(j)
         for idx in groups.values():
             head = ReLUHead(torch.as_tensor(np.stack([instances[j]["V"] for j in idx])))  # V (R, d, d)
-            W_traj = run_gd([instances[j]["data"] for j in idx], steps=STEPS, lr=LR, head=head,
+            W_traj = run_gd([instances[j]["data"] for j in idx], AUTHORS, head=head,
                             init=np.stack([instances[j]["W0"] for j in idx]), record_every=RECORD_EVERY,
                             device=ctxs[idx[0]].device).W_traj
             for col, j in enumerate(idx):
@@ -504,7 +503,7 @@ class _GenBase(Theorem):
         largest masked probability at the middle and the end of the extension."""
         gs, data = state["gs"], inst["data"]
         extra = (EXTEND - 1) * STEPS
-        traj = run_gd([data], steps=extra, lr=LR, head=ReLUHead(torch.as_tensor(inst["V"][None])),
+        traj = run_gd([data], AUTHORS.but(steps=extra), head=ReLUHead(torch.as_tensor(inst["V"][None])),
                       init=state["W"][None], record_every=extra // 2, device=ctx.device).W_traj[:, 0]
         out = {}
         for tag, Wk in (("mid", traj[len(traj) // 2]), ("end", traj[-1])):

@@ -95,7 +95,7 @@ from checks import hypotheses as hyp
 from checks.strategies import b1_data, b2_data, valley_data
 from numerics import attention as att
 from numerics import tolerances as tol
-from numerics.gd import run_gd
+from numerics.gd import GDConfig, run_gd
 from numerics.svm import solve_att_svm
 from numerics.tokens import margins, optimal_tokens, scores
 
@@ -151,7 +151,8 @@ def run_segments(datas, K0, Q0, device="cpu"):
     Ks, Qs, Ls = [], [], []
     K, Q, k = K0, Q0, 0
     for stop in checkpoints():
-        res = run_gd(datas, param="KQ", steps=stop - k, lr=ETA, normalized=False, init=(K, Q), device=device)
+        res = run_gd(datas, GDConfig(steps=stop - k, lr=ETA, geometry="plain", param="KQ"), init=(K, Q),
+                     device=device)
         K, Q, k = res.K, res.Q, stop
         Ks.append(K)
         Qs.append(Q)
@@ -169,9 +170,8 @@ def kq_grads(data, K, Q):
 
 def kq_fidelity(data, K, Q, device="cpu") -> float:
     """min over K, Q of corr(step taken, independent gradient) for one plain run_gd step (param="KQ")."""
-    res = run_gd(
-        [data], param="KQ", steps=1, lr=ETA, normalized=False, init=(K[None], Q[None]), device=device
-    )
+    res = run_gd([data], GDConfig(steps=1, lr=ETA, geometry="plain", param="KQ"), init=(K[None], Q[None]),
+                 device=device)
     G = independent_grad_W(data, K @ Q.T)
     out = 1.0
     for step, g in ((K - res.K[0], G @ Q), (Q - res.Q[0], G.T @ K)):

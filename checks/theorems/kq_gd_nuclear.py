@@ -61,8 +61,7 @@ from checks import Criterion, Profile, Theorem, decide, held, register, undecide
 from checks.power.resolution import token_difference_span
 from checks.theorems._trends import corr_curve
 from numerics.data import random_unit_sphere
-from numerics.gd import run_gd
-from numerics.gd_config import AUTHORS, AUTHORS_WD, uniform_init
+from numerics.gd import AUTHORS_KQ, AUTHORS_WD, run_gd, uniform_init
 from numerics.svm import solve_att_svm
 from numerics.tokens import optimal_tokens, softmax_probs
 
@@ -86,9 +85,9 @@ SELECT_MIN = 0.99
 TREND_SLACK = 1e-3
 #: Progress: ‖K Q^T‖_F must grow at least this factor over the run (measured ≥ 50×; a no-op: 1×).
 NORM_GROWTH_MIN = 4.0
-#: The authors' GD protocol (numerics.gd_config.AUTHORS: step 0.1, 2000 steps, weight decay = float64 eps,
+#: The authors' GD protocol (numerics.gd.AUTHORS_KQ: step 0.1, 2000 steps, weight decay = float64 eps,
 #: nn.Linear init).
-STEP, STEPS, RECORD = AUTHORS.lr, AUTHORS.steps, 100
+STEP, STEPS, RECORD = AUTHORS_KQ.lr, AUTHORS_KQ.steps, 100
 
 PROFILES = {
     "quick": Profile(instances=12, min_confirmed=10, batch=12),
@@ -172,8 +171,7 @@ class KQGDNuclear(Theorem):
         datas = [i["data"] for i in instances]
         K0 = np.stack([i["K0"] for i in instances])
         Q0 = np.stack([i["Q0"] for i in instances])
-        traj = run_gd(datas, param="KQ", steps=STEPS, lr=STEP, init=(K0, Q0), record_every=RECORD,
-                      weight_decay=AUTHORS_WD, device=ctxs[0].device).W_traj
+        traj = run_gd(datas, AUTHORS_KQ, init=(K0, Q0), record_every=RECORD, device=ctxs[0].device).W_traj
         out = []
         for j, data in enumerate(datas):
             s = softmax_probs(data, traj[-1, j])

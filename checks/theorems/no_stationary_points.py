@@ -62,7 +62,7 @@ from checks import Criterion, Profile, Theorem, decide, failed, held, register, 
 from checks.hypotheses import b1_or_b2, b2_spread
 from checks.strategies import b1_data, b2_data
 from numerics import attention as att
-from numerics.gd import run_gd
+from numerics.gd import GDConfig, RandomInit, run_gd
 from numerics.svm import solve_att_svm
 from numerics.tokens import optimal_tokens, scores
 from theory.stationarity import no_stationary_point_general
@@ -163,8 +163,8 @@ class _LandscapeBase(Theorem):
             data = inst["data"]
             sol = solve_att_svm(data, norm="fro")
             h = exact_margin_profile(data, sol) if sol.feasible else None
-            res = run_gd(data, steps=GD_STEPS, lr=GD_LR, loss=inst["loss"], seed=inst["seed"],
-                         record_every=GD_EVERY, device=ctx.device)
+            res = run_gd(data, GDConfig(steps=GD_STEPS, lr=GD_LR, loss=inst["loss"]),
+                         init=RandomInit(inst["seed"]), record_every=GD_EVERY, device=ctx.device)
             norms = np.linalg.norm(np.asarray(res.W_traj)[:, 0], axis=(1, 2))  # (S,)
             out.append({"sol": sol, "h": h, "norms": norms, "losses": np.asarray(res.loss_traj)[:, 0]})
         return out

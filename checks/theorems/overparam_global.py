@@ -62,7 +62,7 @@ from checks.experiments.sweep import Z95, wilson_interval
 from checks.theorems._trends import adversarial_trend, corr_curve, first_dip
 from numerics.data import random_unit_sphere
 from numerics.errors import SolverError
-from numerics.gd import run_gd
+from numerics.gd import GDConfig, run_gd
 from numerics.svm import solve_att_svm
 from numerics.tokens import optimal_tokens
 
@@ -176,7 +176,8 @@ class OverparamGlobal(Theorem):
         for d in self.grid:
             datas = [dt for inst in instances for dt in inst[f"data_{d}"]]
             init = np.concatenate([inst[f"init_{d}"] for inst in instances])
-            res = run_gd(datas, steps=STEPS, lr=STEP, init=init, record_every=RECORD, device=ctxs[0].device)
+            res = run_gd(datas, GDConfig(steps=STEPS, lr=STEP), init=init, record_every=RECORD,
+                         device=ctxs[0].device)
             traj, losses = res.W_traj, res.loss_traj
             norms = np.linalg.norm(traj, axis=(2, 3))
             growth = norms[-1] / np.maximum(norms[0], 1e-300)

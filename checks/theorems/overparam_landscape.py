@@ -44,7 +44,7 @@ from checks import Criterion, Profile, Theorem, decide, failed, held, register, 
 from numerics import attention as att
 from numerics import tolerances as tol
 from numerics.data import random_unit_sphere
-from numerics.gd import run_gd
+from numerics.gd import GDConfig, RandomInit, run_gd
 from numerics.tokens import scores
 
 from ._given import given_metrics, need_head
@@ -184,8 +184,8 @@ class OverparamLandscape(_Base):
         """Normalised GD (linear head) per instance, for the divergence prediction."""
         out = []
         for inst, ctx in zip(instances, ctxs, strict=True):
-            res = run_gd(inst["data"], steps=GD_STEPS, lr=GD_LR, loss=inst["loss"], seed=inst["seed"],
-                         record_every=GD_EVERY, device=ctx.device)
+            res = run_gd(inst["data"], GDConfig(steps=GD_STEPS, lr=GD_LR, loss=inst["loss"]),
+                         init=RandomInit(inst["seed"]), record_every=GD_EVERY, device=ctx.device)
             out.append({"norms": np.linalg.norm(np.asarray(res.W_traj)[:, 0], axis=(1, 2)),
                         "losses": np.asarray(res.loss_traj)[:, 0]})
         return out

@@ -52,7 +52,7 @@ import numpy as np
 from checks import Criterion, Profile, Theorem, decide, register, undecided
 from checks.strategies import b2_data
 from numerics.data import AttentionData
-from numerics.gd import run_gd
+from numerics.gd import GDConfig, run_gd
 from numerics.prompt import prompt_scores, run_prompt_gd
 from numerics.svm import solve_att_svm, solve_p_svm
 from numerics.tokens import corr
@@ -170,16 +170,8 @@ class _EquivBase(Theorem):
             X = np.stack([d.X for d in datas])
             G = np.stack([instances[j]["gamma"] for j in idx])
             wlr, qlr = LR / pn, self._prompt_lr(pn)
-            res = run_gd(
-                datas,
-                param="W",
-                steps=STEPS,
-                lr=wlr,
-                init=W0,
-                record_every=RECORD_EVERY,
-                device=dev,
-                backend="torch",
-            )
+            res = run_gd(datas, GDConfig(steps=STEPS, lr=wlr, backend="torch"), init=W0,
+                         record_every=RECORD_EVERY, device=dev)
             pr = run_prompt_gd(X, G, steps=STEPS, lr=qlr, init=np.einsum("bde,be->bd", W0, P),
                                record_every=RECORD_EVERY, device=dev)
             Wt = res.W_traj  # (S, B, d, d)
@@ -187,7 +179,7 @@ class _EquivBase(Theorem):
             # one step of each model from every recorded W(k) (batched over k and instances)
             flatW = Wt.reshape(S * len(idx), D, D)
             rep = [datas[b] for _ in range(S) for b in range(len(idx))]
-            one_w = run_gd(rep, param="W", steps=1, lr=wlr, init=flatW, device=dev, backend="torch").W
+            one_w = run_gd(rep, GDConfig(steps=1, lr=wlr, backend="torch"), init=flatW, device=dev).W
             Prep = np.tile(P, (S, 1))
             q_from_w = np.einsum("bde,be->bd", flatW, Prep)
             one_q = run_prompt_gd(np.tile(X, (S, 1, 1, 1)), np.tile(G, (S, 1, 1)), steps=1, lr=qlr,

@@ -57,12 +57,12 @@ from checks import Criterion, Profile, Theorem, decide, register, undecided
 from checks.strategies import b2_data
 from numerics import tolerances as tol
 from numerics.data import AttentionData
-from numerics.gd_config import AUTHORS
+from numerics.gd import AUTHORS
 from numerics.sequence import run_seq_gd, seq_probs
 from numerics.svm import seq_scores, solve_att_svm, solve_seq_svm
 from numerics.tokens import corr
 
-#: Normalised GD as the authors ran it (THEORY.md §5; numerics.gd_config.AUTHORS): ‖W‖ ≈ 200 after 2000 steps
+#: Normalised GD as the authors ran it (THEORY.md §5; numerics.gd.AUTHORS): ‖W‖ ≈ 200 after 2000 steps
 #: of 0.1.
 STEPS = AUTHORS.steps
 LR = AUTHORS.lr

@@ -80,7 +80,7 @@ from checks.strategies import b2_data, tight_curvature, tight_data, valley_data
 from numerics import attention as att
 from numerics import tolerances as tol
 from numerics.data import random_unit_sphere
-from numerics.gd import run_gd
+from numerics.gd import GDConfig, run_gd
 from numerics.tokens import scores
 
 from ._gd import FIDELITY_TOL, independent_grad_W, judge_fidelity, step_fidelity
@@ -273,7 +273,8 @@ class SmoothnessStep(Theorem):
         for inst, ctx in zip(instances, ctxs, strict=True):
             data = inst["data"]
             eta = 1.0 / self.claimed(data)
-            res = run_gd([data], steps=STEPS, lr=eta, normalized=False, init=inst["W0"][None], record_every=1,
+            res = run_gd([data], GDConfig(steps=STEPS, lr=eta, geometry="plain"), init=inst["W0"][None],
+                         record_every=1,
                          device=ctx.device)
             traj = np.asarray(res.W_traj)[:, 0]
             fid = min(step_fidelity(data, W, eta, normalized=False, device=ctx.device)

@@ -6,7 +6,7 @@ verdict of the first and leaves the second (whose check never looks at the optim
 
 from checks import Profile, Theorem, decide, register
 from numerics.data import random_unit_sphere
-from numerics.gd import run_gd
+from numerics.gd import GDConfig, run_gd
 
 PROFILES = {"quick": Profile(instances=3, min_confirmed=3)}
 
@@ -23,8 +23,8 @@ class GDLowersLoss(Theorem):
         return random_unit_sphere(3, 4, 5, rng=rng)
 
     def check_loss_drops(self, data, state, ctx):
-        start = run_gd(data, steps=0, lr=0.1).loss[0]
-        end = run_gd(data, steps=40, lr=0.1).loss[0]
+        start = run_gd(data, GDConfig(steps=0, lr=0.1)).loss[0]
+        end = run_gd(data, GDConfig(steps=40, lr=0.1)).loss[0]
         return decide(end < start - 1e-3, "GD did not lower the loss", start=float(start), end=float(end))
 
 
@@ -40,5 +40,5 @@ class HollowGD(Theorem):
         return random_unit_sphere(3, 4, 5, rng=rng)
 
     def check_shape(self, data, state, ctx):
-        run_gd(data, steps=5, lr=0.1)  # runs the optimiser but ignores what it returns
+        run_gd(data, GDConfig(steps=5, lr=0.1))  # runs the optimiser but ignores what it returns
         return decide(data.X.shape == (3, 4, 5), "wrong shape")

@@ -84,14 +84,14 @@ def test_bench_rejects_unknown_group_and_device(tmp_path, capsys):
 
 def test_naive_gd_matches_batched_run_gd():
     from numerics.data import random_unit_sphere
-    from numerics.gd import run_gd
+    from numerics.gd import GDConfig, run_gd
 
     datas = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(0), R=2)
     rng = np.random.default_rng(1)
     W0 = 0.01 * rng.standard_normal((2, 5, 5))
     K0, Q0 = 0.01 * rng.standard_normal((2, 5, 5)), 0.01 * rng.standard_normal((2, 5, 5))
-    ours_w = run_gd(datas, param="W", steps=30, lr=0.05, init=W0).W
-    ours_kq = run_gd(datas, param="KQ", steps=30, lr=0.05, init=(K0, Q0)).W
+    ours_w = run_gd(datas, GDConfig(param="W", steps=30, lr=0.05), init=W0).W
+    ours_kq = run_gd(datas, GDConfig(param="KQ", steps=30, lr=0.05), init=(K0, Q0)).W
     for i, dt in enumerate(datas):
         w = naive_gd(dt.X, dt.Y, dt.Z, dt.v, W0[i], param="W", steps=30, lr=0.05)
         kq = naive_gd(dt.X, dt.Y, dt.Z, dt.v, (K0[i], Q0[i]), param="KQ", steps=30, lr=0.05)

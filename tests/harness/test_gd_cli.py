@@ -18,7 +18,7 @@ import checks.cli.gd as gdcli
 from checks.cli import main
 from numerics import kernels
 from numerics.data import AttentionData, random_unit_sphere
-from numerics.gd import run_gd
+from numerics.gd import GDConfig, RandomInit, run_gd
 from numerics.tokens import scores
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +69,7 @@ def test_final_iterate_equals_run_gd(capsys, data_path, param, backend):
     rc, out = run_json(capsys, data_path, "--param", param, "--steps", STEPS, "--lr", 0.1, "--seed", 3,
                        "--backend", backend)
     assert rc == 0 and out["backend"] == backend
-    ref = run_gd([data], param=param, steps=STEPS, lr=0.1, seed=3, backend=backend)
+    ref = run_gd([data], GDConfig(param=param, steps=STEPS, lr=0.1, backend=backend), init=RandomInit(3))
     assert _rel(out["final"]["W"], ref.W[0]) <= ITERATE_RTOL
     if param == "KQ":
         assert _rel(out["final"]["K"], ref.K[0]) <= ITERATE_RTOL
@@ -93,8 +93,8 @@ def test_init_file_gives_run_gds_iterate(capsys, tmp_path, data_path, param, bac
                        "--backend", backend)
     assert rc == 0
     given = init[0][None] if param == "W" else tuple(a[None] for a in init)
-    ref = run_gd([data], param=param, steps=STEPS, lr=0.1, init=given, backend=backend,
-                 m=3 if param == "KQ" else None)
+    ref = run_gd([data], GDConfig(param=param, steps=STEPS, lr=0.1, backend=backend,
+                                  m=3 if param == "KQ" else None), init=given)
     assert _rel(out["final"]["W"], ref.W[0]) <= ITERATE_RTOL
     if param == "KQ":
         assert out["m"] == 3 and np.asarray(out["final"]["K"]).shape == (5, 3)
@@ -141,7 +141,8 @@ def test_default_start_is_run_gds(capsys, data_path):
     for param in ("W", "KQ"):
         rc, out = run_json(capsys, data_path, "--param", param, "--steps", 1, "--seed", 5,
                            "--init-scale", 0.3)
-        ref = run_gd([data], param=param, steps=0, lr=0.1, seed=5, init_scale=0.3)  # steps=0: the start
+        # steps=0: the start
+        ref = run_gd([data], GDConfig(param=param, steps=0, lr=0.1), init=RandomInit(5, 0.3))
         assert rc == 0
         for key in ("W",) if param == "W" else ("K", "Q"):
             assert np.array_equal(np.array(out["initial"][key]), getattr(ref, key)[0])
@@ -295,10 +296,10 @@ def test_progress_bar_only_on_a_terminal(capsys, data_path, monkeypatch):
     seen = []
     real = gdcli.run_gd
 
-    def spy(*a, **k):
-        if k["steps"] > 1:  # not the one-step runs of the fidelity check
-            seen.append(k["progress"])
-        return real(*a, **k)
+    def spy(data, cfg, **k):
+        if cfg.steps > 1:  # not the one-step runs of the fidelity check
+            seen.append(cfg.progress)
+        return real(data, cfg, **k)
 
     monkeypatch.setattr(gdcli, "run_gd", spy)
     assert main(["gd", str(data_path), "--steps", "5"]) == 0

@@ -57,15 +57,20 @@ def test_normal_run_has_no_sabotage():
 def test_sabotage_reaches_every_reference_and_is_restored():
     catalogue.load_builtin()
     gd_local = importlib.import_module("checks.theorems.gd_local")
-    orig = [gd.run_gd, tokens.optimal_tokens]  # held in a list: module globals are rebound too
-    with sab.sabotage("noop-gd"):
-        assert gd.run_gd is not orig[0]
-        assert gd_local.run_gd is gd.run_gd  # the theorem's own `from numerics.gd import run_gd`
-        assert sab.active() == ("noop-gd",)
-        assert any("gd_local.run_gd" in x for x in sab.leaks())
-        assert tokens.optimal_tokens is orig[1]  # only what the sabotage names
-    assert gd.run_gd is orig[0] and gd_local.run_gd is orig[0]
+    orig = [tokens.optimal_tokens, gd.run_gd]  # held in a list: module globals are rebound too
+    with sab.sabotage("argmin-optimal-token"):
+        assert tokens.optimal_tokens is not orig[0]
+        assert gd_local.optimal_tokens is tokens.optimal_tokens  # the theorem's own `from ... import`
+        assert sab.active() == ("argmin-optimal-token",)
+        assert any("gd_local.optimal_tokens" in x for x in sab.leaks())
+        assert gd.step_hooks() == ()  # only what the sabotage names
+    assert tokens.optimal_tokens is orig[0] and gd_local.optimal_tokens is orig[0]
     assert sab.active() == () and sab.leaks() == []
+    # GD sabotages enter through run_gd's step hook, registered while in force; run_gd itself is untouched
+    with sab.sabotage("noop-gd"):
+        assert gd.run_gd is orig[1] and len(gd.step_hooks()) == 1
+        assert any("step hook (noop-gd)" in x for x in sab.leaks())
+    assert gd.step_hooks() == () and sab.leaks() == []
 
 
 def test_sabotage_restored_after_exception():
@@ -139,37 +144,55 @@ def test_catalogue_names_known_components():
 
 # -- what each sabotage does ----------------------------------------------------------------------------
 
-def test_descent_loop_matches_run_gd():
-    # the loop that stands in for run_gd under a sabotage is, unsabotaged, the same GD: 50 steps from a
-    # small start stay far from saturation, where both paths agree to rounding (1e-12 relative)
+def test_descent_hook_matches_run_gd():
+    # the "descent" step hook (softmax / gradient sabotages) changes nothing but the code path (the explicit
+    # loop): unsabotaged it is the same GD. 50 steps from a small start stay far from saturation, where both
+    # paths agree to rounding (1e-12 relative)
     datas = _data(R=3)
-    loop = sabotage_gd._loop_run_gd("descent")(gd.run_gd)
-    for kw in ({}, {"param": "KQ"}, {"normalized": False}, {"weight_decay": 1e-3}):
-        a = gd.run_gd(datas, steps=50, lr=0.1, record_every=25, **kw)
-        b = loop(datas, steps=50, lr=0.1, record_every=25, **kw)
+    for cfg in ({}, {"param": "KQ"}, {"geometry": "plain"}, {"wd": 1e-3}, {"param": "KQ", "wd": 1e-3}):
+        c = gd.GDConfig(steps=50, lr=0.1, **cfg)
+        a = gd.run_gd(datas, c, record_every=25)
+        with gd.step_hook(sabotage_gd.gd_hook("descent")):
+            b = gd.run_gd(datas, c, record_every=25)
         assert np.allclose(a.W, b.W, rtol=1e-12, atol=1e-12) and np.array_equal(a.iterations, b.iterations)
+
+
+@pytest.mark.parametrize("name,factor", [("lr-half", 0.5), ("lr-double", 2.0)])
+def test_step_size_sabotages_scale_every_step(name, factor):
+    # the subtle sabotages (issue 23 item 5): the same GD with lr scaled; normalised GD moves lr per step,
+    # so the distance travelled in one step is exactly the scaled step (up to rounding)
+    datas = _data(R=2)
+    start = gd.run_gd(datas, gd.GDConfig(steps=0, lr=0.1)).W
+    for backend in ("torch", "numba"):
+        clean = gd.run_gd(datas, gd.GDConfig(steps=30, lr=0.1 * factor, backend="torch"))
+        with sab.sabotage(name):
+            res = gd.run_gd(datas, gd.GDConfig(steps=30, lr=0.1, backend=backend))
+            one = gd.run_gd(datas, gd.GDConfig(steps=1, lr=0.1, backend=backend))
+        np.testing.assert_allclose(res.W, clean.W, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(np.linalg.norm(one.W - start, axis=(1, 2)), 0.1 * factor, rtol=1e-12)
+    assert not gd.step_hooks() and sab.leaks() == []
 
 
 @pytest.mark.parametrize("backend", ["torch", "numba"])
 def test_noop_gd_returns_the_initialisation_on_both_backends(backend):
     datas = _data(R=2)
-    W0 = gd.run_gd(datas, steps=0, lr=0.1).W
+    W0 = gd.run_gd(datas, gd.GDConfig(steps=0, lr=0.1)).W
     with sab.sabotage("noop-gd"):
-        res = gd.run_gd(datas, steps=30, lr=0.1, record_every=10, backend=backend)
+        res = gd.run_gd(datas, gd.GDConfig(steps=30, lr=0.1, backend=backend), record_every=10)
     assert np.array_equal(res.W, W0) and res.W_traj.shape == (4, 2, 5, 5)
     assert np.array_equal(res.W_traj[-1], W0)
 
 
 def test_ascent_and_random_gd_do_not_descend():
     datas = _data(R=2)
-    clean = gd.run_gd(datas, steps=40, lr=0.1)
-    start = gd.run_gd(datas, steps=0, lr=0.1).loss
+    clean = gd.run_gd(datas, gd.GDConfig(steps=40, lr=0.1))
+    start = gd.run_gd(datas, gd.GDConfig(steps=0, lr=0.1)).loss
     with sab.sabotage("ascent-gd"):
-        up = gd.run_gd(datas, steps=40, lr=0.1)
+        up = gd.run_gd(datas, gd.GDConfig(steps=40, lr=0.1))
     with sab.sabotage("random-gd"):
-        rnd = gd.run_gd(datas, steps=40, lr=0.1)
+        rnd = gd.run_gd(datas, gd.GDConfig(steps=40, lr=0.1))
     assert np.all(up.loss > start) and np.all(clean.loss < start)
-    moved = np.linalg.norm(rnd.W - gd.run_gd(datas, steps=0, lr=0.1).W, axis=(1, 2))
+    moved = np.linalg.norm(rnd.W - gd.run_gd(datas, gd.GDConfig(steps=0, lr=0.1)).W, axis=(1, 2))
     assert np.all(moved > 0.1) and np.all(moved <= 40 * 0.1 + 1e-12)  # 40 steps of length lr
     assert np.all(rnd.loss > clean.loss)
 

@@ -9,7 +9,6 @@ import pytest
 
 from checks.cli import main
 from checks.experiments import (  # the experiments whose constants are patched
-    common,
     global_vs_d,
     local_convergence,
     multi_token,
@@ -17,6 +16,7 @@ from checks.experiments import (  # the experiments whose constants are patched
 )
 from checks.experiments import reproduce as R
 from numerics.errors import InvalidInputError
+from numerics.gd import AUTHORS
 
 
 def _header(path):
@@ -46,7 +46,7 @@ def test_gd_paths(tmp_path):
                  "--no-progress"]) == 0
     _outputs_ok(tmp_path, "gd-paths")
     rows = _rows(tmp_path / "gd-paths.csv")
-    final = [r for r in rows if int(r["iteration"]) == common.GD_STEPS and r["param"] == "W"]
+    final = [r for r in rows if int(r["iteration"]) == AUTHORS.steps and r["param"] == "W"]
     assert float(final[0]["corr_fro"]) > 0.99  # W-GD follows the Frobenius SVM on the hand-placed data
 
 
@@ -61,7 +61,7 @@ def test_local_convergence(tmp_path):
     assert "protocol" in head and {r["protocol"] for r in rows} == {"authors", "plain"}
     for protocol in ("authors", "plain"):
         w_final = [r for r in rows if r["param"] == "W" and r["protocol"] == protocol][-1]
-        assert int(w_final["iteration"]) == common.GD_STEPS and float(w_final["corr_fro_mean"]) > 0.95
+        assert int(w_final["iteration"]) == AUTHORS.steps and float(w_final["corr_fro_mean"]) > 0.95
     kq_final = [r for r in rows if r["param"] == "KQ" and r["protocol"] == "authors"][-1]
     assert float(kq_final["corr_nuc_mean"]) > 0.95  # the authors' eps weight decay keeps (K, Q) GD moving
     md = (tmp_path / "local-convergence.md").read_text()
@@ -95,7 +95,7 @@ def test_global_vs_d(tmp_path, monkeypatch):
 
 def test_multi_token(tmp_path, monkeypatch):
     monkeypatch.setattr(multi_token, "MT_D", (4, 6))
-    monkeypatch.setattr(multi_token, "MT_STEPS", 400)
+    monkeypatch.setattr(multi_token, "MT_GD", AUTHORS.but(steps=400))
     R.reproduce("multi-token", trials=3, out=tmp_path, workers=1, progress=False)
     _outputs_ok(tmp_path, "multi-token")
     rows = _rows(tmp_path / "multi-token.csv")
@@ -169,7 +169,7 @@ def test_multi_token_counts_a_solver_error(monkeypatch):
     def broken(*a, **k):
         raise SolverError("injected", status="uncertified")
 
-    monkeypatch.setattr(multi_token, "MT_STEPS", 200)
+    monkeypatch.setattr(multi_token, "MT_GD", AUTHORS.but(steps=200))
     monkeypatch.setattr(S, "gen_svm", broken)
     out = multi_token.mt_chunk(0, 4, [0, 1])
     assert out["solver_errors"] == 2 and out["error_statuses"] == ["uncertified"] * 2

@@ -66,23 +66,32 @@ def test_sibling_import_detector_sees_relative_and_absolute_imports(tmp_path, mo
 def test_authors_protocol_has_one_home():
     from dataclasses import FrozenInstanceError
 
-    from checks.experiments import assumptions, common
     from checks.theorems import gd_global_normalized, gen_svm, kq_gd_nuclear, seq_svm
-    from numerics.gd_config import AUTHORS, AUTHORS_WD, uniform_init
+    from numerics.gd import AUTHORS, AUTHORS_KQ, AUTHORS_WD, NORMALIZED, uniform_init
 
-    assert (AUTHORS.lr, AUTHORS.steps, AUTHORS.normalized) == (0.1, 2000, True)
-    assert AUTHORS.kq_weight_decay == AUTHORS_WD == float(np.finfo(np.float64).eps)
-    assert AUTHORS.run_kwargs("W")["weight_decay"] == 0.0
-    assert AUTHORS.run_kwargs("KQ")["weight_decay"] == AUTHORS_WD
+    assert (AUTHORS.lr, AUTHORS.steps, AUTHORS.geometry, AUTHORS.param, AUTHORS.wd) == (
+        0.1, 2000, NORMALIZED, "W", 0.0)
+    assert AUTHORS_KQ == AUTHORS.but(param="KQ", wd=AUTHORS_WD)
+    assert AUTHORS_WD == float(np.finfo(np.float64).eps)
     with pytest.raises(FrozenInstanceError):
         AUTHORS.lr = 0.2  # type: ignore[misc]
-    for mod in (common, assumptions):
-        assert (mod.GD_LR, mod.GD_STEPS) == (AUTHORS.lr, AUTHORS.steps)
+    # the preset is passed to run_gd, not re-aliased: no module but numerics/gd.py writes the pair of numbers
+    root = Path(__file__).resolve().parents[2]
+    for path in [*root.joinpath("checks").rglob("*.py"), *root.joinpath("numerics").rglob("*.py")]:
+        text = path.read_text(encoding="utf-8")
+        assert "GD_LR, GD_STEPS = AUTHORS" not in text, path
     assert (kq_gd_nuclear.STEP, kq_gd_nuclear.STEPS) == (AUTHORS.lr, AUTHORS.steps)
     assert (gd_global_normalized.STEP, gd_global_normalized.STEPS) == (AUTHORS.lr, AUTHORS.steps)
     assert (gen_svm.LR, gen_svm.STEPS) == (seq_svm.LR, seq_svm.STEPS) == (AUTHORS.lr, AUTHORS.steps)
     u = uniform_init(np.random.default_rng(0), (1000,), 4)
     assert np.all(np.abs(u) <= 0.5) and u.max() > 0.45 and u.min() < -0.45  # uniform on ±1/√d
+
+
+def test_numerics_knows_nothing_of_sabotage():
+    """Power analysis lives in checks/power and enters GD through numerics.gd's step hook only."""
+    root = Path(__file__).resolve().parents[2] / "numerics"
+    hits = [str(p) for p in root.rglob("*.py") if "sabotage" in p.read_text(encoding="utf-8").lower()]
+    assert hits == []
 
 
 @pytest.mark.parametrize("loss", ["logistic", "exponential", "linear"])

@@ -75,7 +75,7 @@ def paper_instances_KQ():
 
 
 def test_W_gd_matches_independent_autograd_paper_setting(paper_instances_W):
-    res = gd.run_gd(paper_instances_W, param="W", steps=2000, lr=0.1, seed=0)
+    res = gd.run_gd(paper_instances_W, gd.GDConfig(param="W", steps=2000, lr=0.1), init=gd.RandomInit(0))
     W0 = 0.01 * gd_common._normal((10, 10), 3, 0)
     for r, dt in enumerate(paper_instances_W):
         ref = _autograd_gd(dt, [W0[r]], steps=2000, lr=0.1)
@@ -83,7 +83,7 @@ def test_W_gd_matches_independent_autograd_paper_setting(paper_instances_W):
     assert np.all(res.norms > 100)  # normalised GD: ||W|| grows ~ lr per step
     # Before the dynamics amplify rounding differences (normalised GD near directional convergence
     # zig-zags; an init perturbed by 1e-15 can move the final W by 1e-2), iterates agree tightly.
-    short = gd.run_gd(paper_instances_W, param="W", steps=200, lr=0.1, seed=0)
+    short = gd.run_gd(paper_instances_W, gd.GDConfig(param="W", steps=200, lr=0.1), init=gd.RandomInit(0))
     for r, dt in enumerate(paper_instances_W):
         np.testing.assert_allclose(
             short.W[r], _autograd_gd(dt, [W0[r]], steps=200, lr=0.1), rtol=1e-9, atol=1e-10
@@ -92,9 +92,9 @@ def test_W_gd_matches_independent_autograd_paper_setting(paper_instances_W):
 
 
 def test_KQ_gd_matches_independent_autograd_paper_setting(paper_instances_KQ):
-    res = gd.run_gd(paper_instances_KQ, param="KQ", steps=2000, lr=0.1, seed=0)
+    res = gd.run_gd(paper_instances_KQ, gd.GDConfig(param="KQ", steps=2000, lr=0.1), init=gd.RandomInit(0))
     K0, Q0 = 0.01 * gd_common._normal((10, 10), 3, 0), 0.01 * gd_common._normal((10, 10), 3, 1)
-    short = gd.run_gd(paper_instances_KQ, param="KQ", steps=100, lr=0.1, seed=0)
+    short = gd.run_gd(paper_instances_KQ, gd.GDConfig(param="KQ", steps=100, lr=0.1), init=gd.RandomInit(0))
     for r, dt in enumerate(paper_instances_KQ):  # before chaos sets in, iterates agree tightly
         np.testing.assert_allclose(short.W[r], _autograd_gd(dt, [K0[r], Q0[r]], steps=100, lr=0.1),
                                    rtol=1e-7, atol=1e-8)
@@ -111,12 +111,13 @@ def test_KQ_gd_matches_independent_autograd_paper_setting(paper_instances_KQ):
 def test_plain_gd_and_relu_head_match_autograd():
     datas = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(1), R=2)
     W0 = torch.randn(2, 5, 5, generator=torch.Generator().manual_seed(3), dtype=DT)
-    res = gd.run_gd(datas, steps=200, lr=0.5, normalized=False, init=W0)
+    res = gd.run_gd(datas, gd.GDConfig(steps=200, lr=0.5, geometry="plain"), init=W0)
     V = torch.randn(5, 4, generator=torch.Generator().manual_seed(4), dtype=DT)
-    res_relu = gd.run_gd(datas, steps=200, lr=0.1, init=W0, head=att.ReLUHead(V))
+    res_relu = gd.run_gd(datas, gd.GDConfig(steps=200, lr=0.1), init=W0, head=att.ReLUHead(V))
     # (K, Q) normalised GD amplifies rounding differences quickly (1e-15 -> O(1) within 200 steps
     # on this instance, for every implementation), so compare a short run exactly.
-    res_relu_kq = gd.run_gd(datas, param="KQ", steps=50, lr=0.1, head=att.ReLUHead(V), m=3, seed=5)
+    res_relu_kq = gd.run_gd(datas, gd.GDConfig(param="KQ", steps=50, lr=0.1, m=3), init=gd.RandomInit(5),
+                            head=att.ReLUHead(V))
     K0, Q0 = 0.01 * gd_common._normal((5, 3), 2, 5), 0.01 * gd_common._normal((5, 3), 2, 6)
     for r, dt in enumerate(datas):
         np.testing.assert_allclose(res.W[r], _autograd_gd(dt, [W0[r]], steps=200, lr=0.5, normalized=False),
@@ -140,30 +141,32 @@ def test_batched_equals_per_instance_and_determinism():
     datas = random_unit_sphere(4, 5, 6, rng=np.random.default_rng(5), R=3)
     seeds = [11, 12, 13]
     for param in ("W", "KQ"):
-        batched = gd.run_gd(datas, param=param, steps=300, lr=0.1, seed=seeds)
-        again = gd.run_gd(datas, param=param, steps=300, lr=0.1, seed=seeds)
+        batched = gd.run_gd(datas, gd.GDConfig(param=param, steps=300, lr=0.1), init=gd.RandomInit(seeds))
+        again = gd.run_gd(datas, gd.GDConfig(param=param, steps=300, lr=0.1), init=gd.RandomInit(seeds))
         np.testing.assert_array_equal(batched.W, again.W)
-        short = gd.run_gd(datas, param=param, steps=10, lr=0.1, seed=seeds)
+        short = gd.run_gd(datas, gd.GDConfig(param=param, steps=10, lr=0.1), init=gd.RandomInit(seeds))
         for r, dt in enumerate(datas):
-            single_short = gd.run_gd(dt, param=param, steps=10, lr=0.1, seed=[seeds[r]])
+            single_short = gd.run_gd(dt, gd.GDConfig(param=param, steps=10, lr=0.1),
+                                     init=gd.RandomInit([seeds[r]]))
             np.testing.assert_allclose(single_short.W[0], short.W[r], rtol=1e-10, atol=1e-10)
             np.testing.assert_allclose(single_short.loss[0], short.loss[r], rtol=1e-10)
-            single = gd.run_gd(dt, param=param, steps=300, lr=0.1, seed=[seeds[r]])
+            single = gd.run_gd(dt, gd.GDConfig(param=param, steps=300, lr=0.1),
+                               init=gd.RandomInit([seeds[r]]))
             a, b = single.W[0].ravel(), batched.W[r].ravel()
             assert a @ b / (np.linalg.norm(a) * np.linalg.norm(b)) > 0.999
             sel_a = [int(np.argmax(dt.X[i] @ single.W[0] @ dt.Z[i])) for i in range(dt.n)]
             sel_b = [int(np.argmax(dt.X[i] @ batched.W[r] @ dt.Z[i])) for i in range(dt.n)]
             assert sel_a == sel_b
-    a = gd.run_gd(datas, steps=50, lr=0.1, seed=1)
-    b = gd.run_gd(datas, steps=50, lr=0.1, seed=1)
-    c = gd.run_gd(datas, steps=50, lr=0.1, seed=2)
+    a = gd.run_gd(datas, gd.GDConfig(steps=50, lr=0.1), init=gd.RandomInit(1))
+    b = gd.run_gd(datas, gd.GDConfig(steps=50, lr=0.1), init=gd.RandomInit(1))
+    c = gd.run_gd(datas, gd.GDConfig(steps=50, lr=0.1), init=gd.RandomInit(2))
     np.testing.assert_array_equal(a.W, b.W)
     assert not np.array_equal(a.W, c.W)
 
 
 def test_record_trajectory():
     datas = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(6), R=2)
-    res = gd.run_gd(datas, steps=25, lr=0.1, record_every=10)
+    res = gd.run_gd(datas, gd.GDConfig(steps=25, lr=0.1), record_every=10)
     np.testing.assert_array_equal(res.iterations, [0, 10, 20, 25])
     assert res.W_traj.shape == (4, 2, 5, 5) and res.loss_traj.shape == (4, 2)
     np.testing.assert_allclose(res.W_traj[-1], res.W)
@@ -172,9 +175,9 @@ def test_record_trajectory():
     L = att.loss(b.X, b.Y, b.Z, torch.as_tensor(res.W_traj[1]), b.linear_head())
     np.testing.assert_allclose(res.loss_traj[1], L.numpy())
     assert np.all(np.diff(np.linalg.norm(res.W_traj, axis=(2, 3)), axis=0) > 0)
-    kq = gd.run_gd(datas, param="KQ", steps=25, lr=0.1, record_every=10)
+    kq = gd.run_gd(datas, gd.GDConfig(param="KQ", steps=25, lr=0.1), record_every=10)
     assert kq.W_traj.shape == (4, 2, 5, 5)
-    short = gd.run_gd(datas, steps=25, lr=0.1)
+    short = gd.run_gd(datas, gd.GDConfig(steps=25, lr=0.1))
     assert short.iterations is None and short.W_traj is None and short.loss_traj is None
 
 
@@ -184,7 +187,7 @@ def test_saturated_softmax_does_not_blow_up(backend):
     """Long normalised runs saturate the softmax (tiny gradients): steps must stay of size lr."""
     datas = random_unit_sphere(6, 8, 10, rng=np.random.default_rng(0), R=4)
     for param in ("W", "KQ"):
-        res = gd.run_gd(datas, param=param, steps=1500, lr=0.5, backend=backend)
+        res = gd.run_gd(datas, gd.GDConfig(param=param, steps=1500, lr=0.5, backend=backend))
         assert np.all(np.isfinite(res.W))
         bound = 0.01 * 10 * 3 + 1500 * 0.5  # init + steps * lr per parameter
         if param == "W":
@@ -247,14 +250,14 @@ def test_weight_decay_gradient_is_autograd_of_loss_plus_decay(param, relu):
     wd = 0.3
     if param == "W":
         W0 = torch.randn(2, 5, 5, generator=gen, dtype=DT)
-        res = gd.run_gd(datas, steps=1, lr=1.0, normalized=False, init=W0, weight_decay=wd, head=head)
+        res = gd.run_gd(datas, gd.GDConfig(steps=1, lr=1.0, geometry="plain", wd=wd), init=W0, head=head)
         for r, dt in enumerate(datas):
             (g,) = _autograd_objective_grads(dt, [W0[r]], wd, V)
             np.testing.assert_allclose(W0[r].numpy() - res.W[r], g, rtol=1e-10, atol=1e-12)
     else:
         K0, Q0 = torch.randn(2, 5, 3, generator=gen, dtype=DT), torch.randn(2, 5, 3, generator=gen, dtype=DT)
-        res = gd.run_gd(datas, param="KQ", m=3, steps=1, lr=1.0, normalized=False, init=(K0, Q0),
-                        weight_decay=wd, head=head)
+        res = gd.run_gd(datas, gd.GDConfig(param="KQ", m=3, steps=1, lr=1.0, geometry="plain", wd=wd),
+                        init=(K0, Q0), head=head)
         for r, dt in enumerate(datas):
             gK, gQ = _autograd_objective_grads(dt, [K0[r], Q0[r]], wd, V)
             np.testing.assert_allclose(K0[r].numpy() - res.K[r], gK, rtol=1e-10, atol=1e-12)
@@ -268,10 +271,11 @@ def test_weight_decay_runs_match_independent_autograd():
     W0 = (torch.rand(2, 10, 10, generator=gen, dtype=DT) * 2 - 1) / 10 ** 0.5
     K0, Q0 = ((torch.rand(2, 10, 10, generator=gen, dtype=DT) * 2 - 1) / 10 ** 0.5 for _ in range(2))
     for wd, normalized, lr in ((1e-3, True, 0.1), (2.2e-16, True, 0.1), (0.05, False, 0.5)):
-        rw = gd.run_gd(datas, steps=100, lr=lr, normalized=normalized, init=W0, weight_decay=wd)
-        rk = gd.run_gd(
-            datas, param="KQ", steps=100, lr=lr, normalized=normalized, init=(K0, Q0), weight_decay=wd
-        )
+        rw = gd.run_gd(datas, gd.GDConfig(steps=100, lr=lr,
+                                          geometry="normalized" if normalized else "plain", wd=wd), init=W0)
+        rk = gd.run_gd(datas, gd.GDConfig(param="KQ", steps=100, lr=lr,
+                                          geometry="normalized" if normalized else "plain", wd=wd),
+                       init=(K0, Q0))
         for r, dt in enumerate(datas):
             np.testing.assert_allclose(
                 rw.W[r], _autograd_gd(dt, [W0[r]], steps=100, lr=lr, normalized=normalized, weight_decay=wd),
@@ -287,21 +291,22 @@ def test_weight_decay_runs_match_independent_autograd():
 def test_weight_decay_zero_is_the_unchanged_fused_path_and_decay_bounds_the_norm():
     datas = random_unit_sphere(6, 8, 10, rng=np.random.default_rng(0), R=3)
     for param in ("W", "KQ"):
-        a = gd.run_gd(datas, param=param, steps=300, lr=0.1, seed=4)
-        b = gd.run_gd(datas, param=param, steps=300, lr=0.1, seed=4, weight_decay=0.0)
+        a = gd.run_gd(datas, gd.GDConfig(param=param, steps=300, lr=0.1), init=gd.RandomInit(4))
+        b = gd.run_gd(datas, gd.GDConfig(param=param, steps=300, lr=0.1, wd=0.0), init=gd.RandomInit(4))
         np.testing.assert_array_equal(a.W, b.W)
     # Saturated (K, Q) runs: without decay normalised GD grows ||K Q^T|| without bound (until the softmax
     # underflows exactly); with wd = eps the decay term balances the data gradient and the norm settles.
     eps = float(np.finfo(np.float64).eps)
-    free = gd.run_gd(datas, param="KQ", steps=2000, lr=0.1, seed=4)
-    wd = gd.run_gd(datas, param="KQ", steps=2000, lr=0.1, seed=4, weight_decay=eps, record_every=500)
+    free = gd.run_gd(datas, gd.GDConfig(param="KQ", steps=2000, lr=0.1), init=gd.RandomInit(4))
+    wd = gd.run_gd(datas, gd.GDConfig(param="KQ", steps=2000, lr=0.1, wd=eps), init=gd.RandomInit(4),
+                   record_every=500)
     assert np.all(np.isfinite(wd.W)) and np.all(wd.norms < free.norms)
     late = np.linalg.norm(wd.W_traj[-2:], axis=(2, 3))  # iterations 1500 and 2000
     assert np.all(np.abs(late[1] - late[0]) <= 0.2 * late[0])
 
 
 @pytest.mark.parametrize(
-    "kwargs,match",
+    "cfg,match",
     [
         (dict(param="V", steps=1, lr=0.1), "unknown param 'V'"),
         (dict(loss="hinge", steps=1, lr=0.1), "unknown loss 'hinge'"),
@@ -309,34 +314,51 @@ def test_weight_decay_zero_is_the_unchanged_fused_path_and_decay_bounds_the_norm
         (dict(steps=1.5, lr=0.1), "steps must be an integer >= 0"),
         (dict(steps=1, lr=0.0), "lr must be a finite number > 0"),
         (dict(steps=1, lr=float("nan")), "lr must be a finite number > 0"),
-        (dict(steps=1, lr=0.1, record_every=0), "record_every"),
-        (dict(steps=1, lr=0.1, init=np.zeros((3, 3))), r"init W must have shape"),
-        (dict(steps=1, lr=0.1, init=np.full((5, 5), np.nan)), "NaN"),
-        (dict(param="KQ", steps=1, lr=0.1, init=np.zeros((5, 5))), r"pair \(K, Q\)"),
+        (dict(steps=1, lr=[0.1, -0.1]), "lr must be a finite number > 0 or a sequence"),
+        (dict(steps=1, lr=[0.1, 0.2, 0.3]), "lr has 3 entries for 2 instances"),
         (dict(param="KQ", steps=1, lr=0.1, m=0), "m must be an integer >= 1"),
-        (dict(steps=1, lr=0.1, seed=[1, 2, 3]), "one per instance"),
-        (dict(steps=1, lr=0.1, head="relu"), "head must be None"),
-        (dict(steps=1, lr=0.1, weight_decay=-1e-3), "weight_decay must be a finite number >= 0"),
-        (dict(param="KQ", steps=1, lr=0.1, weight_decay=float("nan")), "weight_decay must be"),
-        (dict(steps=1, lr=0.1, weight_decay=True), "weight_decay must be"),
+        (dict(steps=1, lr=0.1, wd=-1e-3), "weight_decay must be a finite number >= 0"),
+        (dict(param="KQ", steps=1, lr=0.1, wd=float("nan")), "weight_decay must be"),
+        (dict(steps=1, lr=0.1, wd=True), "weight_decay must be"),
+        (dict(steps=1, lr=0.1, geometry="sphere"), "geometry must be"),
+        (dict(steps=1, lr=0.1, geometry=None), "geometry must be"),
     ],
 )
-def test_run_gd_validation(kwargs, match):
+def test_gd_config_validation(cfg, match):
     datas = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(9), R=2)
     with pytest.raises(InvalidInputError, match=match):
-        gd.run_gd(datas, **kwargs)
+        gd.run_gd(datas, gd.GDConfig(**cfg))
+
+
+@pytest.mark.parametrize(
+    "param,kwargs,match",
+    [
+        ("W", dict(record_every=0), "record_every"),
+        ("W", dict(init=np.zeros((3, 3))), r"init W must have shape"),
+        ("W", dict(init=np.full((5, 5), np.nan)), "NaN"),
+        ("KQ", dict(init=np.zeros((5, 5))), r"pair \(K, Q\)"),
+        ("W", dict(init=gd.RandomInit([1, 2, 3])), "one per instance"),
+        ("W", dict(head="relu"), "head must be None"),
+    ],
+)
+def test_run_gd_validation(param, kwargs, match):
+    datas = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(9), R=2)
+    with pytest.raises(InvalidInputError, match=match):
+        gd.run_gd(datas, gd.GDConfig(steps=1, lr=0.1, param=param), **kwargs)
+    with pytest.raises(InvalidInputError, match="cfg must be"):
+        gd.run_gd(datas, dict(steps=1, lr=0.1))
 
 
 def test_validation_head_and_radii():
     dt = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(10))
     with pytest.raises(InvalidInputError, match="no linear head"):
-        gd.run_gd(AttentionData(dt.X, dt.Y), steps=1, lr=0.1)
+        gd.run_gd(AttentionData(dt.X, dt.Y), gd.GDConfig(steps=1, lr=0.1))
     for radii in ([], [1.0, -1.0], [[1.0, 2.0]], [[[1.0]]], [np.inf]):  # (J, R) radii need R = 1 column here
         with pytest.raises(InvalidInputError, match="radii"):
             regpath.regularization_path(dt, radii, steps=5)
     with pytest.raises(InvalidInputError, match="restarts"):
         regpath.regularization_path(dt, [1.0], steps=5, restarts=0)
-    assert gd.run_gd(dt, steps=0, lr=0.1).W.shape == (1, 5, 5)
+    assert gd.run_gd(dt, gd.GDConfig(steps=0, lr=0.1)).W.shape == (1, 5, 5)
 
 
 def test_regularization_path_per_instance_seeds_replay_exactly():
@@ -362,13 +384,15 @@ needs_numba = pytest.mark.skipif(
 @needs_numba
 def test_kernel_backend_matches_independent_autograd(paper_instances_W, paper_instances_KQ):
     W0 = 0.01 * gd_common._normal((10, 10), 3, 0)
-    short = gd.run_gd(paper_instances_W, param="W", steps=200, lr=0.1, seed=0, backend="numba")
+    short = gd.run_gd(paper_instances_W, gd.GDConfig(param="W", steps=200, lr=0.1, backend="numba"),
+                      init=gd.RandomInit(0))
     for r, dt in enumerate(paper_instances_W):
         np.testing.assert_allclose(
             short.W[r], _autograd_gd(dt, [W0[r]], steps=200, lr=0.1), rtol=1e-9, atol=1e-10
         )
     K0, Q0 = 0.01 * gd_common._normal((10, 10), 3, 0), 0.01 * gd_common._normal((10, 10), 3, 1)
-    short = gd.run_gd(paper_instances_KQ, param="KQ", steps=100, lr=0.1, seed=0, backend="numba")
+    short = gd.run_gd(paper_instances_KQ, gd.GDConfig(param="KQ", steps=100, lr=0.1, backend="numba"),
+                      init=gd.RandomInit(0))
     for r, dt in enumerate(paper_instances_KQ):
         np.testing.assert_allclose(short.W[r], _autograd_gd(dt, [K0[r], Q0[r]], steps=100, lr=0.1),
                                    rtol=1e-7, atol=1e-8)
@@ -384,9 +408,9 @@ def test_kernel_backend_equals_torch_backend(loss, param, m):
     # (K, Q) GD here turns chaotic after ~120 steps (rounding differences grow ~10x per 20 steps, in
     # either backend alone too): compare before that
     steps, every = (300, 120) if param == "W" else (100, 40)
-    kw = dict(param=param, m=m, steps=steps, lr=0.05, loss=loss, seed=list(range(11)), record_every=every)
-    a = gd.run_gd(datas, backend="torch", **kw)
-    b = gd.run_gd(datas, backend="numba", **kw)
+    cfg = gd.GDConfig(param=param, m=m, steps=steps, lr=0.05, loss=loss)
+    a = gd.run_gd(datas, cfg.but(backend="torch"), init=gd.RandomInit(list(range(11))), record_every=every)
+    b = gd.run_gd(datas, cfg.but(backend="numba"), init=gd.RandomInit(list(range(11))), record_every=every)
     assert (a.backend, b.backend) == ("torch", "numba")
     np.testing.assert_allclose(b.W, a.W, rtol=1e-9, atol=1e-9 * np.abs(a.W).max())
     np.testing.assert_allclose(b.loss, a.loss, rtol=1e-9, atol=1e-12)
@@ -396,10 +420,8 @@ def test_kernel_backend_equals_torch_backend(loss, param, m):
     if param == "KQ":
         assert b.K.shape == (11, 5, m or 5)
         np.testing.assert_allclose(b.W, b.K @ np.swapaxes(b.Q, 1, 2))
-    kw["seed"] = [
-        4
-    ]  # instance 4 alone (per-instance seeds: the same init): the same iterates as in the batch
-    one = gd.run_gd(datas[4], backend="numba", **kw)
+    # instance 4 alone (per-instance seeds: the same init): the same iterates as in the batch
+    one = gd.run_gd(datas[4], cfg.but(backend="numba"), init=gd.RandomInit([4]), record_every=every)
     np.testing.assert_allclose(one.W[0], b.W[4], rtol=1e-12, atol=1e-12 * np.abs(b.W[4]).max())
 
 
@@ -411,9 +433,9 @@ def test_kernel_backend_keeps_centred_scores_deep_in_saturation():
     rng = np.random.default_rng(0)
     datas = [random_unit_sphere(4, 5, 8, rng=rng) for _ in range(3)]
     K0, Q0 = 0.3 * rng.standard_normal((3, 8, 8)), 0.3 * rng.standard_normal((3, 8, 8))
-    kw = dict(param="KQ", steps=5000, lr=0.005, init=(K0, Q0))
-    a = gd.run_gd(datas, backend="torch", **kw)
-    b = gd.run_gd(datas, backend="numba", **kw)
+    cfg = gd.GDConfig(param="KQ", steps=5000, lr=0.005)
+    a = gd.run_gd(datas, cfg.but(backend="torch"), init=(K0, Q0))
+    b = gd.run_gd(datas, cfg.but(backend="numba"), init=(K0, Q0))
     # 5000 steps: the backends differ by reduction order (FMA, SIMD width), so compare what is stable
     # deep in saturation -- the norm (the bug froze it at ~130 vs ~800) and the direction -- with
     # tolerances far from rounding yet far tighter than the regression's factor 6.
@@ -426,10 +448,11 @@ def test_kernel_backend_keeps_centred_scores_deep_in_saturation():
 def test_kernel_blocks_of_instances_give_the_same_iterates(monkeypatch):
     datas = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(8), R=21)
     for param in ("W", "KQ"):
-        kw = dict(param=param, steps=60, lr=0.05, seed=list(range(21)), backend="numba", record_every=25)
-        whole = gd.run_gd(datas, **kw)
+        cfg = gd.GDConfig(param=param, steps=60, lr=0.05, backend="numba")
+        kw = dict(init=gd.RandomInit(list(range(21))), record_every=25)
+        whole = gd.run_gd(datas, cfg, **kw)
         monkeypatch.setattr(gd, "KERNEL_BLOCK", 8)  # 21 instances in blocks of 8, 8 and 5
-        blocked = gd.run_gd(datas, **kw)
+        blocked = gd.run_gd(datas, cfg, **kw)
         monkeypatch.undo()
         np.testing.assert_allclose(
             blocked.W_traj, whole.W_traj, rtol=1e-12, atol=1e-12 * np.abs(whole.W).max()
@@ -441,21 +464,32 @@ def test_kernel_blocks_of_instances_give_the_same_iterates(monkeypatch):
 def test_backend_choice_and_errors(monkeypatch):
     datas = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(1), R=2)
     with pytest.raises(InvalidInputError, match="backend must be one of"):
-        gd.run_gd(datas, steps=2, lr=0.1, backend="cuda")
+        gd.run_gd(datas, gd.GDConfig(steps=2, lr=0.1, backend="cuda"))
+    numba = gd.GDConfig(steps=2, lr=0.1, backend="numba")
     if kernels.available():
-        for kw, why in (
-            (dict(normalized=False), "normalized=False"),
-            (dict(weight_decay=0.1), "weight_decay"),
-            (dict(head=att.ReLUHead(np.ones((5, 2)))), "ReLUHead"),
+        for cfg, kw, why in (
+            (numba.but(geometry="plain"), {}, "normalized=False"),
+            (numba.but(wd=0.1), {}, "weight_decay"),
+            (numba.but(param="KQ", wd=0.1), {}, "weight_decay"),
+            (numba.but(geometry=gd.Mirror(3)), {}, "mirror"),
+            (numba.but(lr=(0.1, 0.2)), {}, "per-instance step size"),
+            (numba, dict(head=att.ReLUHead(np.ones((5, 2)))), "ReLUHead"),
         ):
             with pytest.raises(InvalidInputError, match=why):
-                gd.run_gd(datas, steps=2, lr=0.1, backend="numba", **kw)
+                gd.run_gd(datas, cfg, **kw)
     batch = att.batch_from_data(datas)
     head = batch.linear_head()
-    assert not gd._use_kernel("auto", batch, head, True, 0.0, gd.KERNEL_MIN_WORK - 1)  # too small to compile
-    assert gd._use_kernel("auto", batch, head, True, 0.0, gd.KERNEL_MIN_WORK) == kernels.available()
-    assert not gd._use_kernel("torch", batch, head, True, 0.0, 10 ** 9)
+    small, big = gd.KERNEL_MIN_WORK // 2 - 1, gd.KERNEL_MIN_WORK // 2  # R = 2 instances
+    assert gd.code_path(gd.GDConfig(steps=small, lr=0.1), batch, head) == "fused"  # too small to compile
+    assert gd.code_path(gd.GDConfig(steps=big, lr=0.1), batch, head) == (
+        "numba" if kernels.available() else "fused")
+    assert gd.code_path(gd.GDConfig(steps=big, lr=(0.1, 0.2)), batch, head, scalar_lr=False) == "fused"
+    assert gd.code_path(gd.GDConfig(steps=10 ** 9, lr=0.1, backend="torch"), batch, head) == "fused"
+    assert gd.code_path(gd.GDConfig(steps=1, lr=0.1, wd=0.1), batch, head) == "explicit"
+    assert gd.code_path(gd.GDConfig(steps=1, lr=0.1, geometry=gd.Mirror(3)), batch, head) == "explicit"
+    with gd.step_hook(lambda: lambda g, lr: (g, lr)):
+        assert gd.code_path(gd.GDConfig(steps=10 ** 9, lr=0.1), batch, head) == "explicit"
     monkeypatch.setenv("ATTNSVM_NO_NUMBA", "1")  # the escape hatch: everything on the torch path
-    assert not gd._use_kernel("auto", batch, head, True, 0.0, 10 ** 9)
+    assert gd.code_path(gd.GDConfig(steps=10 ** 9, lr=0.1), batch, head) == "fused"
     with pytest.raises(InvalidInputError, match="numba is not installed"):
-        gd.run_gd(datas, steps=2, lr=0.1, backend="numba")
+        gd.run_gd(datas, gd.GDConfig(steps=2, lr=0.1, backend="numba"))

@@ -44,10 +44,11 @@ def test_kernel_run_in_a_fresh_process_imports_no_torch():
     code = (
         "import sys, numpy as np\n"
         "from numerics.data import random_unit_sphere\n"
-        "from numerics.gd import run_gd\n"
+        "from numerics.gd import GDConfig, run_gd\n"
         "ds = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(0), R=2)\n"
-        "r = run_gd(ds, steps=5, lr=0.1, init=0.01 * np.ones((2, 5, 5)), backend='numba')\n"
-        "k = run_gd(ds, param='KQ', steps=5, lr=0.1, init=(np.eye(5), np.eye(5)), backend='numba')\n"
+        "r = run_gd(ds, GDConfig(steps=5, lr=0.1, backend='numba'), init=0.01 * np.ones((2, 5, 5)))\n"
+        "k = run_gd(ds, GDConfig(steps=5, lr=0.1, param='KQ', backend='numba'),\n"
+        "           init=(np.eye(5), np.eye(5)))\n"
         "assert r.backend == k.backend == 'numba', (r.backend, k.backend)\n"
         "print('torch' in sys.modules)\n"
     )
@@ -69,10 +70,10 @@ def test_numpy_entry_equals_the_torch_entry(param):
     else:
         init_np = (0.1 * rng.standard_normal((11, 5, 5)), 0.1 * rng.standard_normal((11, 5, 5)))
         init_t = tuple(torch.as_tensor(a) for a in init_np)
-    kw = dict(param=param, steps=60, lr=0.1, record_every=20, backend="numba")
-    a = gd.run_gd(datas, init=init_np, **kw)  # the numpy entry (head=None, init given)
+    cfg = gd.GDConfig(param=param, steps=60, lr=0.1, backend="numba")
+    a = gd.run_gd(datas, cfg, init=init_np, record_every=20)  # the numpy entry (head=None, init given)
     head = gd_common._prepare(datas, None, "cpu", torch.float64)[1]
-    b = gd.run_gd(datas, init=init_t, head=head, **kw)  # torch's
+    b = gd.run_gd(datas, cfg, init=init_t, head=head, record_every=20)  # torch's
     assert a.backend == b.backend == "numba"
     scale = np.abs(a.W).max()
     np.testing.assert_allclose(a.W, b.W, rtol=0, atol=ITERATE_RTOL * scale)
@@ -92,10 +93,11 @@ def test_numpy_entry_checks_init_like_the_torch_path():
 
     datas = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(5), R=2)
     with pytest.raises(InvalidInputError, match=r"init W must have shape \(2, 5, 5\) or \(5, 5\)"):
-        gd.run_gd(datas, steps=2, lr=0.1, init=np.zeros((3, 5, 5)), backend="numba")
+        gd.run_gd(datas, gd.GDConfig(steps=2, lr=0.1, backend="numba"), init=np.zeros((3, 5, 5)))
     with pytest.raises(InvalidInputError, match="init W contains NaN or Inf"):
-        gd.run_gd(datas, steps=2, lr=0.1, init=np.full((5, 5), np.nan), backend="numba")
+        gd.run_gd(datas, gd.GDConfig(steps=2, lr=0.1, backend="numba"), init=np.full((5, 5), np.nan))
     with pytest.raises(InvalidInputError, match="must be a pair"):
-        gd.run_gd(datas, param="KQ", steps=2, lr=0.1, init=np.zeros((5, 5)), backend="numba")
-    one = gd.run_gd(datas, steps=3, lr=0.1, init=0.01 * np.eye(5), backend="numba")  # (d, d) init: shared
+        gd.run_gd(datas, gd.GDConfig(param="KQ", steps=2, lr=0.1, backend="numba"), init=np.zeros((5, 5)))
+    # a (d, d) init: shared by every instance
+    one = gd.run_gd(datas, gd.GDConfig(steps=3, lr=0.1, backend="numba"), init=0.01 * np.eye(5))
     assert one.W.shape == (2, 5, 5) and one.backend == "numba"

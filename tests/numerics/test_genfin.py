@@ -228,7 +228,7 @@ def test_padded_relu_gd_equals_the_per_d_runs():
 
     from checks.theorems._gd import run_relu_gd_padded
     from numerics.attention import ReLUHead
-    from numerics.gd import run_gd
+    from numerics.gd import GDConfig, run_gd
 
     rng = np.random.default_rng(1)
     insts = [coupled_selection(rng, *CATALOGUE_CONFIGS[j % 4]) for j in range(4)]
@@ -237,7 +237,7 @@ def test_padded_relu_gd_equals_the_per_d_runs():
                                 normalized=False, record_every=250)
     for inst, w0, traj in zip(insts, W0, padded, strict=True):
         head = ReLUHead(torch.as_tensor(inst.V[None]))
-        own = run_gd([inst.data], steps=500, lr=5.0, normalized=False, head=head, init=w0[None],
+        own = run_gd([inst.data], GDConfig(steps=500, lr=5.0, geometry="plain"), head=head, init=w0[None],
                      record_every=250).W_traj[:, 0]
         assert traj.shape == own.shape
         # 500 contracting plain-GD steps: rounding differences stay ~1e-15 relative (2.6e-13 measured after

@@ -77,10 +77,10 @@ def test_auto_backend_falls_back_to_torch_without_a_kernel_cache(tmp_path, monke
     monkeypatch.setattr(gd, "KERNEL_MIN_WORK", 0)
     datas = random_unit_sphere(2, 3, 4, rng=np.random.default_rng(0), R=2)
     with pytest.warns(RuntimeWarning, match="torch path"):
-        res = gd.run_gd(datas, steps=5, lr=0.1)
+        res = gd.run_gd(datas, gd.GDConfig(steps=5, lr=0.1))
     assert res.backend == "torch"
     with pytest.raises(InvalidInputError, match="not writable"):
-        gd.run_gd(datas, steps=5, lr=0.1, backend="numba")
+        gd.run_gd(datas, gd.GDConfig(steps=5, lr=0.1, backend="numba"))
 
 
 def test_no_numba_switch(monkeypatch):

@@ -18,6 +18,7 @@ from checks.harness import run_theorem
 from checks.theorem import REGISTRY
 from numerics import attention as att
 from numerics.data import AttentionData
+from numerics.gd import RandomInit
 from numerics.gd_common import GDResult
 from numerics.prompt import PromptGDResult
 from numerics.sequence import SeqGDResult
@@ -38,8 +39,11 @@ def _datas(data):
 def fake_run_gd(mode: str):
     """A stand-in for numerics.gd.run_gd: ``noop`` never moves, ``ascent`` steps along +grad L."""
 
-    def run(data, *, steps, lr, normalized=True, init=None, record_every=None, param="W", device="cpu",
-            seed=0, init_scale=0.01, **_):
+    def run(data, cfg, *, init=None, record_every=None, device="cpu", head=None):
+        steps, lr, normalized, param = cfg.steps, cfg.lr, cfg.normalized, cfg.param
+        seed, init_scale = 0, 0.01
+        if isinstance(init, RandomInit):
+            seed, init_scale, init = init.seed, init.scale, None
         datas = _datas(data)
         R, d = len(datas), datas[0].d
         if param == "KQ":
@@ -56,11 +60,12 @@ def fake_run_gd(mode: str):
         if mode == "ascent":
             b = att.batch_from_data(datas)
             Wt = torch.as_tensor(W)
+            lrs = torch.as_tensor(np.array(np.broadcast_to(np.asarray(lr, float), (R,))))[:, None, None]
             for k in range(1, steps + 1):
                 g = att.grad_W(b.X, b.Y, b.Z, Wt, b.linear_head())
                 if normalized:
                     g = g / torch.linalg.matrix_norm(g).clamp_min(1e-300)[:, None, None]
-                Wt = Wt + lr * g
+                Wt = Wt + lrs * g
                 if k in its:
                     traj.append(Wt.numpy().copy())
         else:

@@ -17,6 +17,7 @@ from checks import catalogue
 from checks.harness import run_theorem
 from checks.theorem import REGISTRY
 from numerics import attention as att
+from numerics.gd import RandomInit
 
 catalogue.load_builtin()
 
@@ -25,19 +26,10 @@ def _fake_gd(mode: str):
     """A stand-in for numerics.gd.run_gd: 'noop' returns W(0) at every recorded step; 'ascent' runs
     normalised gradient ASCENT of the same loss (linear head) with the same step."""
 
-    def run(
-        data,
-        *,
-        steps,
-        lr,
-        loss="logistic",
-        seed=0,
-        init=None,
-        record_every=None,
-        device="cpu",
-        head=None,
-        **kw,
-    ):
+    def run(data, cfg, *, init=None, record_every=None, device="cpu", head=None):
+        steps, lr, loss, seed = cfg.steps, cfg.lr, cfg.loss, 0
+        if isinstance(init, RandomInit):
+            seed, init = init.seed, None
         datas = [data] if not isinstance(data, (list, tuple)) else list(data)
         b = att.batch_from_data(datas)
         R, d = len(datas), datas[0].d

@@ -130,7 +130,7 @@ def test_one_w_step_is_one_prompt_step_with_scaled_step():
     as one normalised prompt step of size η‖p‖, and leaves W(I − P_p) unchanged."""
     from checks.strategies import b2_data
     from numerics.data import AttentionData
-    from numerics.gd import run_gd
+    from numerics.gd import GDConfig, run_gd
     from numerics.prompt import prompt_scores, run_prompt_gd
 
     rng = np.random.default_rng(3)
@@ -139,7 +139,7 @@ def test_one_w_step_is_one_prompt_step_with_scaled_step():
     data = AttentionData(base.X, base.Y, np.tile(p, (2, 1)), base.v)
     W0 = rng.standard_normal((5, 5))
     eta = 0.07
-    W1 = run_gd([data], param="W", steps=1, lr=eta, init=W0[None], backend="torch").W[0]
+    W1 = run_gd([data], GDConfig(param="W", steps=1, lr=eta, backend="torch"), init=W0[None]).W[0]
     q1 = run_prompt_gd(base.X, prompt_scores(base.X, base.Y, base.v), steps=1, lr=eta * np.linalg.norm(p),
                        init=(W0 @ p)[None]).p[0]
     assert np.allclose(W1 @ p, q1, rtol=0, atol=1e-13)

@@ -65,7 +65,7 @@ def test_one_smoothness_bound_and_it_bounds_the_valley_curvature():
     from checks.strategies import valley_data
     from checks.theorems import _global, _smoothness, smoothness_step
     from checks.theorems.smoothness_step import valley_geometry, valley_point
-    from numerics.gd import run_gd
+    from numerics.gd import GDConfig, run_gd
     from theory.smoothness import lipschitz_bound
 
     # one definition: the GD step hypothesis (_global) and smoothness-step use the proved bound itself
@@ -81,9 +81,8 @@ def test_one_smoothness_bound_and_it_bounds_the_valley_curvature():
         h = 1e-3
         L = [
             float(
-                run_gd(
-                    [data], steps=0, lr=1.0, normalized=False, init=(W0 + s * h * F / np.sum(F * F))[None]
-                ).loss[0]
+                run_gd([data], GDConfig(steps=0, lr=1.0, geometry="plain"),
+                       init=(W0 + s * h * F / np.sum(F * F))[None]).loss[0]
             )
             for s in (-1, 0, 1)
         ]
@@ -188,13 +187,13 @@ def test_kq_gd_accepts_non_contiguous_tokens():
     """b1_data's X is a transposed view (not C-contiguous): the (K, Q) path used to fail on X.view."""
     from checks.strategies import b1_data
     from numerics.data import AttentionData
-    from numerics.gd import run_gd
+    from numerics.gd import GDConfig, RandomInit, run_gd
 
     data = b1_data(2, 3, 6, rng=np.random.default_rng(0))
     assert not data.X.flags["C_CONTIGUOUS"]
     copy = AttentionData(np.ascontiguousarray(data.X), data.Y, data.Z, data.v)
-    a = run_gd([data], param="KQ", steps=50, lr=0.5, normalized=False, seed=1)
-    b = run_gd([copy], param="KQ", steps=50, lr=0.5, normalized=False, seed=1)
+    a = run_gd([data], GDConfig(param="KQ", steps=50, lr=0.5, geometry="plain"), init=RandomInit(1))
+    b = run_gd([copy], GDConfig(param="KQ", steps=50, lr=0.5, geometry="plain"), init=RandomInit(1))
     np.testing.assert_allclose(a.W, b.W, rtol=1e-12, atol=1e-15)
 
 
