@@ -117,7 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("svm", help="solve one attention SVM from an .npz file")
     s.add_argument("file", metavar="FILE.npz")
-    s.add_argument("--norm", choices=["fro", "nuc"], default="fro")
+    s.add_argument("--norm", choices=["fro", "nuc", "lp"], default="fro",
+                   help="Frobenius, nuclear (Att-SVM⋆) or entrywise ℓp (ℓp-AttSVM; give --p)")
+    s.add_argument("--p", type=float, default=None, metavar="P", help="the p of --norm lp (p > 1)")
     s.add_argument(
         "--alpha", default="optimal", help="'optimal' or comma-separated token indices, one per example"
     )

@@ -1,6 +1,7 @@
-"""``attnsvm svm FILE.npz [--norm fro|nuc] [--alpha optimal|i0,i1,...] [--exact] [--json]``.
+"""``attnsvm svm FILE.npz [--norm fro|nuc|lp [--p P]] [--alpha optimal|i0,i1,...] [--exact] [--json]``.
 
-Solves one attention SVM (numerics.svm.solve_att_svm) and prints status, objective, rank, support
+Solves one attention SVM (numerics.svm.solve_att_svm; ``--norm lp --p P``: the entrywise ℓp-AttSVM,
+numerics.svm.solve_lp_att_svm) and prints status, objective, rank, support
 tokens and the certificate summary. Infeasible is an outcome (exit 0); bad input raises
 InvalidInputError, which checks.cli turns into one line on stderr and exit 2.
 """
@@ -15,7 +16,7 @@ import numpy as np
 
 from numerics.data import AttentionData
 from numerics.errors import InvalidInputError, SolverError
-from numerics.svm import SVMSolution, solve_att_svm
+from numerics.svm import SVMSolution, solve_att_svm, solve_lp_att_svm
 from numerics.tokens import check_alpha
 
 
@@ -64,11 +65,19 @@ def load_data(path: Any) -> AttentionData:
 
 
 def solve_certified(data: AttentionData, alpha: np.ndarray | None, norm: str, *, exact: bool = False,
-                    m: int | None = None) -> tuple[SVMSolution | None, str | None]:
+                    m: int | None = None, p: float | None = None) -> tuple[SVMSolution | None, str | None]:
     """(solution, None) for a certified answer (optimal or infeasible), else (None, the failure line):
     solve_att_svm raises SolverError for a failed solve or an answer whose certificate does not verify,
     and that is reported as a failure, never as a solution. Shared by ``attnsvm svm`` and ``attnsvm gd``."""
     try:
+        if norm == "lp":
+            if p is None:
+                raise InvalidInputError("--norm lp needs --p P (a number > 1)")
+            if exact:
+                raise InvalidInputError("--exact is available for --norm fro only")
+            return solve_lp_att_svm(data, alpha, p=p), None
+        if p is not None:
+            raise InvalidInputError(f"--p is for --norm lp only (got --norm {norm})")
         return solve_att_svm(data, alpha, norm=norm, exact=exact, m=m), None
     except SolverError as exc:
         return None, f"solver failure ({exc.solver}, status {exc.status}): {exc}"
@@ -77,18 +86,23 @@ def solve_certified(data: AttentionData, alpha: np.ndarray | None, norm: str, *,
 def cmd_svm(args: Any) -> int:
     data = load_data(args.file)
     alpha = parse_alpha(getattr(args, "alpha", "optimal"), data)
-    sol, failure = solve_certified(data, alpha, args.norm, exact=bool(getattr(args, "exact", False)))
+    sol, failure = solve_certified(data, alpha, args.norm, exact=bool(getattr(args, "exact", False)),
+                                   p=getattr(args, "p", None))
     if sol is None:
         print(f"attnsvm svm: {failure}")
         return 1
     if getattr(args, "json", False):
-        print(json.dumps(solution_dict(sol)))
+        out = solution_dict(sol)
+        if args.norm == "lp":
+            out["p"] = args.p
+        print(json.dumps(out))
         return 0
     print(f"status:      {sol.status}")
     print(f"norm:        {sol.norm}")
     print(f"alpha:       {sol.alpha.tolist()}")
     if sol.feasible:
-        print(f"objective:   {sol.objective:.12g}  ({'‖W‖_F' if sol.norm == 'fro' else '‖W‖_*'})")
+        name = {"fro": "‖W‖_F", "nuc": "‖W‖_*"}.get(sol.norm, "‖W‖_p, entrywise")
+        print(f"objective:   {sol.objective:.12g}  ({name})")
         print(f"rank:        {sol.rank}  (σ_j > RANK_RTOL σ_1)")
         print("support:     " + "  ".join(f"{i}:{s.tolist()}" for i, s in enumerate(sol.support)))
     print(f"certificate: {sol.certificate.summary()}")

@@ -9,6 +9,8 @@ solved once, by :func:`~numerics.svm.core._hard_margin_core`, for all of them:
 * Att-SVM, Frobenius — ``solve_att_svm(data, alpha, norm="fro")``:
   ``W^mm_α = argmin ‖W‖_F  s.t. (x_{iα_i} − x_it)^T W z_i ≥ 1``;
 * Att-SVM⋆, nuclear — ``solve_att_svm(data, alpha, norm="nuc")`` (an SDP, not the core);
+* ℓp-AttSVM, entrywise ℓp (the limit of ℓp mirror descent) — :func:`solve_lp_att_svm` (a power-cone program,
+  not the core; feasibility from the core);
 * sequence / causal SVM — :func:`solve_seq_svm`;
 * Gen-SVM directional and finite parts — :func:`gen_svm`;
 * TLZO's p-SVM, relaxed p-SVM and the head SVM — :func:`solve_p_svm`, :func:`solve_head_svm`.
@@ -34,14 +36,15 @@ Modules: :mod:`~numerics.svm.core` (results, the LDP/NNLS core, polishing, Farka
 :mod:`~numerics.svm.att` (Att-SVM, the shared attention-row solve, local optimality),
 :mod:`~numerics.svm.nuclear` (Att-SVM⋆: the certified SDP ladder), :mod:`~numerics.svm.exact` (exact rational
 proofs), :mod:`~numerics.svm.gen` (Gen-SVM), :mod:`~numerics.svm.sequence` (sequence / causal SVM) and
-:mod:`~numerics.svm.vectors` (TLZO's p-SVM, head SVM, joint (v, p)). Patch a private helper in the module that
-defines it (``numerics.svm.nuclear._nuclear_sdp``), not here. The naive per-pair cvxpy baseline of the
-benchmarks lives in :mod:`checks.bench_naive`.
+:mod:`~numerics.svm.lp` (ℓp-AttSVM), :mod:`~numerics.svm.vectors` (TLZO's p-SVM, head SVM, joint (v, p)).
+Patch a private helper in the module that defines it (``numerics.svm.nuclear._nuclear_sdp``), not here. The
+naive per-pair cvxpy baseline of the benchmarks lives in :mod:`checks.bench_naive`.
 """
 
 from .att import certify_att_svm, is_locally_optimal, locally_optimal, solve_att_svm, support_tokens
 from .core import Certificate, SVMSolution, rank_by_gap
 from .gen import GenSVMResult, fit_svmeq, gen_svm
+from .lp import lp_norm, solve_lp_att_svm
 from .nuclear import NUC_LADDER, NUC_LADDER_FULL
 from .sequence import seq_scores, solve_seq_svm
 from .vectors import VectorSVMSolution, solve_head_svm, solve_joint_vp_svm, solve_p_svm
@@ -54,6 +57,8 @@ __all__ = [
     "NUC_LADDER",
     "NUC_LADDER_FULL",
     "solve_att_svm",
+    "solve_lp_att_svm",
+    "lp_norm",
     "certify_att_svm",
     "support_tokens",
     "is_locally_optimal",

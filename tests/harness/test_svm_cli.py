@@ -118,3 +118,24 @@ def test_subprocess_entry_point(feasible):
         timeout=120,
     )
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0
+
+
+def test_lp_norm_json(capsys, feasible):
+    rc, out = run_json(capsys, feasible, "--norm", "lp", "--p", "3")
+    assert rc == 0 and out["norm"] == "lp" and out["p"] == 3.0
+    cert = out["certificate"]
+    assert out["status"] == "optimal" and cert["kind"] == "lp" and cert["verified"]
+    W = np.array(out["W"])
+    assert out["objective"] == pytest.approx(float(np.sum(np.abs(W) ** 3) ** (1 / 3)), rel=1e-9)
+
+
+@pytest.mark.parametrize(("argv", "msg"), [
+    (["--norm", "lp"], "--norm lp needs --p"),
+    (["--norm", "lp", "--p", "1"], "p must be a finite number > 1"),
+    (["--norm", "fro", "--p", "2"], "--p is for --norm lp only"),
+    (["--norm", "lp", "--p", "2", "--exact"], "--exact is available for --norm fro only"),
+])
+def test_lp_bad_arguments(capsys, feasible, argv, msg):
+    assert main(["svm", str(feasible), *argv]) == 2
+    err = capsys.readouterr().err
+    assert msg in err and len(err.strip().splitlines()) == 1
