@@ -92,7 +92,7 @@ def _solve_cvxpy(rows: _Rows, p: float, solver: str) -> tuple[str, np.ndarray | 
     A = (rows.D[:, :, None] * rows.Zq[:, None, :]).reshape(len(rows.b), d * d)  # row s = vec(D_s z_s^T)
     w = cp.Variable(d * d)
     cons = [A @ w >= 1.0]
-    prob = cp.Problem(cp.Minimize(cp.pnorm(w, p)), cons)
+    prob = cp.Problem(cp.Minimize(cp.pnorm(w, p)), cons)  # type: ignore[arg-type]  # cvxpy takes any p >= 1
     try:
         with warnings.catch_warnings():  # "may be inaccurate": the certificate decides, not the warning
             warnings.simplefilter("ignore", UserWarning)
