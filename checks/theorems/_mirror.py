@@ -218,19 +218,21 @@ class MirrorGD(GlobalGD):
     def check_direction(self, inst, st, ctx):
         idx = doubling_points(st["its"], st["steps"])
         traj, its = st["traj"][idx], st["its"][idx]
-        err = 1 - corr_curve(traj, self.target(inst, st))
+        claimed = self.target(inst, st)
+        err = 1 - corr_curve(traj, claimed)
         eps = self.corr_err_max
         m = dict(given_metrics(ctx), corr_err=float(err[-1]), corr_err_fall=float(err[-1] / err[0]),
                  corr_err_iterations=its.tolist(), corr_err_curve=err.tolist(), alt_corr_err=float("nan"),
                  p=inst["p"], q=inst["q"])
         for r in EXPONENTS:
             Wr = st["sols"][r].W
-            sep = float(1 - corr(Wr, st["sol"].W))
             m[f"corr_err_l{r:g}"] = float(1 - corr(traj[-1], Wr))
-            m[f"sep_l{r:g}"] = sep
-        # competitors: the other exponents' certified solutions at least the threshold away from the claimed
-        # limit (a closer one is the same direction at this resolution)
-        rivals = [r for r in EXPONENTS if r != inst["q"] and m[f"sep_l{r:g}"] >= eps]
+            m[f"sep_l{r:g}"] = float(1 - corr(Wr, claimed))
+        # competitors: the certified solutions of every exponent at least the threshold away from the claimed
+        # limit (a closer one is the same direction at this resolution). In a normal run that excludes q's own
+        # solution (it IS the claimed limit); under `attnsvm power --resolution` the claimed limit is tilted
+        # and the certified W^mm_q competes with it like the others.
+        rivals = [r for r in EXPONENTS if m[f"sep_l{r:g}"] >= eps]
         if err[-1] < eps and err[-1] < err[0] and all(err[-1] < m[f"corr_err_l{r:g}"] for r in rivals):
             return held(**m)
         for r in rivals:
