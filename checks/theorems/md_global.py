@@ -29,10 +29,10 @@ falling, closer than to W^mm_p); otherwise undecided (budget: the statement is a
 
 Controls (the cross pairing, at the boundary of the claim "the limit is the ℓp solution of the SAME p"):
 ``md-global-control`` runs the same mirror descent with p and claims the limit W^mm_q, q ≠ p, for
-(p, q) = (1.75, 3), (3, 1.75), (2, 3); the hypothesis 1 − corr(W^mm_p, W^mm_q) ≥ ε (tested) puts the claimed
-limit outside the confirmation ball of the true one. 1.75 and 2 are only 0.013–0.02 apart on the family,
-below what 20000 plain steps resolve (1 − corr ≈ 0.01–0.04 at the end): the normalised control
-``md-global-normalized-control`` (ε = 1e-2) pairs all six (p, q).
+(p, q) = (1.75, 3), (3, 1.75), (2, 3); the hypothesis 1 − corr(W^mm_p, W^mm_q) ≥ ε (tested; redrawn when
+unmet) puts the claimed limit outside the confirmation ball of the true one. 1.75 and 2 are only 0.013–0.02
+apart on the family, below what 20000 plain steps resolve (1 − corr ≈ 0.01–0.04 at the end): the normalised
+control ``md-global-normalized-control`` (ε = 1e-2) pairs all six (p, q).
 
 ``md-global-normalized``: the normalised variant ∇ψ(W(k+1)) = ∇ψ(W(k)) − η ∇L/‖∇L‖_q (q the dual exponent),
 η = 0.1, 4000 steps (1024 for p = 1.75, whose logit gap grows like (ηk)^{4/3} and saturates float64 by
