@@ -93,6 +93,8 @@ CANONICAL_ORDER = (
     "smoothness-step", "cone-no-stationary", "kq-divergence", "nuclear-factorisation", "rp-kq-rank",
     "rp-w-local", "rp-kq-local", "overparam-support",
     "p-rp-path", "p-gd-equivalence", "p-nonlinear-head", "joint-vp-path-equal-radii",
+    # issue 25: mirror descent (arXiv 2410.14581)
+    "md-global", "md-global-normalized",
 )
 
 

@@ -18,6 +18,9 @@ global-vs-d        share of GD runs (normalised, step 0.1, 2000 steps) whose fin
 multi-token        Gen-SVM: n=3, T=4, d ∈ {4,6,8,10}, ReLU head h(u) = 1ᵀReLU(Vᵀu) with fixed random V,
                    normalised GD 2001 iterates; 1 − corr(W(k), ·) for W^svmeq, W^dir and the
                    one-token Att-SVM, on unambiguous runs (ambiguous ones counted, not dropped silently).
+mirror-descent     3×3 table of mean corr(W_p, W^mm_q(α)), p, q ∈ {1.75, 2, 3}: normalised ℓp mirror
+                   descent on n=4, T=5, d=6 unit-sphere data (arXiv 2410.14581) against the certified
+                   ℓq-AttSVM of the selected tokens α, and its heat map (mirror_descent.py).
 =================  ===============================================================================
 
 Every trial's random numbers come from (seed, name, cell, trial) via SeedSequence
@@ -47,6 +50,7 @@ from .common import kept_sweep
 from .gd_paths import report_gd_paths, run_gd_paths
 from .global_vs_d import report_global_vs_d, run_global_vs_d
 from .local_convergence import report_local_convergence, run_local_convergence
+from .mirror_descent import report_mirror_descent, run_mirror_descent
 from .multi_token import report_multi_token, run_multi_token
 from .svm_rank import report_svm_rank, run_svm_rank
 
@@ -60,6 +64,7 @@ DEFAULT_TRIALS = {
     "svm-rank": 10,
     "global-vs-d": 50,
     "multi-token": 40,
+    "mirror-descent": 20,
 }
 
 
@@ -69,6 +74,7 @@ EXPERIMENTS = {
     "svm-rank": (run_svm_rank, report_svm_rank),
     "global-vs-d": (run_global_vs_d, report_global_vs_d),
     "multi-token": (run_multi_token, report_multi_token),
+    "mirror-descent": (run_mirror_descent, report_mirror_descent),
 }
 
 

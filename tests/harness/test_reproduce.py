@@ -203,3 +203,22 @@ def test_interrupted_run_loses_no_finished_task(tmp_path, monkeypatch):
     assert (out / "svm-rank.csv").read_text() == (clean / "svm-rank.csv").read_text()
     assert "2 finished task(s) reloaded" in (out / "svm-rank.md").read_text()
     assert not (out / ".svm-rank.parts").exists()
+
+
+def test_mirror_descent(tmp_path, monkeypatch):
+    """Two runs per p on smaller data: the 3×3 table is complete, every run counted, and each MD-p run is
+    closest to the SVM of its own p (the claim; at p = 2 the normalised MD is normalised GD)."""
+    from checks.experiments import mirror_descent as md
+
+    monkeypatch.setattr(md, "MD_N", 3)
+    monkeypatch.setattr(md, "MD_T", 3)
+    monkeypatch.setattr(md, "MD_D", 4)
+    R.reproduce("mirror-descent", trials=2, out=tmp_path, workers=1, progress=False)
+    _outputs_ok(tmp_path, "mirror-descent")
+    rows = _rows(tmp_path / "mirror-descent.csv")
+    pairs = [(float(r["p"]), float(r["q"])) for r in rows]
+    assert pairs == [(p, q) for p in md.EXPONENTS for q in md.EXPONENTS]
+    for r in rows:
+        assert int(r["runs"]) + int(r["infeasible"]) + int(r["solver_errors"]) == 2
+    diag = [r for r in rows if r["p"] == r["q"]]
+    assert all(int(r["best_of_row"]) == int(r["runs"]) for r in diag)
