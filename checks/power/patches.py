@@ -21,6 +21,14 @@ def _scaled_core(original):
     return _hard_margin_core
 
 
+def _scaled_lp(original):
+    def _solve_cvxpy(*args, **kwargs):
+        status, W, lam = original(*args, **kwargs)
+        return status, (None if W is None else SCALE * W), lam
+
+    return _solve_cvxpy
+
+
 # The nuclear seam is the whole certified ladder (numerics.svm.nuclear._solve_nuclear_ladder): each rung is
 # certified inside it (and Newton-polished, which would undo a perturbed SDP answer), so a wrong answer must
 # leave the ladder to be a bug that only solve_att_svm's final certificate can catch.

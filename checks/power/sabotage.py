@@ -66,6 +66,7 @@ from .patches import (  # the SVM, softmax, mask, token, gradient and rank bugs
     _np_rows_unnormalised,
     _rows_unnormalised,
     _scaled_core,
+    _scaled_lp,
     _scaled_nuclear,
     _seq_svm_mask_off,
     _tempered,
@@ -92,6 +93,7 @@ COMPONENTS: dict[str, str] = {
     "svm-fro": "Frobenius / Euclidean hard-margin SVMs (Att-SVM norm='fro', sequence SVM, Gen-SVM, p-SVM, "
         "head SVM)",
     "svm-nuc": "the nuclear-norm Att-SVM, solve_att_svm(norm='nuc')",
+    "svm-lp": "the entrywise lp-AttSVM, solve_lp_att_svm (its power-cone solve, svm.lp._solve_cvxpy)",
     "certificate": "the KKT / SDP / Farkas certificates of numerics.svm",
     "rank": "the numerical rank numerics.svm.rank_by_gap",
 }
@@ -187,11 +189,12 @@ CATALOGUE: dict[str, Sabotage] = {
         ),
         Sabotage(
             "scaled-svm",
-            ("svm-fro", "svm-nuc"),
+            ("svm-fro", "svm-nuc", "svm-lp"),
             f"every SVM solver returns {SCALE} x its solution (feasible, not optimal)",
             lambda: [
                 ("numerics.svm.core", "_hard_margin_core", _scaled_core),
                 ("numerics.svm.nuclear", "_solve_nuclear_ladder", _scaled_nuclear),
+                ("numerics.svm.lp", "_solve_cvxpy", _scaled_lp),
             ],
         ),
         Sabotage(

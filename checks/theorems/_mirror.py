@@ -86,7 +86,7 @@ class MirrorGD(GlobalGD):
     of its own: md-global / md-global-normalized (md_global.py) subclass it. ``pairs``: None for the theorem
     (the run's p is also the claimed limit's), else the control's (p, q) pairs."""
 
-    depends_on = ("gd", "optimal-token", "softmax")
+    depends_on = ("gd", "optimal-token", "softmax", "svm-lp")
     profiles = PROFILES
     plot_metric = "corr_err"
     accepts_data = False

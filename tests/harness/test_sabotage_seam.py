@@ -38,9 +38,11 @@ SOLVER_SEAM = {
     ("svm/core.py", "_ldp_nnls"), ("svm/core.py", "_polish"), ("svm/core.py", "_farkas_lp"),
     ("svm/core.py", "_qp_cvxpy"), ("svm/core.py", "_core_attempt"), ("svm/nuclear.py", "_nuclear_sdp"),
     ("svm/nuclear.py", "_nuclear_dual_direct"), ("genfin.py", "finite_part"),
-    # the lp-AttSVM (attnsvm svm --norm lp) has no component and no sabotage yet: no theorem depends on it; a
-    # theorem that does must add a component and a sabotage inside _solve_cvxpy before relying on it
+    # the lp-AttSVM's power-cone solve: component svm-lp, broken by scaled-svm (md-global depends on it)
     ("svm/lp.py", "_solve_cvxpy"),
+    # the rank-constrained factored multi-start (nuclear-factorisation, rp-kq-rank): a local solver whose best
+    # point is certified against the SDP bound (>= it, feasible, balanced); the bound's SDP is svm-nuc's
+    ("svm/factorised.py", "_local"),
 }
 SOLVER_CALLS = {"Problem", "linprog", "nnls", "minimize", "solve"}
 #: Gradients: the attention gradient of W (and of K, Q, and every GD step) is
