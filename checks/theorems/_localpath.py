@@ -54,6 +54,8 @@ from numerics.regpath import regularization_path
 from numerics.svm import is_locally_optimal, solve_att_svm
 from numerics.tokens import corr, margins, optimal_tokens, scores
 
+from ._trends import SHRINK_MAX, judge_convergence, last_ratio
+
 #: Cone half-width μ (see the module docstring).
 MU = 0.01
 #: Higher-scoring non-support tokens' slack δ⁺ needed for the regime to be reachable in float64 (docstring).
@@ -66,9 +68,6 @@ CORR_ERR_MAX, SEPARATION_K = 1e-2, 4.0
 #: absolute on its last step (a tenth of rp-w-frobenius's 2e-3: here the errors live below μ = 1e-2); a larger
 #: last rise is undecided, never refuted (``judge``).
 TREND_REL, TREND_ABS = 0.25, 2e-4
-#: An error still converging to 0 shrinks by ~2x per doubling of M; one stuck on the cone boundary has ratio
-#: 1.
-SHRINK_MAX = 0.8
 #: Resolved radius: the path's loss drops by more than this relative amount from the previous one (float64).
 RES_RTOL = 1e-10
 #: Radii needed to judge (the final value and a last ratio need two; three give a trend).
@@ -226,26 +225,17 @@ def judge(err: np.ndarray, threshold: float, reliable: np.ndarray | None = None,
     3.73e-57 is below that of the M = 64 point rescaled (4.32e-57) and of the centre (4.97e-57) far beyond the
     rounding bounds (~1e-68): the finite-R minimiser genuinely moves away and back. ``reliable``: unused (kept
     for callers)."""
-    ratio = float(err[-1] / err[-2]) if err[-2] > 0 else 0.0
-    metrics = dict(metrics, last_ratio=ratio)
-    if err[-1] < threshold:
-        return held(**metrics)
-    if ratio <= SHRINK_MAX:
-        return undecided(
-            f"1 − corr = {err[-1]:.3g} ≥ {threshold:.3g} at the largest resolved R but still shrinking "
-            f"(ratio {ratio:.2f}): grid too short",
-            **metrics,
-        )
-    if err[-2] < threshold or err[-1] > err[-2] * (1 + TREND_REL) + TREND_ABS:
-        return undecided(
-            f"1 − corr = {err[-1]:.3g} ≥ {threshold:.3g} at the largest R, but it rose there from "
-            f"{err[-2]:.3g}: not converged at the largest radius (a rise is no refutation of a limit)",
-            **metrics,
-        )
-    return failed(
-        f"1 − corr = {err[-1]:.3g} ≥ {threshold:.3g} and stalled (last ratio {ratio:.2f} > {SHRINK_MAX}): "
-        "the path sits on the cone boundary or another direction",
-        **metrics,
+    ratio = last_ratio(err)
+    return judge_convergence(
+        converged=bool(err[-1] < threshold),
+        falling=f"1 − corr = {err[-1]:.3g} ≥ {threshold:.3g} at the largest resolved R but still shrinking "
+        f"(ratio {ratio:.2f}): grid too short" if ratio <= SHRINK_MAX else "",
+        waits=((err[-2] < threshold or err[-1] > err[-2] * (1 + TREND_REL) + TREND_ABS,
+                f"1 − corr = {err[-1]:.3g} ≥ {threshold:.3g} at the largest R, but it rose there from "
+                f"{err[-2]:.3g}: not converged at the largest radius (a rise is no refutation of a limit)"),),
+        stalled=f"1 − corr = {err[-1]:.3g} ≥ {threshold:.3g} and stalled (last ratio {ratio:.2f} > "
+        f"{SHRINK_MAX}): the path sits on the cone boundary or another direction",
+        **dict(metrics, last_ratio=ratio),
     )
 
 

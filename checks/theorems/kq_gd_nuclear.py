@@ -59,7 +59,7 @@ import numpy as np
 
 from checks import Criterion, Profile, Theorem, decide, held, register, undecided
 from checks.power.resolution import token_difference_span
-from checks.theorems._trends import corr_curve
+from checks.theorems._trends import corr_curve, judge_convergence
 from numerics.data import random_unit_sphere
 from numerics.gd import run_gd
 from numerics.gd_config import AUTHORS, AUTHORS_WD, uniform_init
@@ -251,14 +251,12 @@ class KQGDNuclear(Theorem):
         return held()
 
     def _converges(self, c, metrics, name):
-        if c[-1] >= CORR_MIN:
-            return held(**metrics)
-        if rising(c, CORR_MIN):
-            return undecided(
-                f"corr with the {name} solution still rising but {c[-1]:.4f} < {CORR_MIN}", **metrics
-            )
-        return decide(
-            False, f"corr with the {name} solution {c[-1]:.4f} < {CORR_MIN} and not rising", **metrics
+        return judge_convergence(
+            converged=bool(c[-1] >= CORR_MIN),
+            falling=f"corr with the {name} solution still rising but {c[-1]:.4f} < {CORR_MIN}"
+            if rising(c, CORR_MIN) else "",
+            stalled=f"corr with the {name} solution {c[-1]:.4f} < {CORR_MIN} and not rising",
+            **metrics,
         )
 
     def check_nuclear_direction(self, inst, st, ctx):
@@ -275,25 +273,20 @@ class KQGDNuclear(Theorem):
         extra = dict(separation=float(sep[-1]), separation_min=sep_min, separation_curve=sep.tolist(),
                      separation_iterations=np.minimum(RECORD * np.arange(len(sep)), STEPS).tolist())
         what = f"corr_{claim[:3].lower()} − corr_{other[:3].lower()} = {sep[-1]:.4f} < {sep_min:.4f}"
-        if sep[-1] < sep_min:
-            if rising(sep, sep_min):
-                # In the limit the claim gives corr_claim → 1 and corr_other → s, a separation of 1 − s; a
-                # separation still rising over the whole second half is on its way there (budget), one that
-                # stalls or falls short of the midpoint is a counterexample, converged or not.
-                return undecided(
-                    f"{what} but still rising (limit under the claim: 1 − s = {1 - m['svm_corr']:.4f})",
-                    **extra,
-                )
-            return decide(
-                False,
-                f"{what} (half of 1 − s) and not rising: nearer the {other} solution than the midpoint",
-                **extra,
-            )
-        if c_claim[-1] < CORR_MIN:  # separated, but not converged yet: held only at convergence
+        if sep[-1] >= sep_min and c_claim[-1] < CORR_MIN:  # separated but not converged: not yet held
             return undecided(
                 f"separation not judged before corr_{claim[:3].lower()} reaches the threshold", **extra
             )
-        return held(**extra)
+        # In the limit the claim gives corr_claim → 1 and corr_other → s, a separation of 1 − s; a separation
+        # still rising over the whole second half is on its way there (budget), one that stalls or falls short
+        # of the midpoint is a counterexample, converged or not.
+        return judge_convergence(
+            converged=bool(sep[-1] >= sep_min),
+            falling=f"{what} but still rising (limit under the claim: 1 − s = {1 - m['svm_corr']:.4f})"
+            if rising(sep, sep_min) else "",
+            stalled=f"{what} (half of 1 − s) and not rising: nearer the {other} solution than the midpoint",
+            **extra,
+        )
 
     def check_beats_frobenius(self, inst, st, ctx):
         cn, cf, m = self._curves(inst, st, ctx)

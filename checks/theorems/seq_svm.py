@@ -53,7 +53,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from checks import Criterion, Profile, Theorem, decide, register, undecided
+from checks import Criterion, Profile, Theorem, decide, register
 from checks.strategies import b2_data
 from numerics import tolerances as tol
 from numerics.data import AttentionData
@@ -61,6 +61,8 @@ from numerics.gd_config import AUTHORS
 from numerics.sequence import run_seq_gd, seq_probs
 from numerics.svm import seq_scores, solve_att_svm, solve_seq_svm
 from numerics.tokens import corr
+
+from ._trends import judge_convergence
 
 #: Normalised GD as the authors ran it (THEORY.md §5; numerics.gd_config.AUTHORS): ‖W‖ ≈ 200 after 2000 steps
 #: of 0.1.
@@ -190,26 +192,21 @@ class _SeqBase(Theorem):
         if not ok:
             metrics.update(_trap_metrics(inst, W, picks, a, rows))
         growth = float(np.linalg.norm(W) - np.linalg.norm(state["traj"][0]))
-        if ok:
-            return decide(True, "", **metrics)
-        if not (growth >= NORM_GROWTH_MIN * LR * STEPS and final < gap[1]):
-            why = (
-                f"‖W‖ grew by {growth:.3g} < {NORM_GROWTH_MIN}·η·steps"
-                if growth < NORM_GROWTH_MIN * LR * STEPS
-                else f"1−corr did not fall ({gap[1]:.3g} at k = {state['its'][1]} → {final:.3g})"
-            )
-            return decide(False, f"no progress: {why}", **metrics)
-        if np.linalg.norm(W) < BUDGET_RATIO * np.linalg.norm(target):
-            return undecided("budget too small: ‖W‖ below BUDGET_RATIO·‖W^mm‖", **metrics)
-        if final < SLOW_TOL and final <= gap[half]:
-            return undecided(
-                f"converging but slower than the budget: 1−corr {gap[half]:.3g} → {final:.3g}", **metrics
-            )
-        if state["stalled"]:
-            return undecided("gradient underflowed to 0 before convergence", **metrics)
-        return decide(
-            False,
-            f"1−corr(W, target) = {final:.3g} (mid-run {gap[half]:.3g}) not below {CORR_TOL} and "
+        progressed = growth >= NORM_GROWTH_MIN * LR * STEPS and final < gap[1]
+        why = "" if progressed else (
+            f"‖W‖ grew by {growth:.3g} < {NORM_GROWTH_MIN}·η·steps"
+            if growth < NORM_GROWTH_MIN * LR * STEPS
+            else f"1−corr did not fall ({gap[1]:.3g} at k = {state['its'][1]} → {final:.3g})"
+        )
+        return judge_convergence(
+            converged=ok,
+            no_progress=f"no progress: {why}" if why and not ok else "",
+            waits=((np.linalg.norm(W) < BUDGET_RATIO * np.linalg.norm(target),
+                    "budget too small: ‖W‖ below BUDGET_RATIO·‖W^mm‖"),
+                   (final < SLOW_TOL and final <= gap[half],
+                    f"converging but slower than the budget: 1−corr {gap[half]:.3g} → {final:.3g}"),
+                   (bool(state["stalled"]), "gradient underflowed to 0 before convergence")),
+            stalled=f"1−corr(W, target) = {final:.3g} (mid-run {gap[half]:.3g}) not below {CORR_TOL} and "
             f"falling; queries selecting the SVM's key: {sel_opt:.2f}",
             **metrics,
         )
