@@ -124,6 +124,8 @@ class TheoremResult:
     #: the theorem's decision rules ({name, rule, value[, plot_metric]}) and paper numbering, for the report
     criteria: list[dict[str, Any]] = field(default_factory=list)
     theorem_number: str | None = None
+    #: the measured resolution (checks/power/resolution.json; Theorem.resolution), None if never measured
+    resolution: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return _jsonable(asdict(self))
@@ -464,6 +466,7 @@ def aggregate(cls: type[Theorem], results: Sequence[InstanceResult], *, profile:
         finding_by_mechanism=cls.finding_mechanism is not None,
         finding_seen={f"{p}/seed {s_}": list(ks) for (p, s_), ks in cls.finding_seen.items()},
         criteria=[c.to_json() for c in cls.criteria], theorem_number=cls.theorem_number,
+        resolution=cls.resolution(),
     )
 
 
