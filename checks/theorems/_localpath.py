@@ -54,6 +54,7 @@ from numerics.regpath import regularization_path
 from numerics.svm import is_locally_optimal, solve_att_svm
 from numerics.tokens import corr, margins, optimal_tokens, scores
 
+from ..power.resolution import token_difference_span
 from ._trends import SHRINK_MAX, judge_convergence, last_ratio
 
 #: Cone half-width μ (see the module docstring).
@@ -447,7 +448,10 @@ class LocalPathBase(Theorem):
             pair = np.flatnonzero(ok[1:] & ok[:-1])
             if pair.size and pair[-1] + 2 >= MIN_RESOLVED:
                 J = int(pair[-1]) + 2
-        Ws, centre = st["W"][:J], st["sol"].W
+        # the predicted limit direction, through the resolution seam (Theorem.predicted)
+        centre = self.predicted("W^mm_α", st["sol"].W, "direction",
+                                lambda: token_difference_span(inst["data"]))
+        Ws = st["W"][:J]
         err = 1 - np.asarray(corr(Ws, centre[None]))
         m = dict(corr_err=float(err[-1]), corr_err_curve=err.tolist(), resolved_M=float(MULTIPLES[J - 1]),
                  corr_err_radii=[float(x) for x in st["radii"][:J]],  # the figure's x-axis: R

@@ -170,7 +170,8 @@ class _SeqBase(Theorem):
 
     # -- predictions -----------------------------------------------------------------------------
     def _target(self, inst, state):
-        return state["sol"].W
+        """The sequence / causal SVM direction GD is predicted to follow (the resolution seam)."""
+        return self.predicted("W^mm (sequence SVM)", state["sol"].W, "direction")
 
     def check_direction(self, inst, state, ctx):
         target = self._target(inst, state)
