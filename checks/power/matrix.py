@@ -304,7 +304,8 @@ def measure(cls: type, *, profile: str = "quick", seed: int = 0,
         with perturbed(eps):
             row["verdicts"][f"{eps:g}"] = run(cls, profile=profile, seed=seed).verdict
     fails = [float(e) for e, v in row["verdicts"].items() if v == "FAIL"]
-    row["resolution"] = min(fails) if fails else None
+    # a FAIL at ε says something only where the clean run PASSes (a known finding FAILs at every ε)
+    row["resolution"] = min(fails) if fails and clean.verdict == "PASS" else None
     return row
 
 
