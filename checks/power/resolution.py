@@ -174,6 +174,8 @@ def summary(row: dict[str, Any] | None) -> str:
         return "no predicted object"
     res = row.get("resolution")
     where = f"{row.get('profile')}, seed {row.get('seed')}"
+    if row.get("clean") not in (None, "PASS"):
+        return f"undefined: the clean verdict is {row['clean']} ({where})"
     goal = row.get("goal")
     met = "met" if row.get("meets_goal") else "NOT met"
     return f"{res if res is not None else 'none'} ({where}; goal {goal:g} {met})" if goal is not None else (

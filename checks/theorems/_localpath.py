@@ -460,9 +460,11 @@ class LocalPathBase(Theorem):
             return undecided(
                 f"the path's excess loss does not decide its drop beyond M = {MULTIPLES[J - 1]:g}", **m
             )
-        if not np.all(err <= self.mu + CONE_RTOL):
+        # the cone is the path's constraint set, around the true W^mm_α (not the predicted object)
+        cone_err = 1 - np.asarray(corr(Ws, st["sol"].W[None]))
+        if not np.all(cone_err <= self.mu + CONE_RTOL):
             return undecided(
-                f"the path left the cone (1 − corr up to {err.max():.3g} > μ): not the local path", **m
+                f"the path left the cone (1 − corr up to {cone_err.max():.3g} > μ): not the local path", **m
             )
         m["excess_curve"] = [float(x) for x in st["excess"]]  # every radius, judged or not
         m["excess_err_curve"] = [float(x) for x in st["excess_err"]]

@@ -294,13 +294,16 @@ class ConeNoStationary(Theorem):
         return bnd, np.array(inner), adv, R, mu
 
     def check_descent_in_cone(self, inst, st, ctx):
-        data, W = inst["data"], st["sol"].W
+        # W^mm_α, the direction of descent the claim names, through the resolution seam (the cone sampled
+        # around the true one is the claim's domain, not its prediction)
+        data, W = inst["data"], self.predicted("W^mm_α", st["sol"].W, "direction")
         bnd, inner, adv, R, mu = self._points(inst, st, ctx)
         Ws = np.concatenate([bnd, inner, adv])
         P, N, _ = signed_inner(data, Ws, W, "logistic", h=st["h"])
         c = classify(P, N)
         gap = np.where(np.isfinite(N) & np.isfinite(P), N - P, np.where(np.isfinite(N), np.inf, -np.inf))
-        cw = np.sum(Ws * W, axis=(1, 2)) / (np.linalg.norm(Ws, axis=(1, 2)) * np.linalg.norm(W))
+        W0 = st["sol"].W  # the cone's own axis
+        cw = np.sum(Ws * W0, axis=(1, 2)) / (np.linalg.norm(Ws, axis=(1, 2)) * np.linalg.norm(W0))
         nrm = np.linalg.norm(Ws, axis=(1, 2))
         m = {"points": int(len(Ws)), "positive": int((c > 0).sum()), "undecided_points": int((c == 0).sum()),
              "max_log_gap": float(gap.max()), "max_log_gap_adversarial": float(gap[-len(adv):].max()),

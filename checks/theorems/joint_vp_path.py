@@ -212,14 +212,16 @@ class _JointBase(Theorem):
 
     # -- predictions -----------------------------------------------------------------------------
     def check_v_direction(self, inst, state, ctx):
-        gap = 1 - corr(state["path"].v, state["v"].w, axis=-1)
+        v_mm = self.predicted("v^mm", state["v"].w, "direction")  # the resolution seam (Theorem.predicted)
+        gap = 1 - corr(state["path"].v, v_mm, axis=-1)
         return decide(gap[-1] < V_TOL and (gap[-1] <= gap[len(gap) // 2] or gap[-1] < self._floor()),
                       f"1−corr(v_R, v^mm) = {gap[-1]:.3g} at R = {RADII[-1]} (R = {RADII[0]}: {gap[0]:.3g})",
                       v_final_gap=float(gap[-1]), v_gap_curve=[float(x) for x in gap],
                       v_gap_radii=list(RADII))
 
     def _p_target(self, state):
-        return state["p"].w
+        """p^mm_α, through the resolution seam (Theorem.predicted)."""
+        return self.predicted("p^mm_α", state["p"].w, "direction")
 
     def check_p_direction(self, inst, state, ctx):
         gap = 1 - corr(state["path"].p, self._p_target(state), axis=-1)

@@ -271,8 +271,9 @@ class _EquivBase(Theorem):
     # -- asymptotic prediction -------------------------------------------------------------------
     def check_direction(self, inst, state, ctx):
         Wt, qt = state["W_traj"], state["q_traj"]
-        qg = 1 - _corr(qt, state["psvm"].w)
-        wg = 1 - _corr(Wt, state["wsvm"].W)
+        # the predicted directions, through the resolution seam (Theorem.predicted)
+        qg = 1 - _corr(qt, self.predicted("p^mm", state["psvm"].w, "direction"))
+        wg = 1 - _corr(Wt, self.predicted("W^mm", state["wsvm"].W, "direction"))
         half = len(qg) // 2
         growth = float(np.linalg.norm(qt[-1]) - np.linalg.norm(qt[0]))
         X, a = inst["data"].X, state["alpha"]

@@ -62,7 +62,7 @@ from numerics.sequence import run_seq_gd, seq_probs
 from numerics.svm import seq_scores, solve_att_svm, solve_seq_svm
 from numerics.tokens import corr
 
-from ._trends import judge_convergence
+from ._trends import SHRINK_MAX, judge_convergence, last_ratio, stalled_below
 
 #: Normalised GD as the authors ran it (THEORY.md §5; numerics.gd_config.AUTHORS): ‖W‖ ≈ 200 after 2000 steps
 #: of 0.1.
@@ -189,7 +189,15 @@ class _SeqBase(Theorem):
         metrics = dict(final_gap=final, mid_gap=float(gap[half]), final_norm=float(np.linalg.norm(W)),
                        selects_optimal=sel_opt, gap_curve=[float(x) for x in gap],
                        gap_iterations=np.asarray(state["its"]).tolist())
-        ok = final < CORR_TOL and final <= gap[half] * (1 + TREND_RTOL) + 1e-15
+        # the stall rule (checks.theorems._trends): over the last doubling of k (S/2 → S) normalised GD's
+        # 1 − corr shrinks ×0.25–0.37 (quick seed 0); a ratio above SHRINK_MAX, above the float64 floor of
+        # 1 − corr, is a limit other than the target's direction, also below CORR_TOL (resolution, issue 23)
+        its = np.asarray(state["its"])
+        mid = np.flatnonzero(its == its[-1] // 2)
+        stall = bool(mid.size) and stalled_below(np.array([gap[mid[0]], final]), W.size)
+        if mid.size:
+            metrics["last_ratio"] = last_ratio(np.array([gap[mid[0]], final]))
+        ok = final < CORR_TOL and final <= gap[half] * (1 + TREND_RTOL) + 1e-15 and not stall
         if not ok:
             metrics.update(_trap_metrics(inst, W, picks, a, rows))
         growth = float(np.linalg.norm(W) - np.linalg.norm(state["traj"][0]))
@@ -204,11 +212,13 @@ class _SeqBase(Theorem):
             no_progress=f"no progress: {why}" if why and not ok else "",
             waits=((np.linalg.norm(W) < BUDGET_RATIO * np.linalg.norm(target),
                     "budget too small: ‖W‖ below BUDGET_RATIO·‖W^mm‖"),
-                   (final < SLOW_TOL and final <= gap[half],
+                   (final < SLOW_TOL and final <= gap[half] and not stall,
                     f"converging but slower than the budget: 1−corr {gap[half]:.3g} → {final:.3g}"),
                    (bool(state["stalled"]), "gradient underflowed to 0 before convergence")),
-            stalled=f"1−corr(W, target) = {final:.3g} (mid-run {gap[half]:.3g}) not below {CORR_TOL} and "
-            f"falling; queries selecting the SVM's key: {sel_opt:.2f}",
+            stalled=(f"1−corr(W, target) = {final:.3g} stalled: ×{metrics['last_ratio']:.2f} "
+                     f"(> {SHRINK_MAX}) from k = {its[-1] // 2} to {its[-1]}" if stall else
+                     f"1−corr(W, target) = {final:.3g} (mid-run {gap[half]:.3g}) not below {CORR_TOL} and "
+                     "falling") + f"; queries selecting the SVM's key: {sel_opt:.2f}",
             **metrics,
         )
 
