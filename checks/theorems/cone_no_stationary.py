@@ -75,6 +75,10 @@ above,
 on none. The paper's μ depends on the data too; a fixed cone is not enough for this part of the theorem.
 
 Numerics: numerics.svm (certified Att-SVM(α)), numerics.attention.grad_W; the sign is computed independently.
+Resolution (issue 23; checks/power/resolution.json): none. The prediction is a sign, ⟨∇L(W), W^mm_α⟩ < 0 at
+every W of the cone, and on quick seed 0 it still holds with W^mm_α tilted by any ε up to 1 (90°) inside the
+span of the token differences: the statement does not single out W^mm_α, so no check of it can resolve the
+direction (a limit of the statement; the cone itself stays the true one).
 """
 
 from __future__ import annotations
