@@ -88,3 +88,18 @@ def test_measured_figures_are_written_merged_and_read_back(tmp_path):
     assert measured("nope", path) is None
     assert summary(measured("t", path)) == "1.0 (quick, seed 0; goal 0.05 NOT met)"
     assert summary(None) == "not measured"
+
+
+def test_list_and_report_carry_the_committed_resolution():
+    """`attnsvm list --json` (describe) and report.json (TheoremResult) read the committed figures."""
+    from checks import catalogue
+    from checks.harness import TheoremResult
+    from checks.plan import load_catalogue
+    from checks.power.resolution import MEASURED, measured
+
+    load_catalogue(())
+    cls = next(c for c in catalogue.ordered() if c.id == "gd-local")
+    row = measured("gd-local")
+    assert MEASURED.is_file() and row is not None and row["profile"] == "quick" and "seed" in row
+    assert cls.describe()["resolution"] == row
+    assert "resolution" in TheoremResult.__dataclass_fields__
