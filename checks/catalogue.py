@@ -180,6 +180,8 @@ def _source_files(plugin_files: list[Path]) -> dict[str, str | None]:
             or str(Path(f).resolve().parent) in plugin_dirs
         ):
             files[str(Path(f).resolve())] = None
+    # the committed resolution figures are part of describe() (Theorem.resolution)
+    files[str(Path(__file__).resolve().parent / "power" / "resolution.json")] = None
     return {f: _digest(f) for f in sorted(files)}
 
 

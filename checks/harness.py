@@ -140,6 +140,8 @@ class TheoremResult:
     refutations: dict[str, list[str]] = field(default_factory=dict)
     #: a plugin theorem's mathematics: "<file>::<class>" whose docstring states it (None: docs/theory.md)
     source: str | None = None
+    #: the measured resolution (checks/power/resolution.json; Theorem.resolution), None if never measured
+    resolution: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return _jsonable(asdict(self))
@@ -484,6 +486,7 @@ def aggregate(cls: type[Theorem], results: Sequence[InstanceResult], *, profile:
         criteria=[c.to_json() for c in cls.criteria], theorem_number=cls.theorem_number,
         refuted_by=refuted_by, integrity_only=integrity_only, refutations=refutations,
         source=f"{plugin_source(cls)}::{cls.__qualname__}" if plugin_source(cls) else None,
+        resolution=cls.resolution(),
     )
 
 

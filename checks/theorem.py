@@ -336,7 +336,17 @@ class Theorem:
             "same_instances_as": cls.same_instances_as,
             "theorem_number": cls.theorem_number,
             "criteria": [c.to_json() for c in cls.criteria],
+            "resolution": cls.resolution(),
         }
+
+    @classmethod
+    def resolution(cls) -> dict[str, Any] | None:
+        """The measured resolution of this theorem's predictions (the committed checks/power/resolution.json:
+        the smallest relative error ε of its predicted object that the check FAILs, with the ε ladder's
+        verdicts, the profile and the seed), or None when never measured."""
+        from .power.resolution import measured
+
+        return measured(cls.id)
 
 
 def _attr_order(cls: type) -> list[str]:

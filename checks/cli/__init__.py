@@ -239,6 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--resolution", action="store_true",
                    help="instead of sabotages: perturb each predicted object by ε = 1 … 0.01 and report the "
                         "smallest ε whose verdict is FAIL (resolution.json, resolution.md in --out)")
+    s.add_argument("--write", action="store_true",
+                   help="with --resolution: merge the measured rows into checks/power/resolution.json, the "
+                        "committed figures `attnsvm list --json` and report.json read")
     s.add_argument("--no-progress", action="store_true", help="no per-cell progress lines on stderr")
     return p
 

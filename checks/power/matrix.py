@@ -39,7 +39,7 @@ from ..harness import TheoremResult, run_theorem
 from ..report import fails_run
 from ..theorem import Theorem
 from . import sabotage as sab
-from .resolution import LADDER, perturbed
+from .resolution import LADDER, MEASURED, perturbed
 
 SCHEMA = 1
 
@@ -434,7 +434,8 @@ def measure(cls: type, *, profile: str = "quick", seed: int = 0,
         with perturbed(eps):
             row["verdicts"][f"{eps:g}"] = run(cls, profile=profile, seed=seed).verdict
     fails = [float(e) for e, v in row["verdicts"].items() if v == "FAIL"]
-    row["resolution"] = min(fails) if fails else None
+    # a FAIL at ε says something only where the clean run PASSes (a known finding FAILs at every ε)
+    row["resolution"] = min(fails) if fails and clean.verdict == "PASS" else None
     return row
 
 
@@ -495,6 +496,29 @@ def resolution_markdown(rep: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_measured(rep: dict[str, Any], path: Path = MEASURED, limits: dict[str, str] | None = None) -> None:
+    """Merge the rows of ``rep`` into the committed data file (by theorem id; rows of theorems not measured
+    now are kept), with the date. ``limits``: the measured reason of an unmet goal, kept from the file when
+    not given (it is prose: a limit named in the check's docstring)."""
+    from numerics.fileio import write_text
+
+    try:
+        table = json.loads(path.read_text(encoding="utf-8")).get("theorems", {})
+    except (OSError, ValueError):
+        table = {}
+    today = _dt.date.today().isoformat()
+    for row in rep["theorems"]:
+        old = table.get(row["id"], {})
+        new = dict(row, measured=today)
+        limit = (limits or {}).get(row["id"], old.get("limit"))
+        if limit and not new.get("meets_goal"):
+            new["limit"] = limit
+        table[row["id"]] = new
+    doc = {"about": "resolution of every theorem (attnsvm power --resolution --write; README, Resolution)",
+           "ladder": list(LADDER), "theorems": dict(sorted(table.items()))}
+    write_text(path, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+
+
 def cmd_resolution(args) -> int:
     from numerics.fileio import write_text
 
@@ -503,6 +527,9 @@ def cmd_resolution(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "resolution.json", json.dumps(rep, indent=1))
+    if getattr(args, "write", False):
+        write_measured(rep)
+        print(f"resolution: merged into {MEASURED}")
     md = resolution_markdown(rep)
     write_text(out / "resolution.md", md)
     print(md)

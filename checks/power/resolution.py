@@ -17,14 +17,21 @@ comparing. Normally the object comes back unchanged. Under :func:`perturbed` (``
 which its verdict is FAIL: the check's resolution. A theorem whose checks call no seam has no measured
 resolution (``None``), which the report says instead of guessing. This module imports nothing of the
 harness: the theorems call it.
+
+The measured figures live in one committed data file, ``checks/power/resolution.json`` (MEASURED), written
+by ``attnsvm power --resolution --write`` (rows merged by theorem id); ``attnsvm list --json`` and
+report.json read it through :func:`measured` without re-running anything.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,6 +39,8 @@ import numpy as np
 #: The relative sizes of perturbation tried, largest first (issue 23).
 LADDER = (1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01)
 KINDS = ("direction", "upper", "lower", "point")
+#: The committed measurements (``attnsvm power --resolution --write``): {"theorems": {id: row}}.
+MEASURED = Path(__file__).with_name("resolution.json")
 
 
 @dataclass
@@ -137,3 +146,37 @@ def token_difference_span(data: Any) -> list[np.ndarray]:
         for t in range(1, X.shape[1]):
             out.append(np.outer(X[i, t] - X[i, 0], Z[i]))
     return out
+
+
+@functools.cache
+def _measured_table(path: str) -> dict[str, dict[str, Any]]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    rows = data.get("theorems") if isinstance(data, dict) else None
+    return rows if isinstance(rows, dict) else {}
+
+
+def measured(theorem_id: str, path: Path | None = None) -> dict[str, Any] | None:
+    """The committed resolution of ``theorem_id`` ({resolution, epsilon_ladder verdicts, goal, meets_goal,
+    objects, profile, seed, measured, limit}) from MEASURED, or None when it was never measured."""
+    row = _measured_table(str(path or MEASURED)).get(theorem_id)
+    return dict(row) if isinstance(row, dict) else None
+
+
+def summary(row: dict[str, Any] | None) -> str:
+    """One cell of the catalogue table: "0.05 (quick, seed 0; goal 0.05 met)", "none declared", "not
+    measured"."""
+    if row is None:
+        return "not measured"
+    if not row.get("objects"):
+        return "no predicted object"
+    res = row.get("resolution")
+    where = f"{row.get('profile')}, seed {row.get('seed')}"
+    if row.get("clean") not in (None, "PASS"):
+        return f"undefined: the clean verdict is {row['clean']} ({where})"
+    goal = row.get("goal")
+    met = "met" if row.get("meets_goal") else "NOT met"
+    return f"{res if res is not None else 'none'} ({where}; goal {goal:g} {met})" if goal is not None else (
+        f"{res if res is not None else 'none'} ({where})")

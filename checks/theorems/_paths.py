@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import Criterion, Outcome, Profile, Theorem, decide, failed, held, undecided
+from checks import Criterion, Outcome, Profile, Theorem, decide, failed, undecided
 from checks import hypotheses as hyp
 from numerics.data import random_unit_sphere
 from numerics.regpath import regularization_path
@@ -17,6 +17,7 @@ from numerics.tokens import corr, min_margin, optimal_tokens
 
 from ..power.resolution import token_difference_span
 from ._given import class_subset, need_head, subset_metrics
+from ._trends import SHRINK_MAX, judge_convergence, last_ratio
 
 RADII = 2.0 ** np.arange(0, 8)  # 1..128 (THEORY.md §4)
 #: Final directional threshold at the largest judged radius (the path's error is ≈ 1e-3–8e-3 at R = 32).
@@ -38,9 +39,6 @@ SEPARATION_K = 4.0
 #: resolves (W path: 1 − corr ≈ 4e-4–2.3e-3 at the largest judged R on the full profile; sep ≥ 0.02 gives a
 #: threshold ≥ 5e-3). Below it the budget cannot tell the two solutions apart: vacuous, counted.
 SEP_MIN = 0.02
-#: An error still converging to 0 shrinks by ~2x per doubling of R; one converging to a positive limit
-#: (the wrong target) shrinks by a ratio → 1. 0.8 separates the two with room for noise.
-SHRINK_MAX = 0.8
 #: A ball point with a loss lower by more than this relative amount than the path's shows the path missed
 #: the constrained minimiser (1e-9: far above float64 loss rounding, far below any real loss gap).
 CAND_RTOL = 1e-9
@@ -206,6 +204,8 @@ def judge_path(
     stall_fails: bool = True,
     start: int | None = None,
     trend_fails: bool = True,
+    no_progress: str = "",
+    unresolved: str = "",
     **metrics,
 ) -> Outcome:
     """Asymptotic claim err(R) → 0 judged on a finite log grid: trend, then final threshold.
@@ -225,27 +225,28 @@ def judge_path(
     step that rises by more than the noise is not convergence — the path point at the largest radius moved
     away from the previous one (an unconverged path minimiser or a loss flat in float64 there) — so it is
     undecided, as is a threshold crossed upwards on the last step (the error was below it one radius
-    earlier)."""
-    ratio = float(err[-1] / err[-2]) if err[-2] > 0 else 0.0
+    earlier). ``no_progress`` / ``unresolved``: the caller's own reasons to refute / leave undecided first
+    (:func:`~checks.theorems._trends.judge_convergence`)."""
+    ratio = last_ratio(err)
     metrics = dict(metrics, last_ratio=ratio)
-    if start is not None:
+    if start is not None and not unresolved:
         metrics["trend_from"] = start
         if len(err) - start < MIN_TREND:
-            return undecided(f"the path selects the optimal tokens on only {len(err) - start} judged radii "
-                             f"(< {MIN_TREND}): asymptotic regime not reached on the grid", **metrics)
-    if trend_fails and not non_increasing(err, start):
-        return failed(f"{name} is not decreasing in R", **metrics)
-    if err[-1] < threshold:
-        return held(**metrics)
-    if ratio <= SHRINK_MAX or not stall_fails:
-        return undecided(f"{name} = {err[-1]:.3g} ≥ {threshold:.3g} at the largest R but still shrinking "
-                         f"(ratio {ratio:.2f}): grid too short", **metrics)
-    if not trend_fails and (err[-2] < threshold or err[-1] > err[-2] * (1 + TREND_REL) + TREND_ABS):
-        return undecided(f"{name} = {err[-1]:.3g} ≥ {threshold:.3g} at the largest R, but it rose there from "
-                         f"{err[-2]:.3g} (ratio {ratio:.2f}): the path has not converged at the largest "
-                         "radius (a rise is no refutation of a limit)", **metrics)
-    return failed(
-        f"{name} = {err[-1]:.3g} ≥ {threshold:.3g} and stalled (last ratio {ratio:.2f} > {SHRINK_MAX})",
+            unresolved = (f"the path selects the optimal tokens on only {len(err) - start} judged radii "
+                          f"(< {MIN_TREND}): asymptotic regime not reached on the grid")
+    return judge_convergence(
+        unresolved=unresolved,
+        no_progress=no_progress or (f"{name} is not decreasing in R" if trend_fails and not unresolved
+                                    and not non_increasing(err, start) else ""),
+        converged=bool(err[-1] < threshold),
+        falling=f"{name} = {err[-1]:.3g} ≥ {threshold:.3g} at the largest R but still shrinking "
+        f"(ratio {ratio:.2f}): grid too short" if ratio <= SHRINK_MAX or not stall_fails else "",
+        waits=((not trend_fails and (err[-2] < threshold or err[-1] > err[-2] * (1 + TREND_REL) + TREND_ABS),
+                f"{name} = {err[-1]:.3g} ≥ {threshold:.3g} at the largest R, but it rose there from "
+                f"{err[-2]:.3g} (ratio {ratio:.2f}): the path has not converged at the largest "
+                "radius (a rise is no refutation of a limit)"),),
+        stalled=f"{name} = {err[-1]:.3g} ≥ {threshold:.3g} and stalled (last ratio {ratio:.2f} > "
+        f"{SHRINK_MAX})",
         **metrics,
     )
 

@@ -61,12 +61,12 @@ def judge_prompt_path(err: np.ndarray, thr: float, sep: float, state: dict, why:
     numerics did not find (``why``) decides nothing; otherwise :func:`judge_path` on 1 − corr ``err``."""
     curve = dict(err_final=float(err[-1]), err_curve=[float(x) for x in err])
     E, E0 = state["excess"][judged_from:], state["start_excess"][judged_from:]
-    if np.all(E >= E0):  # the optimiser never improved on its starting points: no progress refutes
-        return decide(False, "no progress: at every judged radius the path point is no better than the best "
-                      "starting point", **curve)
-    if why:  # a path the numerics did not find cannot refute (nor confirm) the claim
-        return undecided(f"path numerics failed: {why}", **curve)
-    return judge_path(err, thr, what, err_threshold=thr, sep=sep, **curve)
+    # the optimiser never improved on its starting points: no progress refutes; a path the numerics did not
+    # find cannot refute (nor confirm) the claim
+    return judge_path(err, thr, what, err_threshold=thr, sep=sep,
+                      no_progress="no progress: at every judged radius the path point is no better than the "
+                      "best starting point" if np.all(E >= E0) else "",
+                      unresolved=f"path numerics failed: {why}" if why else "", **curve)
 
 
 # -- the abandoned-optimal-token mechanism of prompt GD (p-svm-gd's finding) ---------------------------------

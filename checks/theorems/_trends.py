@@ -1,16 +1,32 @@
-"""Trend helpers shared by the GD theorems (private: theorem modules import this, never each other):
-corr(W(k), target) along a recorded trajectory, the "still falling" test of an error curve, and the trend
-and dip tests of a share measured over a d-grid (over-parameterisation; the statistics themselves live in
-checks.experiments.sweep beside the one Wilson interval)."""
+"""Trend helpers and the one convergence rule shared by the theorems that judge a trajectory (private: theorem
+modules import this, never each other): corr(W(k), target) along a recorded trajectory, the trend tests of
+an error curve, :func:`judge_convergence`, the decision every such check makes, and the trend and dip tests
+of a share measured over a d-grid (over-parameterisation; the statistics themselves live in
+checks.experiments.sweep beside the one Wilson interval).
+
+The rule (issue 22, item 3) for a limit claim err → 0 judged on a finite record (GD iterations or path
+radii): not moving → refuted; converged → confirmed; still falling, or a budget / precision reason →
+undecided; stalled above what the claim allows → refuted. Each check supplies its own quantity and the
+reasons (its thresholds are named where it defines them); the order of the decisions is this module's."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from statistics import NormalDist
 
 import numpy as np
 
+from checks import Outcome, failed, held, undecided
 from checks.experiments.sweep import newcombe_interval, trend_z
 from numerics.tokens import corr
+
+#: An error converging to 0 at the rates the theorems give shrinks by ~2× or more per doubling of k or R
+#: (the regularisation path's 1 − corr ~ (log R / R)²: ratio ≈ 0.3 per doubling on quick seed 0; normalised
+#: GD's ≈ 0.25–0.37); one converging to a positive limit (a wrong target) has ratio → 1. 0.8 separates the
+#: two with room for noise.
+SHRINK_MAX = 0.8
+#: Unit roundoff: precision floors derive from it.
+EPS = float(np.finfo(float).eps)
 
 
 def corr_curve(traj: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -50,3 +66,54 @@ def first_dip(counts: list[dict]) -> tuple[int | None, list[float], float]:
            for a, b in zip(counts, counts[1:], strict=False)]
     dips = [k for k, h in enumerate(his) if h < 0]
     return (dips[0] if dips else None), his, z
+
+
+def last_ratio(err: np.ndarray) -> float:
+    """err[-1] / err[-2] (0 when err[-2] is 0): the shrink of the last step of a doubling grid."""
+    return float(err[-1] / err[-2]) if err[-2] > 0 else 0.0
+
+
+def corr_floor(size: int) -> float:
+    """Rounding bound of 1 − corr(A, B) for arrays of ``size`` entries in float64: the inner product and the
+    two norms each carry a relative error ≤ size·EPS (Higham's γ_n), so corr is exact to ~3·size·EPS and
+    1 − corr below 4·size·EPS is not resolved (a stall there is rounding, not a limit)."""
+    return 4.0 * size * EPS
+
+
+def stalled_below(err: np.ndarray, size: int) -> bool:
+    """A curve judged on a doubling grid has stopped shrinking: the last ratio exceeds SHRINK_MAX while the
+    error is above the float64 resolution of 1 − corr (:func:`corr_floor`). Under a limit claim err → 0 at
+    the theorems' rates the ratio stays ≤ SHRINK_MAX; a curve converging to a positive limit (a target off
+    the true direction by an angle θ: 1 − cos θ) has ratio → 1 as it reaches it."""
+    return bool(err[-1] > corr_floor(size) and last_ratio(err) > SHRINK_MAX)
+
+
+def judge_convergence(
+    *,
+    converged: bool,
+    stalled: str,
+    no_progress: str = "",
+    falling: str = "",
+    waits: Sequence[tuple[bool, str]] = (),
+    unresolved: str = "",
+    **metrics,
+) -> Outcome:
+    """The one convergence rule (module docstring). In this order: ``no_progress`` (a reason: the optimiser
+    did not move, or moved the wrong way) → failed; ``unresolved`` (a reason: the record cannot be judged at
+    all, e.g. the asymptotic regime is not reached, or the numerics that produced it failed) → undecided;
+    ``converged`` → held; ``falling`` (a reason: still converging, the budget is short) → undecided; the
+    first ``(condition, reason)`` of ``waits`` whose condition holds (a budget or precision reason) →
+    undecided; otherwise → failed with ``stalled`` (the error levelled off away from the claim's limit).
+    ``metrics`` are recorded on every outcome."""
+    if no_progress:
+        return failed(no_progress, **metrics)
+    if unresolved:
+        return undecided(unresolved, **metrics)
+    if converged:
+        return held(**metrics)
+    if falling:
+        return undecided(falling, **metrics)
+    for cond, reason in waits:
+        if cond:
+            return undecided(reason, **metrics)
+    return failed(stalled, **metrics)

@@ -75,6 +75,10 @@ above,
 on none. The paper's μ depends on the data too; a fixed cone is not enough for this part of the theorem.
 
 Numerics: numerics.svm (certified Att-SVM(α)), numerics.attention.grad_W; the sign is computed independently.
+Resolution (issue 23; checks/power/resolution.json): none. The prediction is a sign, ⟨∇L(W), W^mm_α⟩ < 0 at
+every W of the cone, and on quick seed 0 it still holds with W^mm_α tilted by any ε up to 1 (90°) inside the
+span of the token differences: the statement does not single out W^mm_α, so no check of it can resolve the
+direction (a limit of the statement; the cone itself stays the true one).
 """
 
 from __future__ import annotations
@@ -294,13 +298,16 @@ class ConeNoStationary(Theorem):
         return bnd, np.array(inner), adv, R, mu
 
     def check_descent_in_cone(self, inst, st, ctx):
-        data, W = inst["data"], st["sol"].W
+        # W^mm_α, the direction of descent the claim names, through the resolution seam (the cone sampled
+        # around the true one is the claim's domain, not its prediction)
+        data, W = inst["data"], self.predicted("W^mm_α", st["sol"].W, "direction")
         bnd, inner, adv, R, mu = self._points(inst, st, ctx)
         Ws = np.concatenate([bnd, inner, adv])
         P, N, _ = signed_inner(data, Ws, W, "logistic", h=st["h"])
         c = classify(P, N)
         gap = np.where(np.isfinite(N) & np.isfinite(P), N - P, np.where(np.isfinite(N), np.inf, -np.inf))
-        cw = np.sum(Ws * W, axis=(1, 2)) / (np.linalg.norm(Ws, axis=(1, 2)) * np.linalg.norm(W))
+        W0 = st["sol"].W  # the cone's own axis
+        cw = np.sum(Ws * W0, axis=(1, 2)) / (np.linalg.norm(Ws, axis=(1, 2)) * np.linalg.norm(W0))
         nrm = np.linalg.norm(Ws, axis=(1, 2))
         m = {"points": int(len(Ws)), "positive": int((c > 0).sum()), "undecided_points": int((c == 0).sum()),
              "max_log_gap": float(gap.max()), "max_log_gap_adversarial": float(gap[-len(adv):].max()),

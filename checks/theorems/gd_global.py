@@ -29,6 +29,13 @@ bounded (convergent) or stalled iterate grows by → 0 per doubling; and (2) 1 �
 per-doubling growth 0.93–0.98 × ‖W^mm‖ ln 2 over the last doublings, 1 − corr falling by ×0.85 per doubling,
 0.015–0.024 at k = 20000.
 
+Resolution (issue 23; checks/power/resolution.json): 1 on quick seed 0, against a goal of 0.05, and that is
+a limit of the mathematics, not of the check. A target tilted by arcsin ε levels 1 − corr off at
+1 − cos θ ≈ ε²/2 (1.25e-3 at ε = 0.05), below the run's own 0.003–0.027 at the budget; and the 1/log²k rate
+shrinks the error only ×(log k / log 2k)² ≈ 0.87 per doubling, above the stall bound SHRINK_MAX = 0.8 of the
+convergence rule, so no ratio rule tells a stall from the true fall within any feasible budget (the
+normalised variant, whose error shrinks ×0.25–0.37 per doubling, uses the stall rule and resolves 0.05).
+
 Predictions: ``norm_grows`` — each of the last two doublings of k adds ≥ 0.5·‖W^mm‖ ln 2 to ‖W(k)‖ (a trend
 to infinity; a no-op or stalled optimiser adds 0); ``projection_grows`` — ⟨W(k), W^mm⟩ strictly increasing at
 every record (each step adds −η⟨∇L, W^mm⟩ > 0 under B.1/B.2: no-stationary-points, proved for all sizes; a

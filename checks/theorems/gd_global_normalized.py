@@ -77,6 +77,9 @@ class _Normalized:
     normalized = True
     steps, lr, record = STEPS, STEP, RECORD
     corr_err_max = CORR_ERR_MAX
+    #: Normalised GD's 1 − corr shrinks ×0.25–0.37 per doubling of k at S/2 → S (‖W‖ ≈ ηk; quick seed 0),
+    #: so a ratio above SHRINK_MAX there is a stall: refuted below the threshold too (resolution, issue 23).
+    stall_rule = True
     criteria = (
         Criterion(
             "growth of ‖W(k)‖_F per step over the second half of the run, in units of η",

@@ -64,10 +64,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import Criterion, Profile, Theorem, decide, held, register, undecided
+from checks import Criterion, Profile, Theorem, decide, held, register
 from checks.power.resolution import token_difference_span
 from checks.strategies import local_alpha_data, tied_alpha_data
-from checks.theorems._trends import corr_curve
+from checks.theorems._trends import corr_curve, judge_convergence
 from numerics.gd import GDConfig, run_gd
 from numerics.svm import is_locally_optimal, solve_att_svm
 from numerics.tokens import corr, margins, optimal_tokens, scores
@@ -366,19 +366,20 @@ class GDLocal(Theorem):
         e0, emid, e1 = float(err[0]), float(err[len(err) // 2]), float(err[-1])
         growth = float(np.linalg.norm(st["traj"][-1]) / np.linalg.norm(st["traj"][0]))
         m = dict(given_metrics(ctx), corr_err=e1, corr_err_fall=e0 / max(e1, 1e-300), norm_growth=growth)
-        if e1 <= e0 / FALL_FACTOR:
-            return decide(e1 < CORR_ERR_MAX, f"1 − corr(W, W^mm_α) = {e1:.3g} ≥ {CORR_ERR_MAX}", **m)
+        fell = e1 <= e0 / FALL_FACTOR
         converging = bool(
             np.all(np.diff(err) <= CONE_RTOL) and e1 * PROGRESS_MIN <= e0 and e1 * TAIL_FALL <= emid
         )
-        if converging:
-            return undecided(
+        return judge_convergence(
+            converged=fell and e1 < CORR_ERR_MAX,
+            falling="" if fell or not converging else (
                 f"converging but slower than the budget: 1 − corr {e0:.3g} → {emid:.3g} → {e1:.3g}, "
-                f"not yet a {FALL_FACTOR:g}-fold fall",
-                **m,
-            )
-        return decide(False, f"no convergence: 1 − corr(W, W^mm_α) {e0:.3g} → {emid:.3g} → {e1:.3g}, not a "
-                      f"{FALL_FACTOR:g}-fold fall and not steadily falling (‖W‖ grew {growth:.3g}×)", **m)
+                f"not yet a {FALL_FACTOR:g}-fold fall"),
+            stalled=f"1 − corr(W, W^mm_α) = {e1:.3g} ≥ {CORR_ERR_MAX}" if fell else (
+                f"no convergence: 1 − corr(W, W^mm_α) {e0:.3g} → {emid:.3g} → {e1:.3g}, not a "
+                f"{FALL_FACTOR:g}-fold fall and not steadily falling (‖W‖ grew {growth:.3g}×)"),
+            **m,
+        )
 
     def check_not_global(self, inst, st, ctx):
         Wa, Wg, W = st["sol"].W, st["glob"].W, st["traj"][-1]

@@ -93,7 +93,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
+from checks import Criterion, Profile, Theorem, decide, held, register, undecided
 from numerics import tolerances as tol
 from numerics.attention import ReLUHead
 from numerics.gd import AUTHORS, run_gd
@@ -108,6 +108,7 @@ from numerics.svm import fit_svmeq, gen_svm, solve_att_svm
 from numerics.tokens import corr, softmax_probs
 
 from ._gd import FIDELITY_TOL, init_fidelity, judge_fidelity
+from ._trends import judge_convergence
 
 #: The authors' budget (THEORY.md §6: 2001 steps, normalised GD, step 0.1).
 STEPS = AUTHORS.steps
@@ -424,30 +425,34 @@ class _GenBase(Theorem):
         m.update(fin_resid_end=float(r[-1]), fin_resid_max=float(r.max()),
                  fin_norm=float(np.linalg.norm(W_fin)), fin_resid_curve=r.tolist(),
                  family_draws=int(inst.get("family_draws", 1)))
-        if self._sets_changing(inst, state):
-            return undecided("token sets still changing over the second half of the run (budget)", **m)
         tail, floor = m["fin_tail"], m["fin_floor"]
-        if not np.isfinite(tail):
-            return undecided("the masked probabilities did not fall over the second half: the finite part's "
-                             "limit cannot be bounded (budget)", **m)
-        if r[-1] > tail + floor:
-            return failed(
+        unresolved = ""
+        if self._sets_changing(inst, state):
+            unresolved = "token sets still changing over the second half of the run (budget)"
+        elif not np.isfinite(tail):
+            unresolved = ("the masked probabilities did not fall over the second half: the finite part's "
+                          "limit cannot be bounded (budget)")
+        away = not unresolved and r[-1] > tail + floor
+        margin, rc = -np.inf, np.inf
+        if not unresolved and not away:
+            cands = [tilt_fin(W_fin, basis, sign=1.0), tilt_fin(W_fin, basis, sign=-1.0),
+                     np.zeros_like(W_fin), -W_fin]
+            rc = min(float(min(np.linalg.norm(Dk - C) for Dk in D)) for C in cands)
+            m["fin_cand_resid_min"] = rc
+            m["fin_margin"] = margin = rc - float(r.max()) - 2 * (tail + floor)
+        # the rule (checks.theorems._trends): a residual beyond what the finite part can still move is a
+        # limit other than W^fin (refuted before the candidates are compared)
+        return judge_convergence(
+            no_progress="" if not away else (
                 f"P_fin W(k) is not converging to the predicted W^fin: residual {r[-1]:.3g} at the end, "
-                f"beyond "
-                f"the {tail:.2g} the finite part can still move (its motion {m['fin_motion']:.2g} over the "
-                f"second half, masked probabilities ×{m['masked_fall']:.2f})",
-                **m,
-            )
-        cands = [tilt_fin(W_fin, basis, sign=1.0), tilt_fin(W_fin, basis, sign=-1.0), np.zeros_like(W_fin),
-                 -W_fin]
-        rc = min(float(min(np.linalg.norm(Dk - C) for Dk in D)) for C in cands)
-        m["fin_cand_resid_min"] = rc
-        m["fin_margin"] = margin = rc - float(r.max()) - 2 * (tail + floor)
-        if margin > 0:
-            return held(**m)
-        return undecided(
-            f"the run cannot tell W^fin from its {TILT:.0%} tilt, 0 or −W^fin: residual ≤ {r.max():.2g}, "
-            f"perturbed candidates ≥ {rc:.2g}, tail bound {tail:.2g} (budget or ‖W^fin‖ too small)",
+                f"beyond the {tail:.2g} the finite part can still move (its motion {m['fin_motion']:.2g} "
+                f"over the second half, masked probabilities ×{m['masked_fall']:.2f})"),
+            unresolved=unresolved,
+            converged=bool(margin > 0),
+            waits=((True, f"the run cannot tell W^fin from its {TILT:.0%} tilt, 0 or −W^fin: residual ≤ "
+                    f"{r.max():.2g}, perturbed candidates ≥ {rc:.2g}, tail bound {tail:.2g} (budget or "
+                    "‖W^fin‖ too small)"),),
+            stalled="",
             **m,
         )
 

@@ -57,6 +57,8 @@ theorem's draws qualify, so the control's family is redrawn until the designed s
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
@@ -189,7 +191,10 @@ class _FiniteBase(Theorem):
         return judge_fidelity(st["fidelity"])
 
     def _target(self, st):
-        return st["fp"]
+        """W^fin⋆, through the resolution seam: moved by ε‖W^fin⋆‖ inside S_fin under a perturbation."""
+        fp = st["fp"]
+        W = self.predicted("W^fin⋆", fp.W, "point", lambda: list(fp.basis))
+        return fp if W is fp.W else dataclasses.replace(fp, W=W)
 
     def check_finite_part_converges(self, inst, st, ctx):
         target, traj = self._target(st), st["traj"]

@@ -75,10 +75,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import Criterion, Profile, Theorem, decide, register, undecided
+from checks import Criterion, Profile, Theorem, decide, register
 from numerics.prompt import joint_vp_path
 from numerics.svm import solve_joint_vp_svm, solve_p_svm
 from numerics.tokens import corr
+
+from ._trends import judge_convergence
 
 #: Radii R of the prompt (the head's radius is r = R² or r = R, see RATE). float64 resolves the p-dependence
 #: of log L only while r e^{−R·margin} ≫ 1e-15 |log L|, i.e. up to R ≈ 20 here; 16 is the largest power of two
@@ -212,36 +214,37 @@ class _JointBase(Theorem):
 
     # -- predictions -----------------------------------------------------------------------------
     def check_v_direction(self, inst, state, ctx):
-        gap = 1 - corr(state["path"].v, state["v"].w, axis=-1)
+        v_mm = self.predicted("v^mm", state["v"].w, "direction")  # the resolution seam (Theorem.predicted)
+        gap = 1 - corr(state["path"].v, v_mm, axis=-1)
         return decide(gap[-1] < V_TOL and (gap[-1] <= gap[len(gap) // 2] or gap[-1] < self._floor()),
                       f"1−corr(v_R, v^mm) = {gap[-1]:.3g} at R = {RADII[-1]} (R = {RADII[0]}: {gap[0]:.3g})",
                       v_final_gap=float(gap[-1]), v_gap_curve=[float(x) for x in gap],
                       v_gap_radii=list(RADII))
 
     def _p_target(self, state):
-        return state["p"].w
+        """p^mm_α, through the resolution seam (Theorem.predicted)."""
+        return self.predicted("p^mm_α", state["p"].w, "direction")
 
     def check_p_direction(self, inst, state, ctx):
         gap = 1 - corr(state["path"].p, self._p_target(state), axis=-1)
         mid = len(gap) // 2
         ok = gap[-1] < P_TOL and (gap[-1] <= gap[mid] or gap[-1] < self._floor())
-        if not ok and gap[-1] < SLOW_TOL and gap[-1] <= SLOW_RATIO * gap[-2]:
-            return undecided(
-                f"still converging at the largest resolvable radius: 1−corr {gap[-2]:.3g} → {gap[-1]:.3g}",
-                p_final_gap=float(gap[-1]),
-                p_gap_curve=[float(x) for x in gap], p_gap_radii=list(RADII),
-            )
+        slow = bool(not ok and gap[-1] < SLOW_TOL and gap[-1] <= SLOW_RATIO * gap[-2])
+        curve = dict(p_final_gap=float(gap[-1]), p_gap_curve=[float(x) for x in gap], p_gap_radii=list(RADII))
+        if slow:
+            return judge_convergence(converged=False, stalled="", falling="still converging at the largest "
+                                     f"resolvable radius: 1−corr {gap[-2]:.3g} → {gap[-1]:.3g}", **curve)
         extra = {}
         if not ok and self.RATE == "R":  # what the equal-radii finding's mechanism is recognised by
             q = maximin_limit(inst["X"], inst["Y"], inst["alpha"], state["v"].w)
             extra = {"maximin_gap": float(1 - corr(state["path"].p[-1], q, axis=-1)),
                      "maximin_target_gap": float(1 - corr(q, self._p_target(state), axis=-1))}
-        return decide(
-            ok,
-            f"1−corr(p_R, target) = {gap[-1]:.3g} at R = {RADII[-1]} (R = {RADII[0]}: {gap[0]:.3g})",
-            p_final_gap=float(gap[-1]),
-            p_gap_curve=[float(x) for x in gap], p_gap_radii=list(RADII),
-            relaxed_full_gap=float(1 - corr(state["p"].w, state["full"].w, axis=-1)), **extra,
+        # the convergence rule (checks.theorems._trends): converged → held; still falling (above) → undecided;
+        # otherwise the path stalled away from the target → refuted
+        return judge_convergence(
+            converged=ok,
+            stalled=f"1−corr(p_R, target) = {gap[-1]:.3g} at R = {RADII[-1]} (R = {RADII[0]}: {gap[0]:.3g})",
+            **curve, relaxed_full_gap=float(1 - corr(state["p"].w, state["full"].w, axis=-1)), **extra,
         )
 
 

@@ -191,7 +191,8 @@ class _HeadBase(Theorem):
 
     # -- predictions -----------------------------------------------------------------------------
     def _target(self, state):
-        return state["sol"].w
+        """p^mm of the head's selection, through the resolution seam (Theorem.predicted)."""
+        return self.predicted("p^mm", state["sol"].w, "direction")
 
     def _sep(self, state) -> float:
         lin = state["lin"]

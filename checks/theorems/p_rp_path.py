@@ -256,7 +256,8 @@ class _RPBase(Theorem):
         return path_reliable(*self._unreliable(state))
 
     def check_direction(self, inst, state, ctx):
-        err = 1 - corr(state["p"], state["sol"].w, axis=-1)
+        target = self.predicted("p^mm_α", state["sol"].w, "direction")  # the resolution seam
+        err = 1 - corr(state["p"], target, axis=-1)
         thr, sep = self._threshold(inst, state)
         why, _ = self._unreliable(state)
         return judge_prompt_path(err, thr, sep, state, why, "1 − corr(p_R, p^mm_α)", JUDGED_FROM)

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import Criterion, Profile, Theorem, decide, register, undecided
+from checks import Criterion, Profile, Theorem, decide, register
 from checks import hypotheses as hyp
 from checks.strategies import b2_data
 from numerics import tolerances as tol
@@ -54,6 +54,7 @@ from numerics.svm import solve_p_svm
 from numerics.tokens import corr
 
 from ._prompt import abandoned_opt_metrics, abandoned_opt_refutation
+from ._trends import judge_convergence
 
 #: Normalised GD budget: ‖p‖ grows by ≈ LR per step, so ‖p(STEPS)‖ ≈ 150 (plus the start), where the
 #: directional error (≈ (log‖p‖/‖p‖)²) is < 1e-4 on the fixtures and < 2e-3 on random B.2 data.
@@ -254,27 +255,25 @@ class _PromptBase(Theorem):
         # converges. A no-op or ascending optimiser still never falls from its worst point.
         worst = float(gap.max())
         metrics["worst_gap"] = worst
+        why = (
+            f"‖p‖ grew by {growth:.3g} < {NORM_GROWTH_MIN}·η·steps"
+            if growth < NORM_GROWTH_MIN * LR * STEPS
+            else f"1−corr did not fall ({gap[0]:.3g} at the start, worst {worst:.3g} → {final:.3g})"
+            if not final < worst else ""
+        )
         converged = final < CORR_TOL and trend_ok and final <= worst / FALL_FACTOR
-        if converged:
-            return decide(True, "", **metrics)
-        if growth < NORM_GROWTH_MIN * LR * STEPS or not final < worst:
-            why = (
-                f"‖p‖ grew by {growth:.3g} < {NORM_GROWTH_MIN}·η·steps"
-                if growth < NORM_GROWTH_MIN * LR * STEPS
-                else f"1−corr did not fall ({gap[0]:.3g} at the start, worst {worst:.3g} → {final:.3g})"
-            )
-            return decide(False, f"no progress: {why}", **metrics)
-        if metrics["final_norm"] < BUDGET_RATIO * np.linalg.norm(target):
-            return undecided(
-                f"budget too small: ‖p‖ = {metrics['final_norm']:.3g} < {BUDGET_RATIO}·‖p^mm‖", **metrics
-            )
-        if state["stalled"]:
-            return undecided("gradient underflowed to 0 before convergence", **metrics)
-        # what the documented finding's mechanism needs (abandoned_opt_mechanism), on every refutation
-        metrics.update(abandoned_opt_metrics(inst["keys"], inst["gamma"], inst["alpha"], state["traj"]))
-        return decide(
-            False,
-            f"1−corr(p, p^mm) = {final:.3g} (start {gap[0]:.3g}, mid-run {gap[half]:.3g}) not below "
+        if not converged and not why and not (
+            metrics["final_norm"] < BUDGET_RATIO * np.linalg.norm(target) or state["stalled"]
+        ):
+            # what the documented finding's mechanism needs (abandoned_opt_mechanism), on every stalled run
+            metrics.update(abandoned_opt_metrics(inst["keys"], inst["gamma"], inst["alpha"], state["traj"]))
+        return judge_convergence(
+            converged=converged,
+            no_progress=f"no progress: {why}" if why and not converged else "",
+            waits=((metrics["final_norm"] < BUDGET_RATIO * np.linalg.norm(target),
+                    f"budget too small: ‖p‖ = {metrics['final_norm']:.3g} < {BUDGET_RATIO}·‖p^mm‖"),
+                   (bool(state["stalled"]), "gradient underflowed to 0 before convergence")),
+            stalled=f"1−corr(p, p^mm) = {final:.3g} (start {gap[0]:.3g}, mid-run {gap[half]:.3g}) not below "
             f"{CORR_TOL}, a {FALL_FACTOR:g}-fold fall and falling",
             **metrics,
         )

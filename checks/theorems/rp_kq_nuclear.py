@@ -38,6 +38,11 @@ Control (``rp-kq-nuclear-control``, at the boundary): "the (K, Q) path → the F
 the same per-instance threshold sep/4 on the same separated instances; refuted when the error to W^mm stalls
 above sep/4, or still shrinks while the path is already within sep/4 of W^mm_⋆ (then provably > sep/4 from
 W^mm).
+Resolution (issue 23; checks/power/resolution.json): 0.5 on quick seed 0, against a goal of 0.05: a limit of
+the budget and of the path's noise. The (K, Q) path reaches 1 − corr 1e-4–2e-2 at R = 64 under the
+per-instance threshold sep/4 ≤ 3e-2, which a tilt up to ε ≈ 0.2 stays within, and the path's noise
+(TREND_ABS = 2e-3) exceeds a 5 % tilt's 1 − cos θ = 1.25e-3, so no stall rule below the threshold is
+certified.
 """
 
 from __future__ import annotations

@@ -52,6 +52,12 @@ Control (``rp-w-frobenius-control``, at the boundary): "the W path → the nucle
 with the same per-instance threshold sep/4 on the same separated instances; refuted when the error to W^mm_⋆
 stalls above sep/4, or when it is still shrinking but the path is already within sep/4 of W^mm (then, by the
 angle argument, it is provably more than sep/4 from W^mm_⋆).
+Resolution (issue 23; checks/power/resolution.json): 0.1 on quick seed 0, against a goal of 0.05: a limit of
+the budget and of the path's noise. At the largest resolved radius (R = 64) the path's 1 − corr is
+4e-4–1.2e-3, the size of a 5 % tilt's 1 − cos θ = 1.25e-3, and it shrinks ×0.3 per doubling of R, so a tilt
+levels it off only to a ratio 0.5–0.7 (below the stall bound SHRINK_MAX = 0.8); and a numerically minimised
+path point carries noise up to TREND_ABS = 2e-3, above 1.25e-3, so a stall below the threshold cannot be
+refuted without tightening past what the path optimiser certifies.
 """
 
 from __future__ import annotations

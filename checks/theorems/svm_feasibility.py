@@ -134,11 +134,17 @@ class SVMFeasibility(Theorem):
     )
     accepts_data = True
 
+    def threshold(self, n: int, T: int) -> int:
+        """The predicted dimension threshold max(T − 1, n), through the resolution seam (a bound the claim
+        says is sufficient: under ``attnsvm power --resolution`` it is lowered to ⌈(1 − ε)·max(T − 1, n)⌉, and
+        the family and the hypothesis follow it)."""
+        return int(np.ceil(self.predicted("d threshold max(T−1, n)", float(max(T - 1, n)), "upper") - 1e-9))
+
     def instance(self, rng, ctx):
         if ctx.data is not None:
             return {"data": ctx.data, "below": None}
         n, T = int(rng.integers(1, 5)), int(rng.integers(2, 6))
-        d = max(T - 1, n) + int(rng.integers(0, 3))
+        d = max(self.threshold(n, T), 1) + int(rng.integers(0, 3))
         make = random_unit_sphere if ctx.instance % 2 == 0 else gaussian_data  # Gaussian: see the control
         return {
             "data": make(n, T, d, rng=rng),
@@ -147,7 +153,7 @@ class SVMFeasibility(Theorem):
 
     def assume_overparameterised(self, inst, state, ctx):
         data = inst["data"]
-        bound = max(data.T - 1, data.n)
+        bound = self.threshold(data.n, data.T)
         return decide(data.d >= bound, f"d = {data.d} < max(T-1, n) = {bound}", d=data.d, n=data.n, T=data.T)
 
     def assume_generic(self, inst, state, ctx):

@@ -68,3 +68,38 @@ def test_measure_finds_the_smallest_error_caught():
     # 1 − cos(arcsin ε) < 1e-3 holds for ε ≤ 0.0447: ε = 0.05 is caught, 0.02 is not
     assert row["resolution"] == 0.05
     assert row["verdicts"]["0.02"] == "PASS" and row["verdicts"]["0.05"] == "FAIL"
+
+
+def test_measured_figures_are_written_merged_and_read_back(tmp_path):
+    """`power --resolution --write` merges rows by theorem id into the committed data file, keeps the rows
+    of theorems not measured now and an unmet goal's limit, and `measured` reads a row back."""
+    from checks.power.matrix import write_measured
+    from checks.power.resolution import _measured_table, measured, summary
+
+    path = tmp_path / "resolution.json"
+    row = {"id": "t", "profile": "quick", "seed": 0, "clean": "PASS", "objects": ["W (direction)"],
+           "verdicts": {"1": "FAIL"}, "resolution": 1.0, "goal": 0.05, "meets_goal": False}
+    write_measured({"theorems": [row]}, path, limits={"t": "a 1/log k rate"})
+    write_measured({"theorems": [dict(row, id="u", resolution=0.01, meets_goal=True)]}, path)
+    write_measured({"theorems": [row]}, path)  # re-measured: the limit is kept
+    _measured_table.cache_clear()
+    assert measured("t", path)["limit"] == "a 1/log k rate"
+    assert measured("u", path)["resolution"] == 0.01 and "limit" not in measured("u", path)
+    assert measured("nope", path) is None
+    assert summary(measured("t", path)) == "1.0 (quick, seed 0; goal 0.05 NOT met)"
+    assert summary(None) == "not measured"
+
+
+def test_list_and_report_carry_the_committed_resolution():
+    """`attnsvm list --json` (describe) and report.json (TheoremResult) read the committed figures."""
+    from checks import catalogue
+    from checks.harness import TheoremResult
+    from checks.plan import load_catalogue
+    from checks.power.resolution import MEASURED, measured
+
+    load_catalogue(())
+    cls = next(c for c in catalogue.ordered() if c.id == "gd-local")
+    row = measured("gd-local")
+    assert MEASURED.is_file() and row is not None and row["profile"] == "quick" and "seed" in row
+    assert cls.describe()["resolution"] == row
+    assert "resolution" in TheoremResult.__dataclass_fields__
