@@ -253,7 +253,8 @@ def softmax_logits(lg: torch.Tensor) -> torch.Tensor:
     """Row softmax over the last axis of any logits (torch.softmax subtracts the row max: stable at any
     scale). The one torch softmax of the numerics outside the GD steps (which use
     ``gd_common._softmax_rows``): attention, prompt, sequence and (v, p) paths call it, so that the
-    power analysis's softmax sabotage reaches them all (tests/harness/test_sabotage_seam.py)."""
+    power analysis (checks/power) reaches them all by replacing this one function (the seam scan in
+    tests/harness keeps it so)."""
     return torch.softmax(lg, dim=-1)
 
 

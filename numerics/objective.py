@@ -7,9 +7,9 @@ gradient-level claim about an :class:`~numerics.data.AttentionData` (THEORY.md Â
     (grad_K, grad_Q) = (grad L(W) Q, grad L(W)^T K)        grad_KQ(data, K, Q)      (d, m), (d, m)
 
 Each is the batched torch form of :mod:`numerics.attention` (``loss_and_grad_W``, ``loss_and_grad_KQ``) at
-R = 1 with the dataset's linear head v, in float64, so it goes through the sabotage seam of the power
-analysis like every other caller. For many datasets or many W at once, use the torch form directly (the
-fast path): ``b = attention.batch_from_data(datas)`` then
+R = 1 with the dataset's linear head v, in float64, so it goes through the seam the power analysis breaks
+(checks/power) like every other caller. For many datasets or many W at once, use the torch form directly
+(the fast path): ``b = attention.batch_from_data(datas)`` then
 ``attention.grad_W(b.X, b.Y, b.Z, W, b.linear_head())`` with W of shape (R, d, d).
 
 Examples

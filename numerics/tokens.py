@@ -82,8 +82,8 @@ def min_margin(data: AttentionData, W: Any, alpha: Any = None) -> float:
 
 def softmax_rows(logits: np.ndarray) -> np.ndarray:
     """Row softmax over the last axis, max-subtracted (stable at any scale): the one numpy softmax of the
-    numerics (softmax_probs, GenFin, the kernels' loss), so that the power analysis's softmax sabotage
-    reaches them all (tests/harness/test_sabotage_seam.py)."""
+    numerics (softmax_probs, GenFin, the kernels' loss), so that the power analysis (checks/power) reaches
+    them all by replacing this one function (the seam scan in tests/harness keeps it so)."""
     e = np.exp(logits - logits.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
 
