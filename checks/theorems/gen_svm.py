@@ -70,7 +70,9 @@ by
   their limit direction, and this iterate cannot rank them); inconclusive when all three errors exceed
   CONVERGED_TOL (GD not yet converged in direction: a budget question, symmetric in the predictors), or
   when the token sets at the start of the recorded second half differ from the final ones (GD still
-  (de)selecting tokens: the equivalence concerns the limiting sets);
+  (de)selecting tokens: the equivalence concerns the limiting sets), or when the largest masked probability
+  did not fall over the second half (the finite part has no bounded limit yet, see ``finite_part_is_limit``:
+  W^fin of W(k₁) is then a transient's, full seed 0 #194);
 * ``shrinks``: confirmed when the svmeq error e(W^svmeq) at the end of the recorded second half is ≤ its
   mid-run value whenever the largest masked probability fell in between (W^fin, W^dir from the final
   iterate, R refitted per iterate). The paper's claim is the limit (e → 0 as the masked probabilities → 0),
@@ -363,6 +365,16 @@ class _GenBase(Theorem):
         """``undecided`` when the budget cannot decide which predictor is best, else None."""
         if self._sets_changing(inst, state):
             return undecided("token sets still changing over the second half of the run (budget)", **e)
+        if any(len(mk) for mk in state["gs"].masked):
+            # W^svmeq predicts the end from W^fin of W(k₁): that is the limit's finite part only where the
+            # finite part converges, i.e. (the proof's picture, _fin_tail) where the masked probabilities
+            # fall. Where they rose over the second half the finite part is still travelling (full seed 0
+            # #194: masked probabilities ×0.80, P_fin W moved 4.5 against ‖W^fin‖ = 4.6), and the ranking
+            # would compare W^dir with a W^fin of a transient
+            fall = self._fin_tail(inst, state)[2]["masked_fall"]
+            if not fall > 1.0:
+                return undecided("the masked probabilities did not fall over the second half: W^fin of W(k₁) "
+                                 "is not yet the limit's finite part (budget)", masked_fall=fall, **e)
         if min(e["err_svmeq"], e["err_dir"], e["err_one"]) > CONVERGED_TOL:
             return undecided("no candidate explains the iterate yet (GD not converged in direction)", **e)
         return None
