@@ -70,7 +70,8 @@ def _float64_note(name: str, a: np.ndarray) -> str | None:
 
 
 
-def read_npz(path: str | os.PathLike, allowed: Sequence[str], required: Sequence[str]) -> dict[str, np.ndarray]:
+def read_npz(path: str | os.PathLike, allowed: Sequence[str],
+             required: Sequence[str]) -> dict[str, np.ndarray]:
     """The arrays of an .npz archive, read with ``allow_pickle=False`` (object arrays, hence ragged ones, are
     refused), keys checked against ``allowed`` and ``required``. Every malformed file gets a one-line
     :class:`InvalidInputError` naming the file. The one reader of every dataset format (attention, NTP)."""

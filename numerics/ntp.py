@@ -113,12 +113,14 @@ class NTPData:
             raise InvalidInputError(f"E must have shape (K, d), got {E.ndim}-D shape {E.shape}")
         tokens, labels = _ids("tokens", tokens), _ids("labels", labels)
         if tokens.ndim != 2:
-            raise InvalidInputError(f"tokens must have shape (n, T), got {tokens.ndim}-D shape {tokens.shape}")
+            raise InvalidInputError(f"tokens must have shape (n, T), got {tokens.ndim}-D shape "
+                                    f"{tokens.shape}")
         n, T = tokens.shape
         if T < 2:
             raise InvalidInputError(f"tokens must have at least T=2 positions per sequence, got T={T}")
         if labels.shape != (n,):
-            raise InvalidInputError(f"labels must have shape (n,) = ({n},) to match tokens, got {labels.shape}")
+            raise InvalidInputError(f"labels must have shape (n,) = ({n},) to match tokens, got "
+                                    f"{labels.shape}")
         K = E.shape[0]
         for name, arr in (("tokens", tokens), ("labels", labels)):
             bad = np.flatnonzero((arr < 0) | (arr >= K))
@@ -265,7 +267,8 @@ def _sccs(nodes: list[int], edges: list[tuple[int, int]]) -> tuple[tuple[int, ..
 
 
 def priority_graphs(data: NTPData, *, flip: bool = False) -> dict[int, PriorityGraph]:
-    """{k: G^(k)} for every last token k present. ``flip``: every edge reversed (j → y), a boundary control."""
+    """{k: G^(k)} for every last token k present. ``flip``: every edge reversed (j → y), a boundary
+    control."""
     out = {}
     for k in sorted(set(data.last.tolist())):
         idx = np.flatnonzero(data.last == k)
@@ -279,7 +282,8 @@ def priority_graphs(data: NTPData, *, flip: bool = False) -> dict[int, PriorityG
 
 
 def scc_json(graphs: dict[int, PriorityGraph]) -> dict[str, list[list[int]]]:
-    """The ``scc`` object of ``attnsvm svm --json``: {str(k): [sorted component, ...]} in topological order."""
+    """The ``scc`` object of ``attnsvm svm --json``: {str(k): [sorted component, ...]} in topological
+    order."""
     return {str(k): [list(c) for c in g.components] for k, g in graphs.items()}
 
 
@@ -530,11 +534,12 @@ def _newton(f, beta: np.ndarray, steps: int = 8) -> np.ndarray:
 
 def smoothness_bound(data: NTPData) -> float:
     """An upper bound on the Lipschitz constant of ∇L: the Hessian of −log ŷ in the scores lies between
-    −Cov_q and Cov_s, of norm ≤ 1/2, and W ↦ X_i W x̄_i has norm ‖X_i‖_2 ‖x̄_i‖, so L ≤ ½ max_i ‖X_i‖_2² ‖x̄_i‖²."""
+    −Cov_q and Cov_s, of norm ≤ 1/2, and W ↦ X_i W x̄_i has norm ‖X_i‖_2 ‖x̄_i‖, so
+    L ≤ ½ max_i ‖X_i‖_2² ‖x̄_i‖²."""
     X, q = data.X, data.query
     return 0.5 * max(float(np.linalg.norm(X[i], 2) ** 2 * q[i] @ q[i]) for i in range(data.n))
 
 
-__all__ = ["NTP_KEYS", "NTPData", "is_ntp_file", "load_dataset", "PriorityGraph", "priority_graphs", "scc_json",
-           "GraphSVMResult", "graph_rows", "graph_svm", "NTPFinitePart", "fin_basis", "finite_part", "project",
-           "fin_loss", "smoothness_bound"]
+__all__ = ["NTP_KEYS", "NTPData", "is_ntp_file", "load_dataset", "PriorityGraph", "priority_graphs",
+           "scc_json", "GraphSVMResult", "graph_rows", "graph_svm", "NTPFinitePart", "fin_basis",
+           "finite_part", "project", "fin_loss", "smoothness_bound"]

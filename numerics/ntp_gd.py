@@ -5,7 +5,8 @@ r"""The next-token-prediction model as batched torch functions (float64), and GD
 ``weights`` (the current W). The gradient is closed form: with scores a_iτ = x_iτ^T W x̄_i, s_i = softmax(a_i)
 and r_i = softmax of a_i over the positions holding the label,
 
-    −log ŷ_{i,y_i} = LSE(a_i) − LSE(a_i restricted to label positions),   ∇_W = (1/n) Σ_i X_i^T (s_i − r_i) x̄_i^T
+    −log ŷ_{i,y_i} = LSE(a_i) − LSE(a_i restricted to label positions),
+    ∇_W = (1/n) Σ_i X_i^T (s_i − r_i) x̄_i^T
 
 (tests/numerics/test_ntp.py checks it against autograd).
 
@@ -39,7 +40,7 @@ class NTPModel:
         dt = torch.float64
         self.device = torch.device(device)
         self.X = torch.as_tensor(np.stack([x.X for x in datas]), dtype=dt, device=self.device)  # (B, n, T, d)
-        self.q = torch.as_tensor(np.stack([x.query for x in datas]), dtype=dt, device=self.device)  # (B, n, d)
+        self.q = torch.as_tensor(np.stack([x.query for x in datas]), dtype=dt, device=self.device)  # (B,n,d)
         lab = np.stack([x.tokens == x.labels[:, None] for x in datas])
         self.label = torch.as_tensor(lab, device=self.device)  # (B, n, T) bool
         self.B, self.n, self.T, self.d = len(datas), *next(iter(shapes))
@@ -100,8 +101,8 @@ def run_ntp_gd(datas: Sequence[NTPData], *, steps: int, lr: float | Sequence[flo
 
     TODO(gd-engine): the one loop to be moved onto the batched GD engine as its NTP model slot."""
     model = NTPModel(datas, device)
-    lr_t = torch.as_tensor(np.broadcast_to(np.asarray(lr, dtype=float), (model.B,)).copy(), dtype=torch.float64,
-                           device=model.device)[:, None, None]
+    lr_b = np.broadcast_to(np.asarray(lr, dtype=float), (model.B,)).copy()
+    lr_t = torch.as_tensor(lr_b, dtype=torch.float64, device=model.device)[:, None, None]
     W = model.init() if init is None else torch.as_tensor(np.asarray(init), dtype=torch.float64,
                                                           device=model.device).clone()
     rec = set(int(k) for k in (record_grid(steps) if record_at is None else record_at))
