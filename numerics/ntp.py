@@ -87,8 +87,10 @@ def _ids(name: str, a: Any) -> np.ndarray:
         raise InvalidInputError(f"{name} is empty (shape {arr.shape})")
     if arr.dtype.kind == "f":
         bad = np.flatnonzero(~np.isfinite(arr) | (arr != np.round(arr)))
-        where = (f": entry {np.unravel_index(bad[0], arr.shape)} = {arr.flat[bad[0]]!r} is not an integer id"
-                 if bad.size else "")
+        where = ""
+        if bad.size:
+            at = [int(i) for i in np.unravel_index(bad[0], arr.shape)]
+            where = f": {name}{at} = {float(arr.flat[bad[0]])!r} is not an integer id"
         raise InvalidInputError(f"{name} must hold integer ids (int64), got dtype {arr.dtype}{where}")
     if arr.dtype.kind not in "iu":
         raise InvalidInputError(f"{name} must hold integer ids (int64), got dtype {arr.dtype}")

@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="power test: run with this numeric component broken (see `attnsvm power "
                         "--list-sabotages`); recorded in run.json, and the verdicts are not results")
 
-    s = sub.add_parser("svm", help="solve one attention SVM from an .npz file")
+    s = sub.add_parser("svm", help="solve one attention SVM (or an NTP file's graph-SVM) from an .npz file")
     s.add_argument("file", metavar="FILE.npz")
     s.add_argument("--norm", choices=["fro", "nuc"], default="fro")
     s.add_argument(

@@ -118,3 +118,40 @@ def test_subprocess_entry_point(feasible):
         timeout=120,
     )
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0
+
+
+# -- NTP files (keys E, tokens, labels): the graph-SVM --------------------------------------------------
+NTP_TOKENS = np.array([[0, 1, 4], [1, 0, 4], [0, 1, 4], [2, 0, 4], [3, 2, 4]])
+NTP_LABELS = np.array([0, 1, 0, 2, 3])
+
+
+@pytest.fixture
+def ntp_file(tmp_path):
+    path = tmp_path / "ntp.npz"
+    E = np.linalg.qr(np.random.default_rng(0).standard_normal((8, 5)))[0].T
+    np.savez(path, E=E, tokens=NTP_TOKENS, labels=NTP_LABELS)
+    return path
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc"])
+def test_ntp_json(capsys, ntp_file, norm):
+    rc, out = run_json(capsys, ntp_file, "--norm", norm)
+    assert rc == 0 and out["status"] == "optimal" and out["certificate"]["verified"]
+    assert out["scc"] == {"4": [[3], [2], [0, 1], [4]]}
+    W = np.array(out["W"])
+    assert W.shape == (8, 8) and out["objective"] == pytest.approx(
+        np.linalg.norm(W) if norm == "fro" else np.linalg.svd(W, compute_uv=False).sum(), rel=1e-9)
+
+
+@pytest.mark.parametrize("tokens, labels, match", [
+    (np.array([[0, 1, 9]]), np.array([0]), "out of range"),
+    (np.array([[0, 1, 4]]), np.array([2]), "does not occur"),
+    (np.array([[0.0, 1.5, 4.0]]), np.array([0]), "not an integer id"),
+    (np.array([[0, 1, 4], [0, 1]], dtype=object), np.array([0, 0]), "object"),
+])
+def test_ntp_bad_files(tmp_path, capsys, tokens, labels, match):
+    path = tmp_path / "bad.npz"
+    np.savez(path, E=np.eye(5), tokens=tokens, labels=labels)
+    assert main(["svm", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert match in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
