@@ -108,6 +108,9 @@ class NTPData:
     each occurring in its own sequence."""
 
     __slots__ = ("E", "tokens", "labels", "notes")
+    #: the format tag the harness matches against a theorem's ``data_kind`` (AttentionData has none:
+    #: "attention")
+    data_kind = "ntp"
 
     def __init__(self, E: Any, tokens: Any, labels: Any):
         E = _to_numpy("E", E)
@@ -542,6 +545,122 @@ def smoothness_bound(data: NTPData) -> float:
     return 0.5 * max(float(np.linalg.norm(X[i], 2) ** 2 * q[i] @ q[i]) for i in range(data.n))
 
 
+def loss_np(data: NTPData, W: Any) -> tuple[float, np.ndarray]:
+    """(L(W), ∇L(W)) in numpy: the reference the torch loss of :mod:`numerics.ntp_gd` is checked against
+    (GD step fidelity) and the objective of :func:`regularization_path`."""
+    W = np.asarray(W, dtype=float)
+    X, q = data.X, data.query
+    sc = np.einsum("itd,de,ie->it", X, W, q)
+    lab = data.tokens == data.labels[:, None]
+    l_all, s = _lse(sc, np.ones_like(lab))
+    l_lab, r = _lse(sc, lab)
+    G = np.einsum("itd,it,ie->de", X, s - r, q) / data.n
+    return float(np.mean(l_all - l_lab)), G
+
+
+def out_of_scc_mass(data: NTPData, W: Any, graphs: dict[int, PriorityGraph] | None = None) -> float:
+    """The largest attention mass any sequence puts on positions outside its label's SCC (the tokens the
+    directional part suppresses; 0 where every sequence holds only its label's SCC)."""
+    graphs = priority_graphs(data) if graphs is None else graphs
+    keep, _ = _fin_masks(data, graphs, "scc")
+    sc = np.einsum("itd,de,ie->it", data.X, np.asarray(W, dtype=float), data.query)
+    _, s = _lse(sc, np.ones_like(keep))
+    return float(np.max(np.where(keep, 0.0, s).sum(axis=1)))
+
+
+def regularization_path(data: NTPData, radii: Any, *, init: Any = None) -> np.ndarray:
+    """W_R = argmin_{‖W‖_F ≤ R} L(W) for each radius (increasing), (J, d, d). The NTP loss is convex in W
+    (every label position holds the same token, so LSE over them is a_y + log count: L = mean LSE(a_i) − a_iy
+    + const), so each W_R is the global minimiser: SLSQP on the ball with the analytic gradient (numpy),
+    warm-started from the previous radius's answer scaled onto the new sphere. Raises SolverError when a
+    solve does not converge."""
+    d = data.d
+    w = np.zeros(d * d) if init is None else np.asarray(init, dtype=float).ravel()
+    out = []
+    for R in np.asarray(radii, dtype=float):
+        nw = float(np.linalg.norm(w))
+        x0 = w * (0.99 * R / nw) if nw > 0 else np.full(d * d, 0.5 * R / d)
+
+        def f(x):
+            v, G = loss_np(data, x.reshape(d, d))
+            return v, G.ravel()
+
+        cons = {"type": "ineq", "fun": lambda x, R=R: R * R - x @ x, "jac": lambda x: -2 * x}
+        res = minimize(f, x0, jac=True, method="SLSQP", constraints=[cons],
+                       options={"ftol": 1e-15, "maxiter": 2000})
+        if not res.success and "Iteration limit" not in str(res.message):
+            raise SolverError(f"NTP regularisation path at R = {R:g}: {res.message}", status=str(res.status),
+                              solver="slsqp")
+        w = res.x
+        out.append(w.reshape(d, d))
+    return np.array(out)
+
+
+# ================================================================================================
+# the random family
+# ================================================================================================
+
+#: (n, T, K, d) of the catalogue's draws, cycled by instance (d ≥ K: linearly independent embeddings).
+FAMILY_CONFIGS = ((6, 3, 5, 8), (8, 4, 5, 8), (6, 3, 6, 10), (10, 4, 6, 10))
+#: Family rules (design margins): a resolvable finite part (‖W^fin‖_F ≥ FIN_MIN) with curvature of L_fin at
+#: W^fin ≥ FIN_CURVATURE (a flat optimum is approached too slowly to be judged within a budget).
+FIN_MIN = 0.1
+FIN_CURVATURE = 1e-3
+
+
+def _draw(rng: np.random.Generator, n: int, T: int, K: int, d: int, acyclic: bool) -> NTPData:
+    """One draw: Gaussian embeddings (rows N(0, I/d)); one or two last tokens; for each last token a random
+    partition of the vocabulary into priority levels (acyclic: singletons, a random total order); the other
+    positions uniform over the vocabulary; the label uniform among the tokens of the sequence's highest level
+    present (so every edge y → j goes to the same or a lower level: the levels' order is the graph's)."""
+    E = rng.standard_normal((K, d)) / np.sqrt(d)
+    lasts = rng.choice(K, size=int(rng.integers(1, 3)), replace=False)
+    level = {}
+    for k in lasts:
+        perm = rng.permutation(K)
+        cuts = np.arange(1, K) if acyclic else np.sort(rng.choice(np.arange(1, K), size=K // 2 - 1,
+                                                                  replace=False))
+        lv = np.zeros(K, dtype=int)
+        for c in cuts:
+            lv[perm[c:]] += 1
+        level[int(k)] = lv
+    tokens = np.empty((n, T), dtype=np.int64)
+    labels = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        k = int(rng.choice(lasts))
+        tokens[i, :-1] = rng.integers(0, K, size=T - 1)
+        tokens[i, -1] = k
+        lv = level[k][tokens[i]]
+        top = np.unique(tokens[i][lv == lv.min()])
+        labels[i] = rng.choice(top)
+    return NTPData(E, tokens, labels)
+
+
+def random_ntp(rng: np.random.Generator, n: int, T: int, K: int, d: int, *, kind: str = "cyclic",
+               max_attempts: int = 500) -> tuple[NTPData, int]:
+    """A draw of the catalogue's family (:func:`_draw`) meeting its rules by construction, and the number of
+    draws it took. ``kind="cyclic"``: some G^(k) has an SCC of two or more tokens, W^svm ≠ 0 (some edge
+    between SCCs), W^fin unique with ‖W^fin‖ ≥ FIN_MIN and curvature ≥ FIN_CURVATURE; ``"acyclic"``: every
+    G^(k) acyclic (S_fin = {0}) and some edge. Raises InvalidInputError when no draw qualifies."""
+    if kind not in ("cyclic", "acyclic"):
+        raise InvalidInputError(f"kind must be 'cyclic' or 'acyclic', got {kind!r}")
+    for attempt in range(1, max_attempts + 1):
+        data = _draw(rng, n, T, K, d, kind == "acyclic")
+        graphs = priority_graphs(data)
+        strict = any(not g.same(y, j) for g in graphs.values() for y, j in g.edges)
+        cyc = any(g.cyclic for g in graphs.values())
+        if not strict or cyc != (kind == "cyclic"):
+            continue
+        if kind == "cyclic":
+            fp = finite_part(data, graphs)
+            if not (fp.unique and np.linalg.norm(fp.W) >= FIN_MIN and fp.curvature >= FIN_CURVATURE):
+                continue
+        return data, attempt
+    raise InvalidInputError(f"no {kind} NTP draw with (n, T, K, d) = ({n}, {T}, {K}, {d}) in {max_attempts} "
+                            "attempts")
+
+
 __all__ = ["NTP_KEYS", "NTPData", "is_ntp_file", "load_dataset", "PriorityGraph", "priority_graphs",
            "scc_json", "GraphSVMResult", "graph_rows", "graph_svm", "NTPFinitePart", "fin_basis",
-           "finite_part", "project", "fin_loss", "smoothness_bound"]
+           "finite_part", "project", "fin_loss", "smoothness_bound", "loss_np", "out_of_scc_mass",
+           "regularization_path", "FAMILY_CONFIGS", "random_ntp"]
