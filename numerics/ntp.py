@@ -568,32 +568,92 @@ def out_of_scc_mass(data: NTPData, W: Any, graphs: dict[int, PriorityGraph] | No
     return float(np.max(np.where(keep, 0.0, s).sum(axis=1)))
 
 
-def regularization_path(data: NTPData, radii: Any, *, init: Any = None) -> np.ndarray:
-    """W_R = argmin_{‖W‖_F ≤ R} L(W) for each radius (increasing), (J, d, d). The NTP loss is convex in W
-    (every label position holds the same token, so LSE over them is a_y + log count: L = mean LSE(a_i) − a_iy
-    + const), so each W_R is the global minimiser: SLSQP on the ball with the analytic gradient (numpy),
-    warm-started from the previous radius's answer scaled onto the new sphere. Raises SolverError when a
-    solve does not converge."""
+#: The path's answer is accepted when the gradient's component tangent to the sphere is at most PATH_KKT
+#: of its norm (first-order optimality on the sphere) and it points out of the ball (μ ≥ 0: the sphere's
+#: minimiser is the ball's): BFGS reaches ~1e-9; 1e-6 is the certifier's KKT_TOL.
+PATH_KKT = 1e-6
+
+
+def hessian_np(data: NTPData, W: Any) -> np.ndarray:
+    """∇²L(W) as a (d², d²) matrix (row-major vec): L = mean LSE(a_i) − a_iy + const with a_i = X_i W x̄_i
+    linear in W, so ∇²L = (1/n) Σ_i F_i^T (diag s_i − s_i s_i^T) F_i, F_i's rows vec(x_iτ x̄_i^T)."""
+    W = np.asarray(W, dtype=float)
+    X, q, n, d = data.X, data.query, data.n, data.d
+    sc = np.einsum("itd,de,ie->it", X, W, q)
+    _, s = _lse(sc, np.ones(sc.shape, dtype=bool))
+    F = np.einsum("itd,ie->itde", X, q).reshape(n, data.T, d * d)
+    Hs = np.einsum("it,tu->itu", s, np.eye(data.T)) - np.einsum("it,iu->itu", s, s)
+    return np.einsum("itp,itu,iuq->pq", F, Hs, F) / n
+
+
+def _sphere_newton(data: NTPData, W: np.ndarray, R: float, steps: int = 20
+                   ) -> tuple[np.ndarray, float, np.ndarray]:
+    """Newton on the KKT system ∇L(W) + μW = 0, ‖W‖ = R (analytic gradient and Hessian: no line search on
+    loss values, which float64 cannot resolve once the suppressed mass is tiny); returns (W, tangential
+    gradient / ‖∇L‖, ∇L)."""
+    d2 = W.size
+    w = W.ravel().copy()
+
+    def tangential(w):
+        g = loss_np(data, w.reshape(W.shape))[1].ravel()
+        u = w / np.linalg.norm(w)
+        return g, float(np.linalg.norm(g - (g @ u) * u)) / max(float(np.linalg.norm(g)), 1e-300)
+
+    g, tang = tangential(w)
+    for _ in range(steps):
+        if tang <= 1e-12:
+            break
+        mu = -float(g @ w) / (R * R)
+        H = hessian_np(data, w.reshape(W.shape))
+        J = np.block([[H + mu * np.eye(d2), w[:, None]], [w[None, :], np.zeros((1, 1))]])
+        rhs = -np.concatenate([g + mu * w, [0.5 * (w @ w - R * R)]])
+        try:
+            dx = np.linalg.solve(J, rhs)
+        except np.linalg.LinAlgError:
+            break
+        for t in 0.5 ** np.arange(12):  # damped: the first step that lowers the tangential residual
+            w_new = w + t * dx[:d2]
+            w_new *= R / np.linalg.norm(w_new)
+            g_new, tang_new = tangential(w_new)
+            if tang_new < tang:
+                break
+        if not tang_new < tang:
+            break
+        w, g, tang = w_new, g_new, tang_new
+    return w.reshape(W.shape), tang, g
+
+
+def regularization_path(data: NTPData, radii: Any) -> tuple[np.ndarray, np.ndarray]:
+    """W_R = argmin_{‖W‖_F ≤ R} L(W) for each radius, (J, d, d), and each answer's KKT residual (J,).
+
+    The NTP loss is convex in W (every label position holds the same token, so the log of the label's mass is
+    a_y + log(count) − LSE(a): L = mean LSE(a_i) − a_iy + const) and, with a directional part, has no
+    minimiser, so W_R lies on the sphere ‖W‖ = R. It is found by BFGS on W = R V/‖V‖ (V free) with the
+    analytic gradient (numpy), warm-started from the previous radius, and accepted when the gradient's
+    tangential part is ≤ PATH_KKT of its norm and ⟨∇L, W⟩ ≤ 0 (the loss falls outward, so no point inside the
+    ball is better: convexity); else SolverError."""
     d = data.d
-    w = np.zeros(d * d) if init is None else np.asarray(init, dtype=float).ravel()
-    out = []
+    out, kkt = [], []
+    v = np.full(d * d, 1.0 / d)
     for R in np.asarray(radii, dtype=float):
-        nw = float(np.linalg.norm(w))
-        x0 = w * (0.99 * R / nw) if nw > 0 else np.full(d * d, 0.5 * R / d)
 
-        def f(x):
-            v, G = loss_np(data, x.reshape(d, d))
-            return v, G.ravel()
+        def f(x, R=R):
+            nx = float(np.linalg.norm(x))
+            u = x / nx
+            val, G = loss_np(data, (R * u).reshape(d, d))
+            g = G.ravel()
+            return val, (R / nx) * (g - (g @ u) * u)
 
-        cons = {"type": "ineq", "fun": lambda x, R=R: R * R - x @ x, "jac": lambda x: -2 * x}
-        res = minimize(f, x0, jac=True, method="SLSQP", constraints=[cons],
-                       options={"ftol": 1e-15, "maxiter": 2000})
-        if not res.success and "Iteration limit" not in str(res.message):
-            raise SolverError(f"NTP regularisation path at R = {R:g}: {res.message}", status=str(res.status),
-                              solver="slsqp")
-        w = res.x
-        out.append(w.reshape(d, d))
-    return np.array(out)
+        res = minimize(f, v, jac=True, method="BFGS", options={"gtol": 1e-13, "maxiter": 20000})
+        W, tang, g = _sphere_newton(data, (R * res.x / np.linalg.norm(res.x)).reshape(d, d), R)
+        v = W.ravel() / R
+        if not (tang <= PATH_KKT and g @ v <= 0):
+            raise SolverError(f"NTP regularisation path at R = {R:g}: not optimal on the ball (tangential "
+                              f"gradient {tang:.3g} of its norm, radial {float(g @ v):.3g}; {res.message})",
+                              status="uncertified", solver="bfgs-sphere+newton")
+        out.append(W)
+        kkt.append(tang)
+    return np.array(out), np.array(kkt)
 
 
 # ================================================================================================
@@ -663,4 +723,4 @@ def random_ntp(rng: np.random.Generator, n: int, T: int, K: int, d: int, *, kind
 __all__ = ["NTP_KEYS", "NTPData", "is_ntp_file", "load_dataset", "PriorityGraph", "priority_graphs",
            "scc_json", "GraphSVMResult", "graph_rows", "graph_svm", "NTPFinitePart", "fin_basis",
            "finite_part", "project", "fin_loss", "smoothness_bound", "loss_np", "out_of_scc_mass",
-           "regularization_path", "FAMILY_CONFIGS", "random_ntp"]
+           "regularization_path", "hessian_np", "FAMILY_CONFIGS", "random_ntp"]

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from checks import failed, held, undecided
+from checks import Criterion, Profile, Theorem, decide, failed, held, undecided
 from numerics.ntp import (
     FAMILY_CONFIGS,
     NTPData,
@@ -27,6 +27,8 @@ from numerics.ntp import (
 )
 from numerics.ntp_gd import record_grid, run_ntp_gd
 from numerics.tokens import corr
+
+from ._gd import FIDELITY_TOL, judge_fidelity
 
 #: GD budget: plain GD at η = 1/L (L the smoothness bound of numerics.ntp.smoothness_bound: the step of the
 #: paper's descent lemma), STEPS steps from W(0) = 0. Measured on quick seed 0: the suppressed tokens' mass
@@ -158,18 +160,20 @@ def tilt(W_fin: np.ndarray, basis: np.ndarray, sign: float, size: float = TILT) 
 
 
 def judge_finite(data: NTPData, traj: np.ndarray, half: np.ndarray, basis: np.ndarray, predicted: np.ndarray,
-                 candidates: Sequence[np.ndarray], masses: np.ndarray, steps: int = STEPS) -> Any:
+                 candidates: Sequence[np.ndarray], masses: np.ndarray, steps: int = STEPS,
+                 power_law: bool = True) -> Any:
     """Π_{S_fin} W(k) → predicted. D(k) = Π W(k) over the second half; the remaining motion is bounded by
     τ = TAIL_SAFETY · (motion over the half) / min(f − 1, 1), f = mass(mid)/mass(end) of the suppressed
     tokens. Refuted when ‖D(end) − predicted‖ > τ + floor; confirmed when max residual + 2(τ + floor) stays
     below every
     candidate's least residual (the limit is then nearer the prediction than any candidate); else undecided.
-    floor: rounding of the projection and of GD (√m d² + steps) ε ‖W‖."""
+    floor: rounding of the projection and of GD (√m d² + steps) ε ‖W‖. ``power_law=False`` (exact minimisers
+    along a path, no step dynamics): τ = TAIL_SAFETY · motion / (f − 1), the proportionality itself."""
     D = project(basis, traj[half])
     r = np.linalg.norm(D - predicted, axis=(1, 2))
     mot = float(np.max(np.linalg.norm(D - D[-1], axis=(1, 2))))
     f = masses[0] / masses[-1] if masses[-1] > 0 else np.inf
-    tail = TAIL_SAFETY * mot / min(f - 1.0, 1.0) if f > 1 else np.inf
+    tail = TAIL_SAFETY * mot / (min(f - 1.0, 1.0) if power_law else f - 1.0) if f > 1 else np.inf
     floor = (np.sqrt(len(basis)) * data.d ** 2 + steps) * EPS * float(np.linalg.norm(traj[half[-1]]))
     m = {"fin_resid_end": float(r[-1]), "fin_resid_max": float(r.max()), "fin_motion": mot,
          "fin_tail": float(tail), "fin_floor": float(floor), "mass_end": float(masses[-1]),
@@ -193,3 +197,79 @@ def judge_finite(data: NTPData, traj: np.ndarray, half: np.ndarray, basis: np.nd
 
 def masses_over(data: NTPData, traj: np.ndarray, half: np.ndarray, graphs) -> np.ndarray:
     return np.array([out_of_scc_mass(data, traj[k], graphs) for k in half])
+
+
+REFERENCE = "Li, Huang, Ildiz, Rawat, Oymak (AISTATS 2024, arXiv 2403.08081), GD on next-token prediction"
+PROFILES = {
+    "quick": Profile(instances=8, min_confirmed=6, batch=8),
+    "full": Profile(instances=60, min_confirmed=50, batch=20),
+    "paper": Profile(instances=200, min_confirmed=170, batch=50),
+}
+
+
+class NTPGDBase(Theorem):
+    """The GD theorems' shared instance draw (``kind``), batched GD run, certified objects and hypotheses."""
+
+    reference = REFERENCE
+    profiles = PROFILES
+    accepts_data = True
+    data_kind = "ntp"
+    integrity = ("is_gradient_descent",)
+    plot_metric = "dir_err"
+    redraw_on = ()
+    kind = "cyclic"
+
+    def sizes(self, inst):
+        return ntp_sizes(inst)
+
+    def not_applicable(self, data):
+        return None if isinstance(data, NTPData) else "needs an NTP dataset (E, tokens, labels)"
+
+    def instance(self, rng, ctx):
+        if ctx.data is not None:
+            return {"data": ctx.data, "family_draws": 0}
+        return draw(rng, ctx.instance, self.kind)
+
+    def prepare(self, instances, ctxs):
+        datas = [inst["data"] for inst in instances]
+        runs = run_block(datas, ctxs[0].device if ctxs else "cpu")
+        states = []
+        for data, run, ctx in zip(datas, runs, ctxs, strict=True):
+            st = {**run, **solve(data)}
+            st["fidelity"] = fidelity(data, run, ctx.device)
+            st["half"] = second_half(run["its"])
+            states.append(st)
+        return states
+
+    def assume_graph_svm_feasible(self, inst, state, ctx):
+        return decide(state["svm"].feasible, "the graph-SVM is infeasible (certified by a Farkas vector)")
+
+    def assume_fin_unique(self, inst, state, ctx):
+        return decide(state["fin"].unique, f"W^fin is not unique: {state['fin'].message}")
+
+    def check_is_gradient_descent(self, inst, state, ctx):
+        return judge_fidelity(state["fidelity"])
+
+    def _masses(self, inst, state):
+        if "masses" not in state:
+            state["masses"] = masses_over(inst["data"], state["traj"], state["half"], state["graphs"])
+        return state["masses"]
+
+    def _svmeq(self, state) -> dict:
+        W, Ws, Wf = state["traj"][-1], state["svm"].W, state["fin"].W
+        u = Ws / np.linalg.norm(Ws)
+        R = float(np.sum(W * u))
+        return {"R": R, "corr_svmeq": float(corr(W, Wf + R * u))}
+
+
+def gd_criteria(direction: str, finite: str) -> tuple[Criterion, ...]:
+    return (
+        Criterion("1 − corr(one GD step, −∇L from numpy) at W = 0 and at a unit-norm W", "<", FIDELITY_TOL),
+        Criterion(f"direction ({direction}): 1 − corr(W(k), ·) fell over k ∈ [S/2, S] and is below every "
+                  "competitor's at S (refuted: a competitor better while it did not fall)", "<",
+                  "competitors", plot_metric="dir_err"),
+        Criterion(f"finite part ({finite}): ‖Π_Sfin W(S) − ·‖ refuted above the tail bound τ; confirmed when "
+                  f"max residual + 2τ < every candidate's (±{TILT:.0%} tilt, 0, −W^fin)", "<=", "τ"),
+    )
+
+

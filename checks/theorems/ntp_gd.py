@@ -54,99 +54,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import Criterion, Profile, Theorem, decide, held, register
-from numerics.ntp import NTPData
-from numerics.tokens import corr
+from checks import decide, held, register
 
-from ._gd import FIDELITY_TOL, judge_fidelity
-from ._ntp import (
-    STEPS,
-    TILT,
-    draw,
-    fidelity,
-    judge_direction,
-    judge_finite,
-    masses_over,
-    ntp_sizes,
-    run_block,
-    second_half,
-    solve,
-    tilt,
-)
-
-REFERENCE = "Li, Huang, Ildiz, Rawat, Oymak (AISTATS 2024, arXiv 2403.08081), GD on next-token prediction"
-PROFILES = {
-    "quick": Profile(instances=8, min_confirmed=6, batch=8),
-    "full": Profile(instances=60, min_confirmed=50, batch=20),
-    "paper": Profile(instances=200, min_confirmed=170, batch=50),
-}
-
-
-class _NTPGD(Theorem):
-    reference = REFERENCE
-    profiles = PROFILES
-    accepts_data = True
-    data_kind = "ntp"
-    integrity = ("is_gradient_descent",)
-    plot_metric = "dir_err"
-    redraw_on = ()
-
-    def sizes(self, inst):
-        return ntp_sizes(inst)
-
-    def not_applicable(self, data):
-        return None if isinstance(data, NTPData) else "needs an NTP dataset (E, tokens, labels)"
-
-    def instance(self, rng, ctx):
-        if ctx.data is not None:
-            return {"data": ctx.data, "family_draws": 0}
-        return draw(rng, ctx.instance, "cyclic")
-
-    def prepare(self, instances, ctxs):
-        datas = [inst["data"] for inst in instances]
-        runs = run_block(datas, ctxs[0].device if ctxs else "cpu")
-        states = []
-        for data, run, ctx in zip(datas, runs, ctxs, strict=True):
-            st = {**run, **solve(data)}
-            st["fidelity"] = fidelity(data, run, ctx.device)
-            st["half"] = second_half(run["its"])
-            states.append(st)
-        return states
-
-    def assume_graph_svm_feasible(self, inst, state, ctx):
-        return decide(state["svm"].feasible, "the graph-SVM is infeasible (certified by a Farkas vector)")
-
-    def assume_fin_unique(self, inst, state, ctx):
-        return decide(state["fin"].unique, f"W^fin is not unique: {state['fin'].message}")
-
-    def check_is_gradient_descent(self, inst, state, ctx):
-        return judge_fidelity(state["fidelity"])
-
-    def _masses(self, inst, state):
-        if "masses" not in state:
-            state["masses"] = masses_over(inst["data"], state["traj"], state["half"], state["graphs"])
-        return state["masses"]
-
-    def _svmeq(self, state) -> dict:
-        W, Ws, Wf = state["traj"][-1], state["svm"].W, state["fin"].W
-        u = Ws / np.linalg.norm(Ws)
-        R = float(np.sum(W * u))
-        return {"R": R, "corr_svmeq": float(corr(W, Wf + R * u))}
-
-
-def _criteria(direction: str, finite: str) -> tuple[Criterion, ...]:
-    return (
-        Criterion("1 − corr(one GD step, −∇L from numpy) at W = 0 and at a unit-norm W", "<", FIDELITY_TOL),
-        Criterion(f"direction ({direction}): 1 − corr(W(k), ·) fell over k ∈ [S/2, S] and is below every "
-                  "competitor's at S (refuted: a competitor better while it did not fall)", "<",
-                  "competitors", plot_metric="dir_err"),
-        Criterion(f"finite part ({finite}): ‖Π_Sfin W(S) − ·‖ refuted above the tail bound τ; confirmed when "
-                  f"max residual + 2τ < every candidate's (±{TILT:.0%} tilt, 0, −W^fin)", "<=", "τ"),
-    )
+from ._ntp import STEPS, TILT, NTPGDBase, gd_criteria, judge_direction, judge_finite, tilt
 
 
 @register
-class NTPGD(_NTPGD):
+class NTPGD(NTPGDBase):
     id = "ntp-gd"
     title = "NTP: GD's direction is the graph-SVM and its finite part converges to W^fin"
     theorem_number = "Li et al. 2024, GD theorem"
@@ -156,7 +70,7 @@ class NTPGD(_NTPGD):
                        "(strictly "
                        f"convex at it); plain GD, η = 1/L, {STEPS} steps from W(0) = 0; data: "
                        "numerics.ntp.random_ntp (cyclic) or --data")
-    criteria = _criteria("W^svm", "W^fin")
+    criteria = gd_criteria("W^svm", "W^fin")
 
     def check_direction(self, inst, state, ctx):
         comps = {"flipped-graph SVM": state["flip"].W, "single-token SVM": state["single"].W}
@@ -175,14 +89,14 @@ class NTPGD(_NTPGD):
 
 
 @register
-class NTPGDControl(_NTPGD):
+class NTPGDControl(NTPGDBase):
     id = "ntp-gd-control"
     expected = "FAIL"
     control_of = "ntp-gd"
     title = "Control: GD's direction is the graph-SVM of the flipped graphs (false)"
     statement = r"\mathrm{corr}(W(\tau),W^{svm}_{\mathrm{flip}})\to1\ \text{(false)}"
     hypotheses_text = "as ntp-gd, and the flipped graphs' SVM feasible (certified)"
-    criteria = _criteria("W^svm of the flipped graphs", "—")[:2]
+    criteria = gd_criteria("W^svm of the flipped graphs", "—")[:2]
 
     def assume_flipped_feasible(self, inst, state, ctx):
         return decide(state["flip"].feasible, "the flipped graphs' SVM is infeasible")
@@ -192,7 +106,7 @@ class NTPGDControl(_NTPGD):
 
 
 @register
-class NTPGDFiniteControl(_NTPGD):
+class NTPGDFiniteControl(NTPGDBase):
     id = "ntp-gd-finite-control"
     expected = "FAIL"
     control_of = "ntp-gd"
@@ -200,7 +114,7 @@ class NTPGDFiniteControl(_NTPGD):
     statement = (r"\Pi_{S_{fin}}W(\tau)\to\arg\min_{W\in S_{fin}}L(W)\ \text{(every position kept; false)}")
     hypotheses_text = ("as ntp-gd; the wrong partition's finite part unique and farther than "
                        f"{TILT:.0%}·‖W^fin‖ from W^fin")
-    criteria = _criteria("—", "the wrong partition's minimiser")[::2]
+    criteria = gd_criteria("—", "the wrong partition's minimiser")[::2]
 
     def assume_wrong_part_resolvable(self, inst, state, ctx):
         fw, fp = state["fin_wrong"], state["fin"]
