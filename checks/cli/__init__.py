@@ -160,7 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("reproduce", help="regenerate one of the paper's experiments")
     s.add_argument(
-        "name", metavar="NAME", help="gd-paths | local-convergence | svm-rank | global-vs-d | multi-token"
+        "name", metavar="NAME",
+        help="gd-paths | local-convergence | svm-rank | global-vs-d | multi-token | ntp-cyclic"
     )
     s.add_argument("--trials", type=int, default=None)
     s.add_argument("--seed", type=seed_arg, default=0)

@@ -18,6 +18,9 @@ global-vs-d        share of GD runs (normalised, step 0.1, 2000 steps) whose fin
 multi-token        Gen-SVM: n=3, T=4, d ∈ {4,6,8,10}, ReLU head h(u) = 1ᵀReLU(Vᵀu) with fixed random V,
                    normalised GD 2001 iterates; 1 − corr(W(k), ·) for W^svmeq, W^dir and the
                    one-token Att-SVM, on unambiguous runs (ambiguous ones counted, not dropped silently).
+ntp-cyclic         next-token prediction (Li et al., AISTATS 2024, arXiv 2403.08081), the paper's cyclic
+                   setting n=3, T=3, K=5, d=8: --trials cyclic draws, plain GD from 0 at η = 1/L, 20000
+                   steps; against τ: corr(W, W^svm), ‖Π_Sfin W − W^fin‖, corr(W, W^fin + R W^svm).
 =================  ===============================================================================
 
 Every trial's random numbers come from (seed, name, cell, trial) via SeedSequence
@@ -48,6 +51,7 @@ from .gd_paths import report_gd_paths, run_gd_paths
 from .global_vs_d import report_global_vs_d, run_global_vs_d
 from .local_convergence import report_local_convergence, run_local_convergence
 from .multi_token import report_multi_token, run_multi_token
+from .ntp_cyclic import report_ntp_cyclic, run_ntp_cyclic
 from .svm_rank import report_svm_rank, run_svm_rank
 
 # One module per experiment (gd_paths.py, ..., common.py): their constants and chunk functions are imported
@@ -60,6 +64,7 @@ DEFAULT_TRIALS = {
     "svm-rank": 10,
     "global-vs-d": 50,
     "multi-token": 40,
+    "ntp-cyclic": 4,
 }
 
 
@@ -69,6 +74,7 @@ EXPERIMENTS = {
     "svm-rank": (run_svm_rank, report_svm_rank),
     "global-vs-d": (run_global_vs_d, report_global_vs_d),
     "multi-token": (run_multi_token, report_multi_token),
+    "ntp-cyclic": (run_ntp_cyclic, report_ntp_cyclic),
 }
 
 
