@@ -13,6 +13,7 @@ from checks.experiments import (  # the experiments whose constants are patched
     global_vs_d,
     local_convergence,
     multi_token,
+    ntp_cyclic,
     svm_rank,
 )
 from checks.experiments import reproduce as R
@@ -203,3 +204,17 @@ def test_interrupted_run_loses_no_finished_task(tmp_path, monkeypatch):
     assert (out / "svm-rank.csv").read_text() == (clean / "svm-rank.csv").read_text()
     assert "2 finished task(s) reloaded" in (out / "svm-rank.md").read_text()
     assert not (out / ".svm-rank.parts").exists()
+
+
+def test_ntp_cyclic(tmp_path, monkeypatch):
+    monkeypatch.setattr(ntp_cyclic, "NTP_STEPS", 300)
+    paths = R.reproduce("ntp-cyclic", trials=2, out=tmp_path, progress=False)
+    _outputs_ok(tmp_path, "ntp-cyclic")
+    assert _header(paths["csv"]) == ["trial", "iteration", "W_norm", "corr_svm", "fin_resid", "corr_svmeq"]
+    rows = _rows(paths["csv"])
+    last = [r for r in rows if int(r["iteration"]) == 300]
+    assert len(last) == 2
+    # GD from 0 heads towards W^fin + R W^svm: the finite-part residual at the end is below its start
+    for k in ("0", "1"):
+        mine = [float(r["fin_resid"]) for r in rows if r["trial"] == k]
+        assert mine[-1] < mine[0]
