@@ -54,7 +54,7 @@ from .data import AttentionData, _float64_note, _to_numpy, read_npz
 from .errors import InvalidInputError, SolverError
 from .fileio import write_bytes
 from .svm.att import _solve_rows
-from .svm.core import Certificate, _certify, _Rows, _tight_settings
+from .svm.core import Certificate, _bases, _certify, _reduced_features, _Rows, _tight_settings
 
 NTP_KEYS = ("E", "tokens", "labels")
 
@@ -335,15 +335,18 @@ def graph_rows(data: NTPData, graphs: dict[int, PriorityGraph], *, equalities: b
     return _Rows(np.array(D), np.array(Z), np.array(b), np.array(eq, dtype=bool))
 
 
-def _nuclear_with_equalities(rows: _Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+def _nuclear_with_equalities(rows: _Rows, reduced: bool = True
+                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
     """min ‖W‖_* s.t. the rows (≥ and =), the primal SDP by cvxpy + Clarabel at tight settings; returns
     (W, λ ≥ 0 of the inequality rows, μ of the equality rows, solver name). The multipliers are cvxpy's
     duals in the certifier's sign convention (∂‖W‖_* ∋ Σ λ F + Σ μ F_eq)."""
     import cvxpy as cp
 
     d = rows.D.shape[1]
-    W = cp.Variable((d, d))
-    F = np.einsum("md,me->mde", rows.D, rows.Zq).reshape(len(rows.b), -1)
+    # every minimiser is U M V^T: projecting onto the spans keeps the rows and does not raise ‖·‖_*
+    U, V = _bases(rows) if reduced else (np.eye(d), np.eye(d))
+    F = _reduced_features(rows, U, V)
+    W = cp.Variable((U.shape[1], V.shape[1]))
     w = cp.vec(W, order="C")
     ineq, eqr = ~rows.eq, rows.eq
     cons = []
@@ -361,7 +364,29 @@ def _nuclear_with_equalities(rows: _Rows) -> tuple[np.ndarray, np.ndarray, np.nd
                           solver="clarabel")
     lam = np.asarray(cons[0].dual_value, dtype=float).ravel() if ineq.any() else np.zeros(0)
     mu = -np.asarray(cons[-1].dual_value, dtype=float).ravel() if eqr.any() else np.zeros(0)
-    return np.asarray(W.value, dtype=float), np.maximum(lam, 0.0), mu, "clarabel-primal"
+    lam = np.maximum(lam, 0.0)
+    S = np.zeros(len(rows.b))
+    S[ineq], S[eqr] = lam, mu
+    dual = float(np.linalg.norm(rows.adjoint(S), 2))
+    if dual > 1.0:  # scaled into the dual feasible set: still a weak-duality bound, b^T λ / ‖Σ λ F‖₂
+        lam, mu = lam / dual, mu / dual
+    M = _feasible_polish(np.asarray(W.value, dtype=float), F, rows)
+    return U @ M @ V.T, lam, mu, f"clarabel-primal+{'reduced' if reduced else 'full'}+polish"
+
+
+def _feasible_polish(W: np.ndarray, F: np.ndarray, rows: _Rows) -> np.ndarray:
+    """An interior-point answer made exactly feasible: projected onto the equality rows' null space (they are
+    homogeneous, b = 0), then scaled so the least inequality margin is 1. Both moves are O(the solver's
+    residual), so the objective moves by as much (relative) and the certificate's gap absorbs it."""
+    w = W.ravel()
+    if rows.eq.any():
+        Fe = F[rows.eq]
+        w = w - np.linalg.pinv(Fe) @ (Fe @ w)
+    if (~rows.eq).any():
+        m = float(np.min(F[~rows.eq] @ w))
+        if m > 0:
+            w = w / m
+    return w.reshape(W.shape)
 
 
 def graph_svm(data: NTPData, *, norm: str = "fro", graphs: dict[int, PriorityGraph] | None = None,
@@ -384,8 +409,11 @@ def graph_svm(data: NTPData, *, norm: str = "fro", graphs: dict[int, PriorityGra
     status, W, lam, mu, name, _ = _solve_rows(rows, norm="fro", solver=None)
     cert = _certify(rows, W, lam, mu, status, "fro")
     if status == "optimal" and norm == "nuc":
-        W, lam, mu, name = _nuclear_with_equalities(rows)
-        cert = _certify(rows, W, lam, mu, status, "nuc")
+        for reduced in (True, False):  # the reduced SDP, then the full one as the fallback rung
+            W, lam, mu, name = _nuclear_with_equalities(rows, reduced)
+            cert = _certify(rows, W, lam, mu, status, "nuc")
+            if cert.verified:
+                break
     if not cert.verified:
         raise SolverError(f"graph-SVM ({norm}): certificate did not verify ({cert.summary()})",
                           status="uncertified", solver=name)

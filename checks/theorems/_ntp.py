@@ -161,20 +161,20 @@ def tilt(W_fin: np.ndarray, basis: np.ndarray, sign: float, size: float = TILT) 
 
 def judge_finite(data: NTPData, traj: np.ndarray, half: np.ndarray, basis: np.ndarray, predicted: np.ndarray,
                  candidates: Sequence[np.ndarray], masses: np.ndarray, steps: int = STEPS,
-                 power_law: bool = True) -> Any:
+                 accuracy: float = 0.0) -> Any:
     """Π_{S_fin} W(k) → predicted. D(k) = Π W(k) over the second half; the remaining motion is bounded by
     τ = TAIL_SAFETY · (motion over the half) / min(f − 1, 1), f = mass(mid)/mass(end) of the suppressed
     tokens. Refuted when ‖D(end) − predicted‖ > τ + floor; confirmed when max residual + 2(τ + floor) stays
-    below every
-    candidate's least residual (the limit is then nearer the prediction than any candidate); else undecided.
-    floor: rounding of the projection and of GD (√m d² + steps) ε ‖W‖. ``power_law=False`` (exact minimisers
-    along a path, no step dynamics): τ = TAIL_SAFETY · motion / (f − 1), the proportionality itself."""
+    below every candidate's least residual (the limit is then nearer the prediction than any candidate); else
+    undecided. floor: rounding of the projection and of GD (√m d² + steps) ε ‖W‖, plus ``accuracy``: how far
+    the predicted point itself may be from the exact one (W^fin: |∇L_fin| / curvature, strong convexity)."""
     D = project(basis, traj[half])
     r = np.linalg.norm(D - predicted, axis=(1, 2))
     mot = float(np.max(np.linalg.norm(D - D[-1], axis=(1, 2))))
     f = masses[0] / masses[-1] if masses[-1] > 0 else np.inf
-    tail = TAIL_SAFETY * mot / (min(f - 1.0, 1.0) if power_law else f - 1.0) if f > 1 else np.inf
-    floor = (np.sqrt(len(basis)) * data.d ** 2 + steps) * EPS * float(np.linalg.norm(traj[half[-1]]))
+    tail = TAIL_SAFETY * mot / min(f - 1.0, 1.0) if f > 1 else np.inf
+    floor = (np.sqrt(len(basis)) * data.d ** 2 + steps) * EPS * float(np.linalg.norm(traj[half[-1]])) \
+        + accuracy
     m = {"fin_resid_end": float(r[-1]), "fin_resid_max": float(r.max()), "fin_motion": mot,
          "fin_tail": float(tail), "fin_floor": float(floor), "mass_end": float(masses[-1]),
          "mass_fall": float(f), "fin_norm": float(np.linalg.norm(predicted)), "fin_dim": len(basis),
@@ -193,6 +193,14 @@ def judge_finite(data: NTPData, traj: np.ndarray, half: np.ndarray, basis: np.nd
         return held(**m)
     return undecided(f"the run cannot tell the predicted finite part from its candidates: residual ≤ "
                      f"{r.max():.2g}, candidates ≥ {rc:.2g}, tail bound {tail:.2g} (budget)", **m)
+
+
+def fin_accuracy(fp: Any) -> float:
+    """How far a computed finite part may be from the exact minimiser: |∇L_fin| / (least Hessian eigenvalue)
+    (strong convexity on S_fin); 0 where S_fin = {0}."""
+    if not len(fp.basis):
+        return 0.0
+    return float(fp.grad_norm / fp.curvature) if fp.curvature > 0 else float("inf")
 
 
 def masses_over(data: NTPData, traj: np.ndarray, half: np.ndarray, graphs) -> np.ndarray:

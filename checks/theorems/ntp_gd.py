@@ -56,7 +56,7 @@ import numpy as np
 
 from checks import decide, held, register
 
-from ._ntp import STEPS, TILT, NTPGDBase, gd_criteria, judge_direction, judge_finite, tilt
+from ._ntp import STEPS, TILT, NTPGDBase, fin_accuracy, gd_criteria, judge_direction, judge_finite, tilt
 
 
 @register
@@ -85,7 +85,7 @@ class NTPGD(NTPGDBase):
         W = fp.W
         cands = [tilt(W, fp.basis, 1.0), tilt(W, fp.basis, -1.0), np.zeros_like(W), -W]
         return judge_finite(inst["data"], state["traj"], state["half"], fp.basis, W, cands,
-                            self._masses(inst, state))
+                            self._masses(inst, state), accuracy=fin_accuracy(fp))
 
 
 @register
@@ -126,4 +126,4 @@ class NTPGDFiniteControl(NTPGDBase):
         fp, W = state["fin"], state["fin_wrong"].W
         cands = [fp.W, tilt(W, fp.basis, 1.0), tilt(W, fp.basis, -1.0)]
         return judge_finite(inst["data"], state["traj"], state["half"], fp.basis, W, cands,
-                            self._masses(inst, state))
+                            self._masses(inst, state), accuracy=fin_accuracy(state["fin_wrong"]))
