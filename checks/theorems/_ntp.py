@@ -159,7 +159,7 @@ def tilt(W_fin: np.ndarray, basis: np.ndarray, sign: float, size: float = TILT) 
     return W_fin + sign * size * nw * u
 
 
-def judge_finite(data: NTPData, traj: np.ndarray, half: np.ndarray, basis: np.ndarray, predicted: np.ndarray,
+def judge_finite(traj: np.ndarray, half: np.ndarray, basis: np.ndarray, predicted: np.ndarray,
                  candidates: Sequence[np.ndarray], masses: np.ndarray, steps: int = STEPS,
                  accuracy: float = 0.0) -> Any:
     """Π_{S_fin} W(k) → predicted. D(k) = Π W(k) over the second half; the remaining motion is bounded by
@@ -173,7 +173,7 @@ def judge_finite(data: NTPData, traj: np.ndarray, half: np.ndarray, basis: np.nd
     mot = float(np.max(np.linalg.norm(D - D[-1], axis=(1, 2))))
     f = masses[0] / masses[-1] if masses[-1] > 0 else np.inf
     tail = TAIL_SAFETY * mot / min(f - 1.0, 1.0) if f > 1 else np.inf
-    floor = (np.sqrt(len(basis)) * data.d ** 2 + steps) * EPS * float(np.linalg.norm(traj[half[-1]])) \
+    floor = (np.sqrt(len(basis)) * traj[0].size + steps) * EPS * float(np.linalg.norm(traj[half[-1]])) \
         + accuracy
     m = {"fin_resid_end": float(r[-1]), "fin_resid_max": float(r.max()), "fin_motion": mot,
          "fin_tail": float(tail), "fin_floor": float(floor), "mass_end": float(masses[-1]),

@@ -87,5 +87,5 @@ class NTPAcyclicControl(NTPGDBase):
         fp = state["fin"]
         zero = np.zeros_like(fp.W)
         cands = [fp.W, tilt(fp.W, fp.basis, 1.0), tilt(fp.W, fp.basis, -1.0)]
-        return judge_finite(inst["data"], state["traj"], state["half"], fp.basis, zero, cands,
+        return judge_finite(state["traj"], state["half"], fp.basis, zero, cands,
                             self._masses(inst, state))

@@ -84,7 +84,7 @@ class NTPGD(NTPGDBase):
             return held(fin_dim=0)  # acyclic: S_fin = {0}, Π W = 0 = W^fin identically
         W = fp.W
         cands = [tilt(W, fp.basis, 1.0), tilt(W, fp.basis, -1.0), np.zeros_like(W), -W]
-        return judge_finite(inst["data"], state["traj"], state["half"], fp.basis, W, cands,
+        return judge_finite(state["traj"], state["half"], fp.basis, W, cands,
                             self._masses(inst, state), accuracy=fin_accuracy(fp))
 
 
@@ -125,5 +125,5 @@ class NTPGDFiniteControl(NTPGDBase):
     def check_finite_part(self, inst, state, ctx):
         fp, W = state["fin"], state["fin_wrong"].W
         cands = [fp.W, tilt(W, fp.basis, 1.0), tilt(W, fp.basis, -1.0)]
-        return judge_finite(inst["data"], state["traj"], state["half"], fp.basis, W, cands,
+        return judge_finite(state["traj"], state["half"], fp.basis, W, cands,
                             self._masses(inst, state), accuracy=fin_accuracy(state["fin_wrong"]))

@@ -113,7 +113,7 @@ class NTPRegPath(_PathBase):
                           fin_dim=0)
         W = fp.W
         cands = [tilt(W, fp.basis, 1.0), tilt(W, fp.basis, -1.0), np.zeros_like(W), -W]
-        return judge_finite(inst["data"], state["traj"], state["half"], fp.basis, W, cands,
+        return judge_finite(state["traj"], state["half"], fp.basis, W, cands,
                             self._masses(inst, state), steps=0, accuracy=fin_accuracy(fp))
 
 
@@ -138,5 +138,5 @@ class NTPRegPathControl(_PathBase):
     def check_finite_part(self, inst, state, ctx):
         fp, W = state["fin"], state["fin_wrong"].W
         cands = [fp.W, tilt(W, fp.basis, 1.0), tilt(W, fp.basis, -1.0)]
-        return judge_finite(inst["data"], state["traj"], state["half"], fp.basis, W, cands,
+        return judge_finite(state["traj"], state["half"], fp.basis, W, cands,
                             self._masses(inst, state), steps=0, accuracy=fin_accuracy(state["fin_wrong"]))

@@ -34,20 +34,20 @@ def _traj(fin_err, R):
 def test_finite_rule_confirms_converging_part():
     mass = np.geomspace(1e-2, 5e-3, 5)
     traj = _traj(mass, np.linspace(10, 20, 5))
-    out = judge_finite(_data(), traj, HALF, BASIS, W_FIN, [np.zeros((2, 2)), 1.1 * W_FIN], mass, steps=0)
+    out = judge_finite(traj, HALF, BASIS, W_FIN, [np.zeros((2, 2)), 1.1 * W_FIN], mass, steps=0)
     assert out.status == "held"
 
 
 def test_finite_rule_refutes_wrong_prediction():
     mass = np.geomspace(1e-2, 5e-3, 5)
     traj = _traj(mass, np.linspace(10, 20, 5))
-    out = judge_finite(_data(), traj, HALF, BASIS, 0.8 * W_FIN, [W_FIN], mass, steps=0)
+    out = judge_finite(traj, HALF, BASIS, 0.8 * W_FIN, [W_FIN], mass, steps=0)
     assert out.status == "failed"
 
 
 def test_finite_rule_undecided_when_mass_stalls():
     mass = np.full(5, 1e-2)
-    out = judge_finite(_data(), _traj(mass, np.linspace(10, 20, 5)), HALF, BASIS, W_FIN, [0 * W_FIN], mass,
+    out = judge_finite(_traj(mass, np.linspace(10, 20, 5)), HALF, BASIS, W_FIN, [0 * W_FIN], mass,
                        steps=0)
     assert out.status == "undecided"
 
