@@ -118,3 +118,30 @@ def test_gd_direction_and_finite_part():
     W = r.W_traj[-1, 0]
     assert np.all(np.diff(r.loss[:, 0]) <= 1e-15)  # GD with η = 1/L descends
     assert 1 - corr(W, sv.W) < 5e-3 and np.linalg.norm(fp.project(W) - fp.W) < 5e-3
+
+
+# -- linear NTP (Thrampoulidis 2024): numerics.ntp_linear ----------------------------------------------
+def test_linear_ntp_programs():
+    from numerics.ntp_linear import ce, ntp_svm, random_linear_ntp, w_star
+
+    p = random_linear_ntp(np.random.default_rng(0), 4, 8, 6)
+    Ws, res = w_star(p)
+    assert res < 1e-12  # d > m, full rank: the log-ratio equations are solvable
+    sv = ntp_svm(p)
+    assert sv.feasible and sv.certificate.verified
+    onehot = ntp_svm(p, equalities=False)
+    assert onehot.status == "infeasible" and onehot.certificate.verified  # opposite strict rows inside S_j
+    # CE's gradient against central differences (CE is smooth; h = 1e-6 gives ~1e-9 agreement)
+    W = np.random.default_rng(1).standard_normal((p.V, p.d))
+    G = ce(p, W)[1]
+    E = np.zeros_like(W)
+    E[2, 3] = 1e-6
+    assert abs((ce(p, W + E)[0] - ce(p, W - E)[0]) / 2e-6 - G[2, 3]) < 1e-8
+
+
+def test_linear_ntp_full_support_attains_entropy():
+    from numerics.ntp_linear import ce, random_linear_ntp, w_star
+
+    p = random_linear_ntp(np.random.default_rng(0), 4, 8, 6, full=True)
+    Ws, _ = w_star(p)
+    assert ce(p, Ws)[0] - p.entropy() < 1e-12
