@@ -596,12 +596,6 @@ def out_of_scc_mass(data: NTPData, W: Any, graphs: dict[int, PriorityGraph] | No
     return float(np.max(np.where(keep, 0.0, s).sum(axis=1)))
 
 
-#: The path's answer is accepted when the gradient's component tangent to the sphere is at most PATH_KKT
-#: of its norm (first-order optimality on the sphere) and it points out of the ball (μ ≥ 0: the sphere's
-#: minimiser is the ball's): BFGS reaches ~1e-9; 1e-6 is the certifier's KKT_TOL.
-PATH_KKT = 1e-6
-
-
 def hessian_np(data: NTPData, W: Any) -> np.ndarray:
     """∇²L(W) as a (d², d²) matrix (row-major vec): L = mean LSE(a_i) − a_iy + const with a_i = X_i W x̄_i
     linear in W, so ∇²L = (1/n) Σ_i F_i^T (diag s_i − s_i s_i^T) F_i, F_i's rows vec(x_iτ x̄_i^T)."""
@@ -614,16 +608,16 @@ def hessian_np(data: NTPData, W: Any) -> np.ndarray:
     return np.einsum("itp,itu,iuq->pq", F, Hs, F) / n
 
 
-def _sphere_newton(data: NTPData, W: np.ndarray, R: float, steps: int = 20
+def _sphere_newton(value_grad, hessian, W: np.ndarray, R: float, steps: int = 20
                    ) -> tuple[np.ndarray, float, np.ndarray]:
     """Newton on the KKT system ∇L(W) + μW = 0, ‖W‖ = R (analytic gradient and Hessian: no line search on
-    loss values, which float64 cannot resolve once the suppressed mass is tiny); returns (W, tangential
-    gradient / ‖∇L‖, ∇L)."""
-    d2 = W.size
+    loss values, which float64 cannot resolve once the suppressed mass is tiny), damped on the tangential
+    residual; returns (W, tangential gradient / ‖∇L‖, ∇L)."""
+    shape, d2 = W.shape, W.size
     w = W.ravel().copy()
 
     def tangential(w):
-        g = loss_np(data, w.reshape(W.shape))[1].ravel()
+        g = value_grad(w.reshape(shape))[1].ravel()
         u = w / np.linalg.norm(w)
         return g, float(np.linalg.norm(g - (g @ u) * u)) / max(float(np.linalg.norm(g)), 1e-300)
 
@@ -632,7 +626,7 @@ def _sphere_newton(data: NTPData, W: np.ndarray, R: float, steps: int = 20
         if tang <= 1e-12:
             break
         mu = -float(g @ w) / (R * R)
-        H = hessian_np(data, w.reshape(W.shape))
+        H = hessian(w.reshape(shape))
         J = np.block([[H + mu * np.eye(d2), w[:, None]], [w[None, :], np.zeros((1, 1))]])
         rhs = -np.concatenate([g + mu * w, [0.5 * (w @ w - R * R)]])
         try:
@@ -648,7 +642,44 @@ def _sphere_newton(data: NTPData, W: np.ndarray, R: float, steps: int = 20
         if not tang_new < tang:
             break
         w, g, tang = w_new, g_new, tang_new
-    return w.reshape(W.shape), tang, g
+    return w.reshape(shape), tang, g
+
+
+#: The path's answer is accepted when the gradient's component tangent to the sphere is at most PATH_KKT
+#: of its norm (first-order optimality on the sphere) and it points out of the ball (μ ≥ 0: the sphere's
+#: minimiser is the ball's): BFGS reaches ~1e-9, Newton ~1e-12; 1e-6 is the certifier's KKT_TOL.
+PATH_KKT = 1e-6
+
+
+def sphere_path(value_grad, hessian, shape: tuple[int, int], radii: Any, *, what: str = "loss"
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """W_R = argmin_{‖W‖_F ≤ R} f(W) of a convex f without a minimiser (so W_R lies on the sphere) for each
+    radius: BFGS on W = R V/‖V‖ (V free), warm-started from the previous radius, then :func:`_sphere_newton`;
+    accepted when the tangential gradient is ≤ PATH_KKT of ‖∇f‖ and ⟨∇f, W⟩ ≤ 0 (f falls outward, so by
+    convexity no point inside the ball is better), else SolverError. Returns (W_R (J, *shape), KKT (J,))."""
+    n = int(np.prod(shape))
+    out, kkt = [], []
+    v = np.full(n, 1.0 / np.sqrt(n))
+    for R in np.asarray(radii, dtype=float):
+
+        def f(x, R=R):
+            nx = float(np.linalg.norm(x))
+            u = x / nx
+            val, G = value_grad((R * u).reshape(shape))
+            g = G.ravel()
+            return val, (R / nx) * (g - (g @ u) * u)
+
+        res = minimize(f, v, jac=True, method="BFGS", options={"gtol": 1e-13, "maxiter": 20000})
+        W0 = (R * res.x / np.linalg.norm(res.x)).reshape(shape)
+        W, tang, g = _sphere_newton(value_grad, hessian, W0, R)
+        v = W.ravel() / R
+        if not (tang <= PATH_KKT and g @ v <= 0):
+            raise SolverError(f"{what} regularisation path at R = {R:g}: not optimal on the ball (tangential "
+                              f"gradient {tang:.3g} of its norm, radial {float(g @ v):.3g}; {res.message})",
+                              status="uncertified", solver="bfgs-sphere+newton")
+        out.append(W)
+        kkt.append(tang)
+    return np.array(out), np.array(kkt)
 
 
 def regularization_path(data: NTPData, radii: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -656,32 +687,9 @@ def regularization_path(data: NTPData, radii: Any) -> tuple[np.ndarray, np.ndarr
 
     The NTP loss is convex in W (every label position holds the same token, so the log of the label's mass is
     a_y + log(count) − LSE(a): L = mean LSE(a_i) − a_iy + const) and, with a directional part, has no
-    minimiser, so W_R lies on the sphere ‖W‖ = R. It is found by BFGS on W = R V/‖V‖ (V free) with the
-    analytic gradient (numpy), warm-started from the previous radius, and accepted when the gradient's
-    tangential part is ≤ PATH_KKT of its norm and ⟨∇L, W⟩ ≤ 0 (the loss falls outward, so no point inside the
-    ball is better: convexity); else SolverError."""
-    d = data.d
-    out, kkt = [], []
-    v = np.full(d * d, 1.0 / d)
-    for R in np.asarray(radii, dtype=float):
-
-        def f(x, R=R):
-            nx = float(np.linalg.norm(x))
-            u = x / nx
-            val, G = loss_np(data, (R * u).reshape(d, d))
-            g = G.ravel()
-            return val, (R / nx) * (g - (g @ u) * u)
-
-        res = minimize(f, v, jac=True, method="BFGS", options={"gtol": 1e-13, "maxiter": 20000})
-        W, tang, g = _sphere_newton(data, (R * res.x / np.linalg.norm(res.x)).reshape(d, d), R)
-        v = W.ravel() / R
-        if not (tang <= PATH_KKT and g @ v <= 0):
-            raise SolverError(f"NTP regularisation path at R = {R:g}: not optimal on the ball (tangential "
-                              f"gradient {tang:.3g} of its norm, radial {float(g @ v):.3g}; {res.message})",
-                              status="uncertified", solver="bfgs-sphere+newton")
-        out.append(W)
-        kkt.append(tang)
-    return np.array(out), np.array(kkt)
+    minimiser, so W_R lies on the sphere ‖W‖ = R (:func:`sphere_path`)."""
+    return sphere_path(lambda W: loss_np(data, W), lambda W: hessian_np(data, W), (data.d, data.d), radii,
+                       what="NTP")
 
 
 # ================================================================================================
@@ -751,4 +759,4 @@ def random_ntp(rng: np.random.Generator, n: int, T: int, K: int, d: int, *, kind
 __all__ = ["NTP_KEYS", "NTPData", "is_ntp_file", "load_dataset", "PriorityGraph", "priority_graphs",
            "scc_json", "GraphSVMResult", "graph_rows", "graph_svm", "NTPFinitePart", "fin_basis",
            "finite_part", "project", "fin_loss", "smoothness_bound", "loss_np", "out_of_scc_mass",
-           "regularization_path", "hessian_np", "FAMILY_CONFIGS", "random_ntp"]
+           "regularization_path", "sphere_path", "hessian_np", "FAMILY_CONFIGS", "random_ntp"]

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InvalidInputError
-from .ntp import project
+from .ntp import project, sphere_path
 from .svm.att import _solve_rows
 from .svm.core import Certificate, _certify, _Rows
 
@@ -128,12 +128,18 @@ class NTPSVMResult:
         return self.status == "optimal"
 
 
-def ntp_svm(prob: LinearNTP, *, equalities: bool = True) -> NTPSVMResult:
+def ntp_svm(prob: LinearNTP, *, equalities: bool = True, argmax_labels: bool = False) -> NTPSVMResult:
     """W^mm (NTP-separability's minimum-norm solution), certified (KKT or Farkas); ``equalities=False``: the
-    one-hot multiclass SVM (every z ∈ S_j strictly above every other token v ≠ z)."""
+    one-hot multiclass SVM (every z ∈ S_j strictly above every other token v ≠ z); ``argmax_labels``: the
+    one-hot multiclass SVM of the most probable next token z*_j = argmax_z p̂_{j,z} (every v ≠ z*_j strictly
+    below it: feasible where d ≥ m, and no equality rows)."""
     I = np.eye(prob.V)
     D, Z, b, eq = [], [], [], []
-    for j, S in enumerate(prob.supports()):
+    supports = prob.supports()
+    if argmax_labels:
+        supports = [np.array([int(np.argmax(p))]) for p in prob.P]
+        equalities = False
+    for j, S in enumerate(supports):
         inS = set(S.tolist())
         if equalities:
             for z in S[1:]:
@@ -150,6 +156,24 @@ def ntp_svm(prob: LinearNTP, *, equalities: bool = True) -> NTPSVMResult:
     status, W, lam, mu, name, _ = _solve_rows(rows, norm="fro", solver=None)
     cert = _certify(rows, W, lam, mu, status, "fro")
     return NTPSVMResult(status, W, float(np.linalg.norm(W)) if W is not None else np.inf, cert, name)
+
+
+def hessian_ce(prob: LinearNTP, W: Any) -> np.ndarray:
+    """∇²CE(W), (V d, V d) in row-major vec(W): Σ_j π_j (diag s_j − s_j s_j^T) ⊗ h̄_j h̄_j^T."""
+    A = prob.H @ np.asarray(W, dtype=float).T
+    S = np.exp(A - A.max(1, keepdims=True))
+    S /= S.sum(1, keepdims=True)
+    out = np.zeros((prob.V * prob.d, prob.V * prob.d))
+    for j in range(prob.m):
+        out += prob.pi[j] * np.kron(np.diag(S[j]) - np.outer(S[j], S[j]), np.outer(prob.H[j], prob.H[j]))
+    return out
+
+
+def regularization_path(prob: LinearNTP, radii: Any) -> tuple[np.ndarray, np.ndarray]:
+    """W_R = argmin_{‖W‖_F ≤ R} CE(W) (convex; on the sphere where CE has no minimiser):
+    :func:`numerics.ntp.sphere_path` with the analytic gradient and Hessian."""
+    return sphere_path(lambda W: ce(prob, W), lambda W: hessian_ce(prob, W), (prob.V, prob.d), radii,
+                       what="linear NTP")
 
 
 def off_support_mass(prob: LinearNTP, W: Any) -> float:
@@ -188,4 +212,4 @@ def random_linear_ntp(rng: np.random.Generator, m: int, d: int, V: int, *, suppo
 
 
 __all__ = ["LinearNTP", "ce", "smoothness", "f_basis", "w_star", "NTPSVMResult", "ntp_svm",
-           "off_support_mass", "run_gd", "random_linear_ntp", "project"]
+           "off_support_mass", "run_gd", "random_linear_ntp", "project", "hessian_ce", "regularization_path"]

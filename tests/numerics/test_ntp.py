@@ -145,3 +145,21 @@ def test_linear_ntp_full_support_attains_entropy():
     p = random_linear_ntp(np.random.default_rng(0), 4, 8, 6, full=True)
     Ws, _ = w_star(p)
     assert ce(p, Ws)[0] - p.entropy() < 1e-12
+
+
+def test_hessians_match_gradient_differences():
+    """The analytic Hessians the path's Newton steps use, against central differences of the gradients."""
+    from numerics.ntp import hessian_np, loss_np
+    from numerics.ntp_linear import ce, hessian_ce, random_linear_ntp
+
+    data = cyclic()
+    p = random_linear_ntp(np.random.default_rng(0), 4, 8, 6)
+    rng = np.random.default_rng(2)
+    for fg, hess, shape in ((lambda W: loss_np(data, W), lambda W: hessian_np(data, W), (8, 8)),
+                            (lambda W: ce(p, W), lambda W: hessian_ce(p, W), (6, 8))):
+        W = rng.standard_normal(shape)
+        H = hess(W)
+        E = np.zeros(shape)
+        E[1, 2] = 1e-6
+        col = ((fg(W + E)[1] - fg(W - E)[1]) / 2e-6).ravel()
+        assert np.allclose(H[:, 1 * shape[1] + 2], col, atol=1e-7)  # O(h²) ~ 1e-12 differencing error
