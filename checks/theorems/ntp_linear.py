@@ -78,6 +78,7 @@ def _sizes(inst):
 class _Linear(Theorem):
     reference = REFERENCE
     profiles = PROFILES
+    data_kind = "ntp"  # about NTP; it draws its own (linear-model) instances, so given data are n/a
     full_support = False
     below_dimension = False
 

@@ -155,3 +155,17 @@ def test_ntp_bad_files(tmp_path, capsys, tokens, labels, match):
     assert main(["svm", str(path)]) == 2
     err = capsys.readouterr().err
     assert match in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_ntp_file_as_check_data(ntp_file):
+    """--data picks the format by the keys; attention theorems are n/a on it, NTP theorems run."""
+    from checks import catalogue
+    from checks.plan import load_data_arg
+    from checks.theorem import REGISTRY
+    from numerics.ntp import NTPData
+
+    catalogue.load_builtin()
+    data = load_data_arg(str(ntp_file))
+    assert isinstance(data, NTPData)
+    assert "NTP dataset" in REGISTRY["svm-feasibility"]().applies_to(data)
+    assert REGISTRY["ntp-gd"]().applies_to(data) is None
