@@ -87,3 +87,26 @@ def test_graph_svm_on_given_ntp_data():
     # dependent embeddings (d < K): the hypothesis decides, vacuous, never PASS
     low = NTPData(np.random.default_rng(1).standard_normal((5, 3)), data.tokens, data.labels)
     assert run_theorem(REGISTRY["ntp-graph-svm"], profile="quick", data=low).verdict == "VACUOUS"
+
+
+def test_graph_svm_changes_verdict_under_svm_sabotage():
+    from checks.power.sabotage import sabotage
+
+    with sabotage("scaled-svm"):
+        res = run_theorem(REGISTRY["ntp-graph-svm"], profile="quick", seed=0)
+    assert res.verdict != "PASS"  # every answer fails its certificate on every rung: ERROR with the status
+
+
+def test_ntp_gd_refutes_a_noop_optimiser(monkeypatch):
+    """A GD loop that does not move is refuted by the step-fidelity integrity check (never left vacuous)."""
+    import checks.theorems._ntp as shared
+    from numerics.ntp_gd import NTPGDResult
+
+    def noop(datas, *, steps, lr, record_at=None, init=None, device="cpu"):
+        rec = np.array(sorted({int(k) for k in record_at}))
+        W0 = np.zeros((len(datas), datas[0].d, datas[0].d)) if init is None else np.asarray(init)
+        return NTPGDResult(rec, np.repeat(W0[None], len(rec), 0), np.zeros((len(rec), len(datas))), 0.1)
+
+    monkeypatch.setattr(shared, "run_ntp_gd", noop)
+    res = run_instances(REGISTRY["ntp-gd"], range(2), profile="quick", seed=0)
+    assert all(r.outcome == "refuted" and r.predictions["is_gradient_descent"] == "failed" for r in res)
