@@ -10,6 +10,12 @@ and r_i = softmax of a_i over the positions holding the label,
 
 (tests/numerics/test_ntp.py checks it against autograd).
 
+Measured on one H100 (2026-11-26, float64, 100 instances of numerics.ntp.random_ntp at (n, T, K, d) =
+(8, 4, 5, 8), 2000 steps): closed form against autograd on CUDA 2.5e-16 (max relative); CUDA against CPU
+final W 7.7e-16; batched 1.48 s on CUDA, 1.74 s on that machine's CPU, against a naive per-instance autograd
+loop of 0.86 s (CPU) and 2.76 s (CUDA) per instance: 50x (CPU) and 187x (CUDA) for 100 instances. Here (2
+shared cores) the same CPU comparison gave 2.9 s against 127 s (44x).
+
 :func:`run_ntp_gd` is one short GD loop. TODO(gd-engine): it is to be moved onto the batched GD engine
 (numerics/gd*.py) as the "model" slot once that lands; until then it is the one loop every NTP check,
 path and reproduction drives.
