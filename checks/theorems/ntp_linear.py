@@ -18,7 +18,9 @@ Hypotheses implemented (exactly): d > m and rank H = m (σ_min/σ_max > 1e-8); G
 η = 1/(2L), L = ½ Σ_j π_j ‖h̄_j‖² (the softmax Jacobian has norm ≤ ½), STEPS = 20000 steps from 0, and the
 conditions of (a) certified on the instance (compatible: residual ≤ 1e-10; separable: KKT-certified W^mm).
 Family: Gaussian contexts N(0, I/d), uniform π, supports of 2 or 3 random tokens with Dirichlet(1)
-probabilities; (m, d, V) cycles over CONFIGS (d > m).
+probabilities, redrawn until each is ≥ 0.05 (numerics.ntp_linear.P_MIN: a design margin keeping W⋆'s
+log-ratios ≤ 3; on the paper profile, seed 0, probabilities of 4e-4 made ‖W⋆‖ = 6–8 on a flat CE and GD's
+finite part moved slower than the tail rule assumes: two false refutations); (m, d, V) cycles over CONFIGS.
 
 Predictions (a): ``compatible`` (max |residual| of W⋆'s equations ≤ COMPAT_TOL) and ``separable`` (W^mm
 optimal, KKT certificate verified). (c): ``ce_to_entropy`` — CE − 𝓗 ≥ −ROUND (Gibbs: below is a defect,
