@@ -689,8 +689,9 @@ def sphere_path(value_grad, hessian, shape: tuple[int, int], radii: Any, *, what
                 W, tang, g, ok, msg = solve_at(r, w)
                 w = W.ravel() / r
         if not ok:
+            radial = float(g @ W.ravel()) / R
             raise SolverError(f"{what} regularisation path at R = {R:g}: not optimal on the ball (tangential "
-                              f"gradient {tang:.3g} of its norm, radial {float(g @ W.ravel()) / R:.3g}; {msg})",
+                              f"gradient {tang:.3g} of its norm, radial {radial:.3g}; {msg})",
                               status="uncertified", solver="bfgs-sphere+newton")
         v, prev = W.ravel() / R, R
         out.append(W)
