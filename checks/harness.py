@@ -586,7 +586,7 @@ def run_theorem(cls: type[Theorem], *, profile: str = "quick", seed: int = 0, de
                 data: Any = None) -> TheoremResult:
     """Run every instance of one theorem in memory (no files): the Python API and pytest use this."""
     if data is not None:
-        reason = cls().not_applicable(data)
+        reason = cls().applies_to(data)
         if reason:
             return aggregate(cls, [], profile=profile, seed=seed, not_applicable=reason, given_data=True)
     n = cls.profile(profile).instances

@@ -32,14 +32,15 @@ def load_catalogue(plugins: Sequence[str] = (), *, use_pyproject: bool = True) -
 
 
 def load_data_arg(spec: str | None):
-    """--data FILE.npz | digits -> AttentionData (or None)."""
+    """--data FILE.npz | digits -> AttentionData or NTPData (by the file's keys), or None."""
     if spec is None:
         return None
     from numerics import data as nd
+    from numerics.ntp import load_dataset
 
     if spec == "digits":
         return nd.load_digits_data()
-    return nd.AttentionData.load(spec)
+    return load_dataset(spec)
 
 
 @dataclass
@@ -123,7 +124,7 @@ def make_plan(cfg: CheckConfig, data: Any) -> list[tuple[type[Theorem], list[int
                                         f"{cfg.profile} profile")
     plan = []
     for cls in selected:
-        na = cls().not_applicable(data) if data is not None else None
+        na = cls().applies_to(data) if data is not None else None
         ks = [cfg.instance] if cfg.instance is not None else list(range(cls.profile(cfg.profile).instances))
         plan.append((cls, [] if na else ks, na))
     return plan

@@ -191,6 +191,9 @@ class Theorem:
     profiles: ClassVar[dict[str, Profile]] = DEFAULT_PROFILES
     #: does this theorem run on user-given data (--data)? Override ``not_applicable`` for details.
     accepts_data: ClassVar[bool] = False
+    #: the dataset format the theorem's claim is about: "attention" (numerics.data.AttentionData: X, Y, ...)
+    #: or "ntp" (numerics.ntp.NTPData: E, tokens, labels); given data of the other format is not applicable
+    data_kind: ClassVar[str] = "attention"
     #: A documented finding: the reconstructed claim is known to be false under the hypotheses
     #: implemented (a genuine counterexample), with the reason. The check keeps its expectation and
     #: its verdict. Never set this to hide a bug.
@@ -283,6 +286,17 @@ class Theorem:
                     n, T, d = arr.shape
                     return {"n": int(n), "T": int(T), "d": int(d)}
         return {}
+
+    def applies_to(self, data: Any) -> str | None:
+        """Why this theorem cannot run on given data (None when it can): a dataset of another format than
+        ``data_kind``, else :meth:`not_applicable`. The harness asks this."""
+        kind = getattr(data, "data_kind", "attention")
+        if kind != self.data_kind:
+            fmt = {"attention": "an attention dataset (X, Y, ...)",
+                   "ntp": "an NTP dataset (E, tokens, labels)"}
+            return (f"needs {fmt.get(self.data_kind, self.data_kind)}; the given data are "
+                    f"{fmt.get(kind, kind)}")
+        return self.not_applicable(data)
 
     def not_applicable(self, data: Any) -> str | None:
         """Why this theorem cannot run on given data (None when it can)."""

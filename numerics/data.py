@@ -69,6 +69,54 @@ def _float64_note(name: str, a: np.ndarray) -> str | None:
     return f"{name}: {dt} converted to float64 (exact)"
 
 
+
+def read_npz(path: str | os.PathLike, allowed: Sequence[str],
+             required: Sequence[str]) -> dict[str, np.ndarray]:
+    """The arrays of an .npz archive, read with ``allow_pickle=False`` (object arrays, hence ragged ones, are
+    refused), keys checked against ``allowed`` and ``required``. Every malformed file gets a one-line
+    :class:`InvalidInputError` naming the file. The one reader of every dataset format (attention, NTP)."""
+    path = Path(path)
+    if not path.exists():
+        raise InvalidInputError(f"{path}: no such file")
+    if path.is_dir():
+        raise InvalidInputError(f"{path}: is a directory, expected an .npz file")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):  # a plain .npy array has no context manager
+            raise InvalidInputError(f"{path}: not an .npz archive (got a single .npy array)")
+        with loaded as npz:
+            keys = set(npz.files)
+            unknown = keys - set(allowed)
+            if unknown:
+                raise InvalidInputError(
+                    f"{path}: unexpected key(s) {sorted(unknown)}; allowed keys are {', '.join(allowed)}"
+                )
+            for key in required:
+                if key not in keys:
+                    raise InvalidInputError(
+                        f"{path}: missing required key '{key}' (keys present: {sorted(keys)})"
+                    )
+            return {k: npz[k] for k in keys}
+    except InvalidInputError:
+        raise
+    except ValueError as exc:
+        if "Object arrays" in str(exc):
+            raise InvalidInputError(
+                f"{path}: contains object (pickled) arrays, which are never loaded (a ragged array is one)"
+            ) from None
+        if "contains pickled" in str(exc):  # np.load's fallback for a file that is neither .npz nor .npy
+            raise InvalidInputError(
+                f"{path}: not an .npz archive (neither a zip file nor an .npy array)"
+            ) from None
+        raise InvalidInputError(f"{path}: not a readable .npz file ({exc})") from None
+    except (OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
+        raise InvalidInputError(
+            f"{path}: not a readable .npz file ({type(exc).__name__}: {exc})"
+        ) from None
+    except Exception as exc:  # numpy raises assorted errors on truncated/corrupt members
+        raise InvalidInputError(f"{path}: corrupt .npz file ({type(exc).__name__}: {exc})") from None
+
+
 class AttentionData:
     """One attention dataset (X, Y, Z, v), validated on construction, float64, read-only.
 
@@ -198,45 +246,7 @@ class AttentionData:
     def load(cls, path: str | os.PathLike) -> AttentionData:
         """Read an .npz dataset. Never unpickles; every malformed file gets a one-line error."""
         path = Path(path)
-        if not path.exists():
-            raise InvalidInputError(f"{path}: no such file")
-        if path.is_dir():
-            raise InvalidInputError(f"{path}: is a directory, expected an .npz file")
-        try:
-            loaded = np.load(path, allow_pickle=False)
-            if not isinstance(loaded, np.lib.npyio.NpzFile):  # a plain .npy array has no context manager
-                raise InvalidInputError(f"{path}: not an .npz archive (got a single .npy array)")
-            with loaded as npz:
-                keys = set(npz.files)
-                unknown = keys - set(NPZ_KEYS)
-                if unknown:
-                    raise InvalidInputError(
-                        f"{path}: unexpected key(s) {sorted(unknown)}; allowed keys are X, Y, Z, v"
-                    )
-                for key in ("X", "Y"):
-                    if key not in keys:
-                        raise InvalidInputError(
-                            f"{path}: missing required key '{key}' (keys present: {sorted(keys)})"
-                        )
-                arrays = {k: npz[k] for k in keys}
-        except InvalidInputError:
-            raise
-        except ValueError as exc:
-            if "Object arrays" in str(exc):
-                raise InvalidInputError(
-                    f"{path}: contains object (pickled) arrays, which are never loaded"
-                ) from None
-            if "contains pickled" in str(exc):  # np.load's fallback for a file that is neither .npz nor .npy
-                raise InvalidInputError(
-                    f"{path}: not an .npz archive (neither a zip file nor an .npy array)"
-                ) from None
-            raise InvalidInputError(f"{path}: not a readable .npz file ({exc})") from None
-        except (OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
-            raise InvalidInputError(
-                f"{path}: not a readable .npz file ({type(exc).__name__}: {exc})"
-            ) from None
-        except Exception as exc:  # numpy raises assorted errors on truncated/corrupt members
-            raise InvalidInputError(f"{path}: corrupt .npz file ({type(exc).__name__}: {exc})") from None
+        arrays = read_npz(path, NPZ_KEYS, ("X", "Y"))
         try:
             notes = tuple(
                 n for k in ("X", "Z", "v") if k in arrays for n in [_float64_note(k, arrays[k])] if n

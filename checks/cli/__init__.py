@@ -122,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dask", metavar="ADDRESS|local:N", default=None, help=DASK_HELP
                    + "; results do not depend on it, and --instance-timeout does not apply")
 
-    s = sub.add_parser("svm", help="solve one attention SVM from an .npz file")
+    s = sub.add_parser("svm", help="solve one attention SVM (or an NTP file's graph-SVM) from an .npz file")
     s.add_argument("file", metavar="FILE.npz")
     s.add_argument("--norm", choices=["fro", "nuc", "lp"], default="fro",
                    help="Frobenius, nuclear (Att-SVM⋆) or entrywise ℓp (ℓp-AttSVM; give --p)")
@@ -170,7 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("reproduce", help="regenerate one of the paper's experiments")
     s.add_argument(
         "name", metavar="NAME",
-        help="gd-paths | local-convergence | svm-rank | global-vs-d | multi-token | mirror-descent"
+        help="gd-paths | local-convergence | svm-rank | global-vs-d | multi-token | mirror-descent | "
+             "ntp-cyclic"
     )
     s.add_argument("--trials", type=int, default=None)
     s.add_argument("--seed", type=seed_arg, default=0)

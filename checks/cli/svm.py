@@ -4,6 +4,11 @@ Solves one attention SVM (numerics.svm.solve_att_svm; ``--norm lp --p P``: the e
 numerics.svm.solve_lp_att_svm) and prints status, objective, rank, support
 tokens and the certificate summary. Infeasible is an outcome (exit 0); bad input raises
 InvalidInputError, which checks.cli turns into one line on stderr and exit 2.
+
+An NTP file (keys E, tokens, labels; numerics.ntp) is recognised by its keys and its graph-SVM is solved
+instead (``--norm fro|nuc``; ``--alpha`` and ``--exact`` do not apply): the JSON has ``status``,
+``objective``, ``W``, ``scc`` ({last token id: [component, ...]}, components sorted, in topological order of
+G^(k)), ``norm``, ``certificate``, ``solver``, ``seconds``.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import numpy as np
 
 from numerics.data import AttentionData
 from numerics.errors import InvalidInputError, SolverError
+from numerics.ntp import GraphSVMResult, NTPData, graph_svm, is_ntp_file, scc_json
 from numerics.svm import SVMSolution, solve_att_svm, solve_lp_att_svm
 from numerics.tokens import check_alpha
 
@@ -83,7 +89,55 @@ def solve_certified(data: AttentionData, alpha: np.ndarray | None, norm: str, *,
         return None, f"solver failure ({exc.solver}, status {exc.status}): {exc}"
 
 
+def ntp_solution_dict(sol: GraphSVMResult) -> dict[str, Any]:
+    """The ``attnsvm svm --json`` object of an NTP file's graph-SVM."""
+    return {
+        "status": sol.status,
+        "norm": sol.norm,
+        "objective": sol.objective if np.isfinite(sol.objective) else None,
+        "W": None if sol.W is None else sol.W.tolist(),
+        "scc": scc_json(sol.graphs),
+        "certificate": sol.certificate.to_dict(),
+        "equalities": sol.n_equalities,
+        "inequalities": sol.n_inequalities,
+        "solver": sol.solver,
+        "seconds": sol.seconds,
+    }
+
+
+def cmd_svm_ntp(args: Any) -> int:
+    """``attnsvm svm FILE.npz`` on an NTP file: its graph-SVM, certified."""
+    data = NTPData.load(args.file)
+    for note in data.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if getattr(args, "exact", False) or str(getattr(args, "alpha", "optimal")).strip() != "optimal":
+        raise InvalidInputError("--alpha and --exact apply to attention datasets (X, Y), not to an NTP file")
+    if args.norm == "lp" or getattr(args, "p", None) is not None:
+        raise InvalidInputError("--norm lp / --p apply to attention datasets (X, Y); an NTP file's "
+                                "graph-SVM is --norm fro or nuc")
+    try:
+        sol = graph_svm(data, norm=args.norm)
+    except SolverError as exc:
+        print(f"attnsvm svm: solver failure ({exc.solver}, status {exc.status}): {exc}")
+        return 1
+    if getattr(args, "json", False):
+        print(json.dumps(ntp_solution_dict(sol)))
+        return 0
+    print(f"status:      {sol.status}  (graph-SVM, {sol.n_equalities} equality and {sol.n_inequalities} "
+          "inequality rows)")
+    print(f"norm:        {sol.norm}")
+    if sol.feasible:
+        print(f"objective:   {sol.objective:.12g}  ({'‖W‖_F' if sol.norm == 'fro' else '‖W‖_*'})")
+    for k, comps in scc_json(sol.graphs).items():
+        print(f"SCCs G^({k}): " + " ⇒ ".join("{" + ", ".join(map(str, c)) + "}" for c in comps))
+    print(f"certificate: {sol.certificate.summary()}")
+    print(f"solver:      {sol.solver}  ({sol.seconds * 1e3:.1f} ms)")
+    return 0
+
+
 def cmd_svm(args: Any) -> int:
+    if is_ntp_file(args.file):
+        return cmd_svm_ntp(args)
     data = load_data(args.file)
     alpha = parse_alpha(getattr(args, "alpha", "optimal"), data)
     sol, failure = solve_certified(data, alpha, args.norm, exact=bool(getattr(args, "exact", False)),

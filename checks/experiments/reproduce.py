@@ -21,6 +21,9 @@ multi-token        Gen-SVM: n=3, T=4, d ∈ {4,6,8,10}, ReLU head h(u) = 1ᵀReL
 mirror-descent     3×3 table of mean corr(W_p, W^mm_q(α)), p, q ∈ {1.75, 2, 3}: normalised ℓp mirror
                    descent on n=4, T=5, d=6 unit-sphere data (arXiv 2410.14581) against the certified
                    ℓq-AttSVM of the selected tokens α, and its heat map (mirror_descent.py).
+ntp-cyclic         next-token prediction (Li et al., AISTATS 2024, arXiv 2403.08081), the paper's cyclic
+                   setting n=3, T=3, K=5, d=8: --trials cyclic draws, plain GD from 0 at η = 1/L, 20000
+                   steps; against τ: corr(W, W^svm), ‖Π_Sfin W − W^fin‖, corr(W, W^fin + R W^svm).
 =================  ===============================================================================
 
 Every trial's random numbers come from (seed, name, cell, trial) via SeedSequence
@@ -52,6 +55,7 @@ from .global_vs_d import report_global_vs_d, run_global_vs_d
 from .local_convergence import report_local_convergence, run_local_convergence
 from .mirror_descent import report_mirror_descent, run_mirror_descent
 from .multi_token import report_multi_token, run_multi_token
+from .ntp_cyclic import report_ntp_cyclic, run_ntp_cyclic
 from .svm_rank import report_svm_rank, run_svm_rank
 
 # One module per experiment (gd_paths.py, ..., common.py): their constants and chunk functions are imported
@@ -65,6 +69,7 @@ DEFAULT_TRIALS = {
     "global-vs-d": 50,
     "multi-token": 40,
     "mirror-descent": 20,
+    "ntp-cyclic": 4,
 }
 
 
@@ -75,6 +80,7 @@ EXPERIMENTS = {
     "global-vs-d": (run_global_vs_d, report_global_vs_d),
     "multi-token": (run_multi_token, report_multi_token),
     "mirror-descent": (run_mirror_descent, report_mirror_descent),
+    "ntp-cyclic": (run_ntp_cyclic, report_ntp_cyclic),
 }
 
 

@@ -12,6 +12,7 @@ from checks.experiments import (  # the experiments whose constants are patched
     global_vs_d,
     local_convergence,
     multi_token,
+    ntp_cyclic,
     svm_rank,
 )
 from checks.experiments import reproduce as R
@@ -222,3 +223,17 @@ def test_mirror_descent(tmp_path, monkeypatch):
         assert int(r["runs"]) + int(r["infeasible"]) + int(r["solver_errors"]) == 2
     diag = [r for r in rows if r["p"] == r["q"]]
     assert all(int(r["best_of_row"]) == int(r["runs"]) for r in diag)
+
+
+def test_ntp_cyclic(tmp_path, monkeypatch):
+    monkeypatch.setattr(ntp_cyclic, "NTP_STEPS", 300)
+    paths = R.reproduce("ntp-cyclic", trials=2, out=tmp_path, progress=False)
+    _outputs_ok(tmp_path, "ntp-cyclic")
+    assert _header(paths["csv"]) == ["trial", "iteration", "W_norm", "corr_svm", "fin_resid", "corr_svmeq"]
+    rows = _rows(paths["csv"])
+    last = [r for r in rows if int(r["iteration"]) == 300]
+    assert len(last) == 2
+    # GD from 0 heads towards W^fin + R W^svm: the finite-part residual at the end is below its start
+    for k in ("0", "1"):
+        mine = [float(r["fin_resid"]) for r in rows if r["trial"] == k]
+        assert mine[-1] < mine[0]

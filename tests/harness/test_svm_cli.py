@@ -139,3 +139,64 @@ def test_lp_bad_arguments(capsys, feasible, argv, msg):
     assert main(["svm", str(feasible), *argv]) == 2
     err = capsys.readouterr().err
     assert msg in err and len(err.strip().splitlines()) == 1
+
+
+# -- NTP files (keys E, tokens, labels): the graph-SVM --------------------------------------------------
+NTP_TOKENS = np.array([[0, 1, 4], [1, 0, 4], [0, 1, 4], [2, 0, 4], [3, 2, 4]])
+NTP_LABELS = np.array([0, 1, 0, 2, 3])
+
+
+@pytest.fixture
+def ntp_file(tmp_path):
+    path = tmp_path / "ntp.npz"
+    E = np.linalg.qr(np.random.default_rng(0).standard_normal((8, 5)))[0].T
+    np.savez(path, E=E, tokens=NTP_TOKENS, labels=NTP_LABELS)
+    return path
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc"])
+def test_ntp_json(capsys, ntp_file, norm):
+    rc, out = run_json(capsys, ntp_file, "--norm", norm)
+    assert rc == 0 and out["status"] == "optimal" and out["certificate"]["verified"]
+    assert out["scc"] == {"4": [[3], [2], [0, 1], [4]]}
+    W = np.array(out["W"])
+    assert W.shape == (8, 8) and out["objective"] == pytest.approx(
+        np.linalg.norm(W) if norm == "fro" else np.linalg.svd(W, compute_uv=False).sum(), rel=1e-9)
+
+
+@pytest.mark.parametrize("tokens, labels, match", [
+    (np.array([[0, 1, 9]]), np.array([0]), "out of range"),
+    (np.array([[0, 1, 4]]), np.array([2]), "does not occur"),
+    (np.array([[0.0, 1.5, 4.0]]), np.array([0]), "not an integer id"),
+    (np.array([[0, 1, 4], [0, 1]], dtype=object), np.array([0, 0]), "object"),
+])
+def test_ntp_bad_files(tmp_path, capsys, tokens, labels, match):
+    path = tmp_path / "bad.npz"
+    np.savez(path, E=np.eye(5), tokens=tokens, labels=labels)
+    assert main(["svm", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert match in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_ntp_file_as_check_data(ntp_file):
+    """--data picks the format by the keys; attention theorems are n/a on it, NTP theorems run."""
+    from checks import catalogue
+    from checks.plan import load_data_arg
+    from checks.theorem import REGISTRY
+    from numerics.ntp import NTPData
+
+    catalogue.load_builtin()
+    data = load_data_arg(str(ntp_file))
+    assert isinstance(data, NTPData)
+    assert "NTP dataset" in REGISTRY["svm-feasibility"]().applies_to(data)
+    assert REGISTRY["ntp-gd"]().applies_to(data) is None
+
+
+def test_ntp_counterexample_saved_in_ntp_format(tmp_path, ntp_file):
+    from checks.report.model import save_counterexample
+    from numerics.ntp import NTPData
+
+    data = NTPData.load(ntp_file)
+    rel = save_counterexample(tmp_path, "ntp-gd-control", 3, {"data": data, "family_draws": 1}, "replay")
+    back = NTPData.load(tmp_path / rel)
+    assert np.array_equal(back.tokens, data.tokens) and np.array_equal(back.E, data.E)

@@ -1,0 +1,341 @@
+r"""ntp-linear-conditions, ntp-linear-gd — implicit bias of next-token prediction in linear models.
+
+Statements (Thrampoulidis, NeurIPS 2024, arXiv 2402.18551; docs/theory.md "Next-token prediction in linear
+models"; the setting and programs in numerics/ntp_linear.py): m distinct contexts h̄_j, supports S_j with
+empirical probabilities p̂_{j,z}, logits W h̄_j, CE(W) ≥ 𝓗 (the empirical entropy).
+
+* (a) ``ntp-linear-conditions``: d > m with a full-rank context matrix ⇒ NTP-compatible (the log-ratio
+  equations (e_z − e_{z'})^T W h̄_j = log(p̂_{j,z}/p̂_{j,z'}) are solvable; W⋆ their unique solution in F) and
+  NTP-separable (= 0 inside S_j, ≥ 1 from S_j to its complement: W^mm exists).
+* (b) ``ntp-linear-regpath``: W_R = argmin_{‖W‖ ≤ R} CE(W) has W_R/R → W^mm/‖W^mm‖ and P_F W_R → W⋆
+  (numerics.ntp_linear.regularization_path: certified on its sphere; radii ‖W^mm‖·(1, 2, 4, …, 12); ntp-gd's
+  rules). Control ``ntp-linear-regpath-control``: the direction is the one-hot multiclass SVM of the most
+  probable next tokens (feasible at d > m, no equality rows) — refuted.
+* (c) ``ntp-linear-gd``: GD with η ≤ 1/(2L) from W = 0: CE(W_k) → 𝓗, ‖W_k‖ → ∞, corr(W_k, W^mm) → 1 and
+  P_F W_k → W⋆.
+
+Hypotheses implemented (exactly): d > m and rank H = m (σ_min/σ_max > 1e-8); GD (c): plain GD at
+η = 1/(2L), L = ½ Σ_j π_j ‖h̄_j‖² (the softmax Jacobian has norm ≤ ½), STEPS = 20000 steps from 0, and the
+conditions of (a) certified on the instance (compatible: residual ≤ 1e-10; separable: KKT-certified W^mm).
+Family: Gaussian contexts N(0, I/d), uniform π, supports of 2 or 3 random tokens with Dirichlet(1)
+probabilities, redrawn until each is ≥ 0.05 (numerics.ntp_linear.P_MIN: a design margin keeping W⋆'s
+log-ratios ≤ 3; on the paper profile, seed 0, probabilities of 4e-4 made ‖W⋆‖ = 6–8 on a flat CE and GD's
+finite part moved slower than the tail rule assumes: two false refutations); (m, d, V) cycles over CONFIGS.
+
+Predictions (a): ``compatible`` (max |residual| of W⋆'s equations ≤ COMPAT_TOL) and ``separable`` (W^mm
+optimal, KKT certificate verified). (c): ``ce_to_entropy`` — CE − 𝓗 ≥ −ROUND (Gibbs: below is a defect,
+refuted) and fell over the second half (else undecided); ``norm_diverges`` — refuted where CE attains 𝓗 at the
+finite W⋆ (then GD's ‖W_k − W⋆‖ is non-increasing: bounded), confirmed where a certified W^mm has a strict
+row (CE > 𝓗 at every finite W: no minimiser, so GD's iterates cannot stay bounded) and ‖W‖ grew;
+``direction`` and ``finite_part`` — ntp-gd's rules (checks/theorems/_ntp.py) with W^mm, W⋆, F and the mass
+off the supports.
+
+Controls: ``ntp-linear-conditions-control`` (below the dimension, d = 2 < m = 6, random supports):
+"NTP-separable" — refuted by Farkas certificates; ``ntp-linear-onehot-control``: the one-hot multiclass SVM
+(each z ∈ S_j strictly above every other token, no equality rows) is feasible — refuted where some |S_j| ≥ 2
+(Farkas); ``ntp-linear-gd-control`` (full supports S_j = [V], where CE attains 𝓗): "‖W_k‖ → ∞" — refuted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
+from numerics.ntp_linear import (
+    LinearNTP,
+    ce,
+    f_basis,
+    ntp_svm,
+    off_support_mass,
+    random_linear_ntp,
+    regularization_path,
+    run_gd,
+    smoothness,
+    w_star,
+)
+
+from ._ntp import EPS, judge_direction, judge_finite, tilt
+
+REFERENCE = "Thrampoulidis (NeurIPS 2024, arXiv 2402.18551), implicit bias of NTP in linear models"
+#: (m, d, V) of the family, cycled by instance (d > m).
+CONFIGS = ((4, 8, 6), (5, 10, 8), (3, 6, 5), (6, 12, 8))
+#: The log-ratio equations are solved by a minimum-norm least squares of O(1) entries: exact to ~1e-14.
+COMPAT_TOL = 1e-10
+#: Full rank: σ_min > RANK_RTOL σ_max.
+RANK_RTOL = 1e-8
+STEPS = 20000
+HALF_POINTS = 17
+PROFILES = {
+    "quick": Profile(instances=8, min_confirmed=6),
+    "full": Profile(instances=60, min_confirmed=50),
+    "paper": Profile(instances=200, min_confirmed=170),
+}
+
+
+def _sizes(inst):
+    p = inst["prob"]
+    return {"m": p.m, "d": p.d, "V": p.V}
+
+
+class _Linear(Theorem):
+    reference = REFERENCE
+    profiles = PROFILES
+    data_kind = "ntp"  # about NTP; it draws its own (linear-model) instances, so given data are n/a
+    full_support = False
+    below_dimension = False
+
+    def sizes(self, inst):
+        return _sizes(inst)
+
+    def instance(self, rng, ctx):
+        k = ctx.instance
+        if self.below_dimension:
+            return {"prob": random_linear_ntp(rng, 6, 2, 5)}
+        m, d, V = CONFIGS[k % len(CONFIGS)]
+        return {"prob": random_linear_ntp(rng, m, d, V, support=2 + k % 2, full=self.full_support)}
+
+    def _rank_ok(self, prob: LinearNTP) -> tuple[bool, float]:
+        s = np.linalg.svd(prob.H, compute_uv=False)
+        return bool(prob.d > prob.m and s[-1] > RANK_RTOL * s[0]), float(s[-1] / s[0])
+
+
+@register
+class NTPLinearConditions(_Linear):
+    id = "ntp-linear-conditions"
+    title = "Linear NTP: d > m with full-rank contexts ⇒ NTP-compatible and NTP-separable (certified)"
+    theorem_number = "Thrampoulidis 2024, conditions"
+    statement = (r"d>m,\ \mathrm{rank}\,\bar H=m\ \Rightarrow\ \exists W^\star\in F:\ "
+                 r"(e_z-e_{z'})^\top W^\star\bar h_j"
+                 r"=\log\tfrac{\hat p_{j,z}}{\hat p_{j,z'}},\ \ \exists W^{mm}")
+    hypotheses_text = "d > m; the context matrix has rank m"
+    criteria = (Criterion("max |residual| of W⋆'s log-ratio equations", "<=", COMPAT_TOL),
+                Criterion("W^mm: KKT certificate", "=", "verified"))
+
+    def prepare(self, instances, ctxs):
+        return [{"star": w_star(i["prob"]), "svm": ntp_svm(i["prob"])} for i in instances]
+
+    def assume_overparameterised(self, inst, state, ctx):
+        ok, ratio = self._rank_ok(inst["prob"])
+        return decide(ok, f"d > m with full rank fails (σ_min/σ_max = {ratio:.2g})")
+
+    def check_compatible(self, inst, state, ctx):
+        r = state["star"][1]
+        return decide(r <= COMPAT_TOL, f"log-ratio equations unsolvable: residual {r:.3g}", compat_residual=r)
+
+    def check_separable(self, inst, state, ctx):
+        sv = state["svm"]
+        return decide(sv.feasible and sv.certificate.verified,
+                      f"NTP-separability: {sv.status} ({sv.certificate.summary()})", mm_norm=sv.objective)
+
+
+@register
+class NTPLinearConditionsControl(_Linear):
+    id = "ntp-linear-conditions-control"
+    expected = "FAIL"
+    control_of = "ntp-linear-conditions"
+    below_dimension = True
+    title = "Control: NTP-separable below the dimension threshold (d = 2 < m = 6, random supports; false)"
+    statement = r"d<m\ \Rightarrow\ \exists W^{mm}\ \text{(false)}"
+    hypotheses_text = "d = 2 < m = 6, Gaussian contexts, random supports of size 2"
+    criteria = (Criterion("refuted by a verified Farkas certificate", "=", "infeasible"),)
+
+    def prepare(self, instances, ctxs):
+        return [{"svm": ntp_svm(i["prob"])} for i in instances]
+
+    def check_separable(self, inst, state, ctx):
+        sv = state["svm"]
+        return decide(sv.feasible, f"NTP-separability infeasible ({sv.certificate.summary()})")
+
+
+@register
+class NTPLinearOneHotControl(_Linear):
+    id = "ntp-linear-onehot-control"
+    expected = "FAIL"
+    control_of = "ntp-linear-conditions"
+    title = "Control: the one-hot multiclass SVM (no equality rows) is feasible on NTP data (false)"
+    statement = r"\exists W:\ (e_z-e_v)^\top W\bar h_j\ge1\ \forall z\in S_j,\ v\ne z\ \text{(false)}"
+    hypotheses_text = "as ntp-linear-conditions, and some |S_j| ≥ 2"
+    criteria = (Criterion("refuted by a verified Farkas certificate", "=", "infeasible"),)
+
+    def prepare(self, instances, ctxs):
+        return [{"svm": ntp_svm(i["prob"], equalities=False)} for i in instances]
+
+    def assume_some_support_of_two(self, inst, state, ctx):
+        return decide(max(len(S) for S in inst["prob"].supports()) >= 2, "every support is one token")
+
+    def check_one_hot_feasible(self, inst, state, ctx):
+        sv = state["svm"]
+        return decide(sv.feasible, f"the one-hot multiclass SVM is infeasible ({sv.certificate.summary()})")
+
+
+class _LinearGD(_Linear):
+    integrity = ("ce_to_entropy",)
+
+    def prepare(self, instances, ctxs):
+        rec = np.union1d([0, 1, 10, 100, 1000], np.linspace(STEPS // 2, STEPS, HALF_POINTS).astype(int))
+        out = []
+        for inst in instances:
+            p = inst["prob"]
+            its, traj = run_gd(p, steps=STEPS, lr=1.0 / (2 * smoothness(p)), record_at=rec)
+            Ws, res = w_star(p)
+            out.append({"its": its, "traj": traj, "half": np.flatnonzero(its >= STEPS // 2), "star": Ws,
+                        "compat": res, "svm": ntp_svm(p), "basis": f_basis(p)})
+        return out
+
+    def check_ce_to_entropy(self, inst, state, ctx):
+        p, traj, half = inst["prob"], state["traj"], state["half"]
+        H = p.entropy()
+        gap = np.array([ce(p, traj[k])[0] - H for k in half])
+        rnd = 64 * EPS * max(1.0, H)
+        m = {"ce_gap": float(gap[-1]), "ce_gap_mid": float(gap[0])}
+        if gap.min() < -rnd:
+            return failed(f"CE below the entropy by {-gap.min():.3g}: impossible (Gibbs)", **m)
+        if gap[-1] < gap[0]:
+            return held(**m)
+        return undecided("CE − 𝓗 did not fall over the second half", **m)
+
+    def check_norm_diverges(self, inst, state, ctx):
+        """Refuted where a finite minimiser exists: CE(W⋆) = 𝓗 to rounding (CE ≥ 𝓗 always), and GD with
+        η ≤ 1/L on a convex function with a minimiser keeps ‖W_k − W⋆‖ non-increasing (Fejér), so ‖W_k‖ stays
+        bounded (the measured distances are reported). Confirmed where W^mm is certified and has a strict row
+        (then CE > 𝓗 at every finite W — the mass off the supports is positive — so CE has no minimiser, and
+        GD's iterates, whose CE tends to its infimum, cannot stay bounded) and ‖W‖ grew over the second half.
+        Undecided otherwise."""
+        p, traj, half, Ws = inst["prob"], state["traj"], state["half"], state["star"]
+        H = p.entropy()
+        gap_star = ce(p, Ws)[0] - H
+        rnd = 64 * EPS * max(1.0, H)
+        dist = np.linalg.norm(traj - Ws, axis=(1, 2))
+        n0, n1 = float(np.linalg.norm(traj[half[0]])), float(np.linalg.norm(traj[-1]))
+        m = {"ce_gap_at_star": float(gap_star), "W_norm": n1, "W_norm_mid": n0,
+             "dist_star_end": float(dist[-1]),
+             "dist_star_rises": int(np.sum(np.diff(dist) > rnd * dist[:-1]))}
+        if state["compat"] <= COMPAT_TOL and gap_star <= rnd:
+            return failed(f"CE attains 𝓗 at the finite W⋆ (CE − 𝓗 = {gap_star:.2g}): GD's ‖W_k − W⋆‖ is "
+                          f"non-increasing (measured {dist[0]:.4g} → {dist[-1]:.4g}), so ‖W_k‖ stays bounded",
+                          **m)
+        strict = state["svm"].feasible and bool(np.any(state["svm"].W))
+        if strict and n1 > n0:
+            return held(**m)
+        return undecided("no certified separation with a strict row, or ‖W‖ did not grow "
+                         f"({n0:.6g} → {n1:.6g})", **m)
+
+
+@register
+class NTPLinearGD(_LinearGD):
+    id = "ntp-linear-gd"
+    title = "Linear NTP: GD has CE → 𝓗, ‖W‖ → ∞, direction → W^mm and P_F W → W⋆"
+    theorem_number = "Thrampoulidis 2024, GD theorem"
+    statement = (r"\mathrm{CE}(W_k)\to\mathcal H,\ \lVert W_k\rVert\to\infty,\ "
+                 r"\mathrm{corr}(W_k,W^{mm})\to1,\ "
+                 r"P_F W_k\to W^\star")
+    hypotheses_text = ("d > m, rank m; compatible and separable (certified); plain GD η = 1/(2L), "
+                       f"{STEPS} steps from 0")
+    criteria = (
+        Criterion("CE − 𝓗 at every record of the second half", ">=", "−64ε"),
+        Criterion("CE(W⋆) − 𝓗 (a finite minimiser at or below: ‖W‖ → ∞ refuted)", ">", "64ε"),
+        Criterion("direction and finite part: ntp-gd's rules with W^mm, W⋆, F", "as", "ntp-gd"),
+    )
+
+    def assume_overparameterised(self, inst, state, ctx):
+        ok, ratio = self._rank_ok(inst["prob"])
+        return decide(ok, f"d > m with full rank fails (σ_min/σ_max = {ratio:.2g})")
+
+    def assume_compatible_separable(self, inst, state, ctx):
+        return decide(state["compat"] <= COMPAT_TOL and state["svm"].feasible,
+                      "not compatible or not separable")
+
+    def check_direction(self, inst, state, ctx):
+        comps = {"W⋆": state["star"]} if np.any(state["star"]) else {}
+        return judge_direction(state["traj"], state["half"], state["svm"].W, comps)
+
+    def check_finite_part(self, inst, state, ctx):
+        W, B = state["star"], state["basis"]
+        if not len(B):
+            return decide(not np.any(W), "W⋆ ≠ 0 with F = {0}")
+        masses = np.array([off_support_mass(inst["prob"], state["traj"][k]) for k in state["half"]])
+        cands = [tilt(W, B, 1.0), tilt(W, B, -1.0), np.zeros_like(W), -W]
+        return judge_finite(state["traj"], state["half"], B, W, cands, masses)
+
+
+@register
+class NTPLinearGDControl(_LinearGD):
+    id = "ntp-linear-gd-control"
+    expected = "FAIL"
+    control_of = "ntp-linear-gd"
+    full_support = True
+    title = "Control: with full supports (S_j = [V]) GD's ‖W‖ still diverges (false: CE attains 𝓗)"
+    statement = r"S_j=[V]\ \Rightarrow\ \lVert W_k\rVert\to\infty\ \text{(false)}"
+    hypotheses_text = "as ntp-linear-gd's family with every support the whole vocabulary"
+    criteria = NTPLinearGD.criteria[:2]
+
+
+#: Radii ‖W^mm‖·PATH_RADII of ntp-linear-regpath (the mass off the supports falls like e^{−R/‖W^mm‖};
+#: measured on seeds 0-3 of the family: 0.3–0.5 at the first radius, 5e-6–1e-5 at the last); second half: the
+#: last PATH_HALF radii.
+PATH_RADII = np.array([1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0])
+PATH_HALF = 3
+
+
+class _LinearPath(_Linear):
+    def prepare(self, instances, ctxs):
+        out = []
+        for inst in instances:
+            p = inst["prob"]
+            sv = ntp_svm(p)
+            st = {"svm": sv, "onehot": ntp_svm(p, argmax_labels=True), "basis": f_basis(p)}
+            st["star"], st["compat"] = w_star(p)
+            if sv.feasible and np.any(sv.W):
+                st["traj"], st["kkt"] = regularization_path(p, float(np.linalg.norm(sv.W)) * PATH_RADII)
+                st["half"] = np.arange(len(PATH_RADII) - PATH_HALF, len(PATH_RADII))
+            out.append(st)
+        return out
+
+    def assume_overparameterised(self, inst, state, ctx):
+        ok, ratio = self._rank_ok(inst["prob"])
+        return decide(ok, f"d > m with full rank fails (σ_min/σ_max = {ratio:.2g})")
+
+    def assume_compatible_separable(self, inst, state, ctx):
+        return decide(state["compat"] <= COMPAT_TOL and "traj" in state,
+                      "not compatible, or not separable with a strict row")
+
+
+@register
+class NTPLinearRegPath(_LinearPath):
+    id = "ntp-linear-regpath"
+    title = "Linear NTP: the regularisation path's direction is W^mm and P_F W_R → W⋆"
+    theorem_number = "Thrampoulidis 2024, regularisation path"
+    statement = (r"W_R=\arg\min_{\lVert W\rVert\le R}\mathrm{CE}(W):\ W_R/R\to W^{mm}/\lVert W^{mm}\rVert,\ "
+                 r"P_FW_R\to W^\star")
+    hypotheses_text = ("d > m, rank m; compatible and separable (certified); radii ‖W^mm‖·(1, 2, 4, …, 12), "
+                       "each W_R certified on its sphere (KKT ≤ 1e-6, convexity)")
+    criteria = (Criterion("direction and finite part: ntp-gd's rules with W^mm (competitor: the one-hot "
+                          "SVM of the most probable tokens), W⋆, F", "as", "ntp-gd"),)
+
+    def check_direction(self, inst, state, ctx):
+        comps = {"one-hot SVM": state["onehot"].W if state["onehot"].feasible else None}
+        return judge_direction(state["traj"], state["half"], state["svm"].W, comps)
+
+    def check_finite_part(self, inst, state, ctx):
+        W, B = state["star"], state["basis"]
+        masses = np.array([off_support_mass(inst["prob"], state["traj"][k]) for k in state["half"]])
+        cands = [tilt(W, B, 1.0), tilt(W, B, -1.0), np.zeros_like(W), -W]
+        return judge_finite(state["traj"], state["half"], B, W, cands, masses, steps=0)
+
+
+@register
+class NTPLinearRegPathControl(_LinearPath):
+    id = "ntp-linear-regpath-control"
+    expected = "FAIL"
+    control_of = "ntp-linear-regpath"
+    title = ("Control: the path's direction is the one-hot multiclass SVM of the most probable next tokens "
+             "(no equality rows; false)")
+    statement = r"W_R/R\to W^{1hot}/\lVert W^{1hot}\rVert\ \text{(false)}"
+    hypotheses_text = "as ntp-linear-regpath, the one-hot SVM feasible (certified)"
+    criteria = NTPLinearRegPath.criteria
+
+    def assume_onehot_feasible(self, inst, state, ctx):
+        return decide(state["onehot"].feasible, "the one-hot SVM is infeasible")
+
+    def check_direction(self, inst, state, ctx):
+        return judge_direction(state["traj"], state["half"], state["onehot"].W, {"W^mm": state["svm"].W})

@@ -1,0 +1,224 @@
+r"""Next-token prediction in linear models (Thrampoulidis, NeurIPS 2024, arXiv 2402.18551): the setting, the
+NTP-compatibility and NTP-separability programs, W⋆ and W^mm, and GD on the cross-entropy.
+
+Setting. m distinct contexts with embeddings h̄_j (rows of H, (m, d)), weights π_j > 0 (Σ π = 1), next-token
+supports S_j ⊂ [V] with empirical probabilities p̂_{j,z} > 0 on S_j (rows of P, (m, V), each summing to 1).
+Logits W h̄_j, W ∈ ℝ^{V×d}; CE(W) = Σ_j π_j Σ_z p̂_{j,z} (−log softmax(W h̄_j)_z) ≥ 𝓗 = Σ_j π_j H(p̂_j) (Gibbs).
+
+* NTP-compatible: some W has (e_z − e_{z'})^T W h̄_j = log(p̂_{j,z}/p̂_{j,z'}) for z, z' ∈ S_j; W⋆ is the unique
+  solution in F = span{(e_z − e_{z'}) h̄_j^T : z, z' ∈ S_j} (the minimum-norm one: :func:`w_star`).
+* NTP-separable: (e_z − e_{z'})^T W h̄_j = 0 (z, z' ∈ S_j) and (e_z − e_v)^T W h̄_j ≥ 1 (z ∈ S_j, v ∉ S_j); W^mm
+  the minimum-norm such W (:func:`ntp_svm`, certified by the one certifier; the rows are attention-type rows
+  ⟨(e_z − e_v) h̄_j^T, W⟩ with a rectangular W).
+* The one-hot multiclass SVM (:func:`ntp_svm` with ``equalities=False``, every z ∈ S_j against every other
+  token, strictly): the boundary control that drops the equality rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import InvalidInputError
+from .ntp import project, sphere_path
+from .svm.att import _solve_rows
+from .svm.core import Certificate, _certify, _Rows
+
+
+@dataclass(frozen=True)
+class LinearNTP:
+    """H (m, d) contexts, P (m, V) empirical next-token probabilities (rows sum to 1), pi (m,) weights."""
+
+    H: np.ndarray
+    P: np.ndarray
+    pi: np.ndarray
+
+    def __post_init__(self):
+        if self.H.ndim != 2 or self.P.ndim != 2 or self.P.shape[0] != self.H.shape[0]:
+            raise InvalidInputError(f"H (m, d) and P (m, V) must share m, got {self.H.shape}, {self.P.shape}")
+        if np.any(self.P < 0) or not np.allclose(self.P.sum(1), 1.0, atol=1e-12):
+            raise InvalidInputError("each row of P must be a probability vector")
+        if self.pi.shape != (self.H.shape[0],) or np.any(self.pi <= 0):
+            raise InvalidInputError("pi must be positive, one weight per context")
+
+    @property
+    def m(self) -> int:
+        return int(self.H.shape[0])
+
+    @property
+    def d(self) -> int:
+        return int(self.H.shape[1])
+
+    @property
+    def V(self) -> int:
+        return int(self.P.shape[1])
+
+    def supports(self) -> list[np.ndarray]:
+        return [np.flatnonzero(p > 0) for p in self.P]
+
+    def entropy(self) -> float:
+        """𝓗 = Σ_j π_j Σ_z −p̂ log p̂ (the infimum of CE)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.where(self.P > 0, -self.P * np.log(self.P), 0.0)
+        return float(self.pi @ t.sum(1))
+
+
+def ce(prob: LinearNTP, W: Any) -> tuple[float, np.ndarray]:
+    """(CE(W), ∇CE(W)) in numpy: ∇ = Σ_j π_j (softmax(W h̄_j) − p̂_j) h̄_j^T."""
+    W = np.asarray(W, dtype=float)
+    A = prob.H @ W.T  # (m, V) logits
+    mx = A.max(1, keepdims=True)
+    lse = (mx + np.log(np.exp(A - mx).sum(1, keepdims=True)))[:, 0]
+    S = np.exp(A - lse[:, None])
+    val = float(prob.pi @ (lse - (prob.P * A).sum(1)))
+    G = ((S - prob.P) * prob.pi[:, None]).T @ prob.H
+    return val, G
+
+
+def smoothness(prob: LinearNTP) -> float:
+    """L ≥ the Lipschitz constant of ∇CE: the softmax Jacobian has norm ≤ ½, so L ≤ ½ Σ_j π_j ‖h̄_j‖²."""
+    return 0.5 * float(prob.pi @ (prob.H ** 2).sum(1))
+
+
+def _pairs(prob: LinearNTP):
+    for j, S in enumerate(prob.supports()):
+        for z in S[1:]:
+            yield j, int(S[0]), int(z)
+
+
+def f_basis(prob: LinearNTP) -> np.ndarray:
+    """Orthonormal basis (k, V, d) of F = span{(e_z − e_{z'}) h̄_j^T : z, z' ∈ S_j}."""
+    I = np.eye(prob.V)
+    rows = [np.outer(I[z0] - I[z], prob.H[j]).ravel() for j, z0, z in _pairs(prob)]
+    if not rows:
+        return np.zeros((0, prob.V, prob.d))
+    U, s, _ = np.linalg.svd(np.array(rows).T, full_matrices=False)
+    k = int(np.sum(s > max(len(rows), prob.V * prob.d) * np.finfo(float).eps * s[0]))
+    return U[:, :k].T.reshape(k, prob.V, prob.d)
+
+
+def w_star(prob: LinearNTP) -> tuple[np.ndarray, float]:
+    """(W⋆, max |residual|): the minimum-norm solution of the log-ratio equations (it lies in F; unique
+    there).
+    A residual at rounding level means NTP-compatible."""
+    I = np.eye(prob.V)
+    rows, rhs = [], []
+    for j, z0, z in _pairs(prob):
+        rows.append(np.outer(I[z0] - I[z], prob.H[j]).ravel())
+        rhs.append(float(np.log(prob.P[j, z0] / prob.P[j, z])))
+    if not rows:
+        return np.zeros((prob.V, prob.d)), 0.0
+    A, b = np.array(rows), np.array(rhs)
+    w, *_ = np.linalg.lstsq(A, b, rcond=None)
+    return w.reshape(prob.V, prob.d), float(np.max(np.abs(A @ w - b)))
+
+
+@dataclass(frozen=True)
+class NTPSVMResult:
+    status: str
+    W: np.ndarray | None
+    objective: float
+    certificate: Certificate
+    solver: str
+
+    @property
+    def feasible(self) -> bool:
+        return self.status == "optimal"
+
+
+def ntp_svm(prob: LinearNTP, *, equalities: bool = True, argmax_labels: bool = False) -> NTPSVMResult:
+    """W^mm (NTP-separability's minimum-norm solution), certified (KKT or Farkas); ``equalities=False``: the
+    one-hot multiclass SVM (every z ∈ S_j strictly above every other token v ≠ z); ``argmax_labels``: the
+    one-hot multiclass SVM of the most probable next token z*_j = argmax_z p̂_{j,z} (every v ≠ z*_j strictly
+    below it: feasible where d ≥ m, and no equality rows)."""
+    I = np.eye(prob.V)
+    D, Z, b, eq = [], [], [], []
+    supports = prob.supports()
+    if argmax_labels:
+        supports = [np.array([int(np.argmax(p))]) for p in prob.P]
+        equalities = False
+    for j, S in enumerate(supports):
+        inS = set(S.tolist())
+        if equalities:
+            for z in S[1:]:
+                D.append(I[S[0]] - I[z]); Z.append(prob.H[j]); b.append(0.0); eq.append(True)  # noqa: E702
+        for z in S:
+            for v in range(prob.V):
+                if v == z or (equalities and v in inS):
+                    continue
+                D.append(I[z] - I[v]); Z.append(prob.H[j]); b.append(1.0); eq.append(False)  # noqa: E702
+    if not D:
+        return NTPSVMResult("optimal", np.zeros((prob.V, prob.d)), 0.0,
+                            Certificate("kkt", True, message="no constraints"), "trivial")
+    rows = _Rows(np.array(D), np.array(Z), np.array(b), np.array(eq, dtype=bool))
+    status, W, lam, mu, name, _ = _solve_rows(rows, norm="fro", solver=None)
+    cert = _certify(rows, W, lam, mu, status, "fro")
+    return NTPSVMResult(status, W, float(np.linalg.norm(W)) if W is not None else np.inf, cert, name)
+
+
+def hessian_ce(prob: LinearNTP, W: Any) -> np.ndarray:
+    """∇²CE(W), (V d, V d) in row-major vec(W): Σ_j π_j (diag s_j − s_j s_j^T) ⊗ h̄_j h̄_j^T."""
+    A = prob.H @ np.asarray(W, dtype=float).T
+    S = np.exp(A - A.max(1, keepdims=True))
+    S /= S.sum(1, keepdims=True)
+    out = np.zeros((prob.V * prob.d, prob.V * prob.d))
+    for j in range(prob.m):
+        out += prob.pi[j] * np.kron(np.diag(S[j]) - np.outer(S[j], S[j]), np.outer(prob.H[j], prob.H[j]))
+    return out
+
+
+def regularization_path(prob: LinearNTP, radii: Any) -> tuple[np.ndarray, np.ndarray]:
+    """W_R = argmin_{‖W‖_F ≤ R} CE(W) (convex; on the sphere where CE has no minimiser):
+    :func:`numerics.ntp.sphere_path` with the analytic gradient and Hessian."""
+    return sphere_path(lambda W: ce(prob, W), lambda W: hessian_ce(prob, W), (prob.V, prob.d), radii,
+                       what="linear NTP")
+
+
+def off_support_mass(prob: LinearNTP, W: Any) -> float:
+    """max_j of the softmax mass W puts outside S_j."""
+    A = prob.H @ np.asarray(W, dtype=float).T
+    S = np.exp(A - A.max(1, keepdims=True))
+    S /= S.sum(1, keepdims=True)
+    return float(np.max(np.where(prob.P > 0, 0.0, S).sum(1)))
+
+
+def run_gd(prob: LinearNTP, *, steps: int, lr: float, record_at: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Plain GD on CE from W = 0; (iterations, W trajectory (R, V, d)) at ``record_at``."""
+    W = np.zeros((prob.V, prob.d))
+    rec = set(int(k) for k in record_at)
+    its, traj = [], []
+    for k in range(steps + 1):
+        if k in rec:
+            its.append(k)
+            traj.append(W.copy())
+        if k < steps:
+            W = W - lr * ce(prob, W)[1]
+    return np.array(its), np.array(traj)
+
+
+#: Family rule (a design margin): every support probability ≥ P_MIN, so the log-ratios W⋆ fits are at most
+#: log(1/P_MIN). Without it Dirichlet(1) draws give probabilities of 4e-4 (measured, paper profile seed 0
+#: #189, #197): ‖W⋆‖ = 6–8 on a flat CE, whose finite part GD approaches far more slowly than the off-support
+#: mass falls.
+P_MIN = 0.05
+
+
+def random_linear_ntp(rng: np.random.Generator, m: int, d: int, V: int, *, support: int = 2,
+                      full: bool = False) -> LinearNTP:
+    """Gaussian contexts (N(0, I/d)), uniform π, supports of ``support`` random tokens (all V if ``full``)
+    with Dirichlet(1) probabilities on them, redrawn on partial supports until each is ≥ P_MIN."""
+    H = rng.standard_normal((m, d)) / np.sqrt(d)
+    P = np.zeros((m, V))
+    for j in range(m):
+        S = np.arange(V) if full else rng.choice(V, size=support, replace=False)
+        p = rng.dirichlet(np.ones(len(S)))
+        while not full and p.min() < P_MIN:  # the family's margin (P_MIN); full supports keep any draw
+            p = rng.dirichlet(np.ones(len(S)))
+        P[j, S] = p
+    return LinearNTP(H, P, np.full(m, 1.0 / m))
+
+
+__all__ = ["LinearNTP", "ce", "smoothness", "f_basis", "w_star", "NTPSVMResult", "ntp_svm",
+           "off_support_mass", "run_gd", "random_linear_ntp", "project", "hessian_ce", "regularization_path"]

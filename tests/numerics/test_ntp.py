@@ -1,0 +1,165 @@
+"""NTP numerics (numerics.ntp, numerics.ntp_gd): the .npz contract, priority graphs, the graph-SVM and its
+certificate, the finite part, and the batched loss/gradient against autograd."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from numerics.errors import InvalidInputError
+from numerics.ntp import (
+    NTPData,
+    finite_part,
+    graph_svm,
+    load_dataset,
+    priority_graphs,
+    scc_json,
+    smoothness_bound,
+)
+from numerics.ntp_gd import NTPModel, run_ntp_gd
+from numerics.tokens import corr
+
+TOKENS = [[0, 1, 4], [1, 0, 4], [0, 1, 4], [2, 0, 4], [3, 2, 4]]
+LABELS = [0, 1, 0, 2, 3]
+
+
+def cyclic(seed=0, d=8):
+    E = np.linalg.qr(np.random.default_rng(seed).standard_normal((d, 5)))[0].T
+    return NTPData(E, TOKENS, LABELS)
+
+
+def test_roundtrip_and_dispatch(tmp_path):
+    data = cyclic()
+    p = tmp_path / "ntp.npz"
+    data.save(p)
+    back = load_dataset(p)
+    assert isinstance(back, NTPData)
+    assert np.array_equal(back.tokens, data.tokens) and np.array_equal(back.E, data.E)
+
+
+@pytest.mark.parametrize("tokens, labels, match", [
+    ([[0, 1, 7]], [0], "out of range"),
+    ([[0, 1, 2]], [3], "does not occur in its sequence"),
+    (np.array([[0.5, 1, 2]]), [0], "not an integer id"),
+    ([[0, 1, 2]], [-1], "out of range"),
+])
+def test_bad_arrays(tokens, labels, match):
+    with pytest.raises(InvalidInputError, match=match):
+        NTPData(np.eye(5), tokens, labels)
+
+
+def test_ragged_and_pickled_file(tmp_path):
+    with pytest.raises(InvalidInputError, match="ragged"):
+        NTPData(np.eye(5), [[0, 1, 2], [0, 1]], [0, 0])
+    p = tmp_path / "ragged.npz"
+    np.savez(p, E=np.eye(5), tokens=np.array([[0, 1, 2], [0, 1]], dtype=object), labels=np.array([0, 0]))
+    with pytest.raises(InvalidInputError, match="object"):
+        load_dataset(p)
+
+
+def test_graph_sccs_in_topological_order():
+    g = priority_graphs(cyclic())
+    assert scc_json(g) == {"4": [[3], [2], [0, 1], [4]]}
+    flipped = priority_graphs(cyclic(), flip=True)
+    assert scc_json(flipped) == {"4": [[4], [0, 1], [2], [3]]}
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc"])
+def test_graph_svm_certified(norm):
+    data = cyclic()
+    sol = graph_svm(data, norm=norm)
+    assert sol.status == "optimal" and sol.certificate.verified
+    # equality rows hold, strict rows have margin ≥ 1 (recomputed here from the data)
+    E, W = data.E, sol.W
+    assert abs((E[0] - E[1]) @ W @ E[4]) < 1e-7
+    for y, j in [(2, 0), (3, 2), (0, 4)]:
+        assert (E[y] - E[j]) @ W @ E[4] >= 1 - 1e-7
+
+
+def test_single_token_svm_infeasible_on_cyclic_data():
+    sol = graph_svm(cyclic(), equalities=False)
+    assert sol.status == "infeasible" and sol.certificate.kind == "farkas" and sol.certificate.verified
+
+
+def test_finite_part_log_ratio():
+    """Two sequences labelled 0 and one labelled 1 over the SCC {0, 1}: W^fin balances p0/p1 = 2."""
+    data = cyclic()
+    fp = finite_part(data)
+    assert fp.unique and fp.curvature > 0 and len(fp.basis) == 1
+    E = data.E
+    assert abs((E[0] - E[1]) @ fp.W @ E[4] - np.log(2)) < 1e-8
+    wrong = finite_part(data, positions="all")
+    assert wrong.unique and np.linalg.norm(wrong.W - fp.W) > 0.05
+
+
+def test_acyclic_finite_part_is_zero():
+    data = NTPData(np.eye(4), [[0, 1, 3], [1, 2, 3]], [0, 1])
+    assert len(finite_part(data).basis) == 0
+
+
+def test_closed_form_gradient_matches_autograd():
+    datas = [cyclic(s) for s in range(3)]
+    model = NTPModel(datas)
+    W = torch.as_tensor(np.random.default_rng(1).standard_normal((3, 8, 8)), dtype=torch.float64)
+    loss, G = model.loss_and_grad(W)
+    Wa = W.clone().requires_grad_(True)
+    la = model.loss(Wa)
+    la.sum().backward()
+    # two float64 evaluations of the same sums: agreement to ~1e-15 relative; 1e-12 leaves room for any BLAS
+    assert torch.allclose(loss, la.detach(), rtol=1e-12, atol=0)
+    assert torch.allclose(G, Wa.grad, rtol=1e-10, atol=1e-13)
+
+
+def test_gd_direction_and_finite_part():
+    data = cyclic()
+    sv, fp = graph_svm(data), finite_part(data)
+    r = run_ntp_gd([data], steps=3000, lr=1 / smoothness_bound(data))
+    W = r.W_traj[-1, 0]
+    assert np.all(np.diff(r.loss[:, 0]) <= 1e-15)  # GD with η = 1/L descends
+    assert 1 - corr(W, sv.W) < 5e-3 and np.linalg.norm(fp.project(W) - fp.W) < 5e-3
+
+
+# -- linear NTP (Thrampoulidis 2024): numerics.ntp_linear ----------------------------------------------
+def test_linear_ntp_programs():
+    from numerics.ntp_linear import ce, ntp_svm, random_linear_ntp, w_star
+
+    p = random_linear_ntp(np.random.default_rng(0), 4, 8, 6)
+    Ws, res = w_star(p)
+    assert res < 1e-12  # d > m, full rank: the log-ratio equations are solvable
+    sv = ntp_svm(p)
+    assert sv.feasible and sv.certificate.verified
+    onehot = ntp_svm(p, equalities=False)
+    assert onehot.status == "infeasible" and onehot.certificate.verified  # opposite strict rows inside S_j
+    # CE's gradient against central differences (CE is smooth; h = 1e-6 gives ~1e-9 agreement)
+    W = np.random.default_rng(1).standard_normal((p.V, p.d))
+    G = ce(p, W)[1]
+    E = np.zeros_like(W)
+    E[2, 3] = 1e-6
+    assert abs((ce(p, W + E)[0] - ce(p, W - E)[0]) / 2e-6 - G[2, 3]) < 1e-8
+
+
+def test_linear_ntp_full_support_attains_entropy():
+    from numerics.ntp_linear import ce, random_linear_ntp, w_star
+
+    p = random_linear_ntp(np.random.default_rng(0), 4, 8, 6, full=True)
+    Ws, _ = w_star(p)
+    assert ce(p, Ws)[0] - p.entropy() < 1e-12
+
+
+def test_hessians_match_gradient_differences():
+    """The analytic Hessians the path's Newton steps use, against central differences of the gradients."""
+    from numerics.ntp import hessian_np, loss_np
+    from numerics.ntp_linear import ce, hessian_ce, random_linear_ntp
+
+    data = cyclic()
+    p = random_linear_ntp(np.random.default_rng(0), 4, 8, 6)
+    rng = np.random.default_rng(2)
+    for fg, hess, shape in ((lambda W: loss_np(data, W), lambda W: hessian_np(data, W), (8, 8)),
+                            (lambda W: ce(p, W), lambda W: hessian_ce(p, W), (6, 8))):
+        W = rng.standard_normal(shape)
+        H = hess(W)
+        E = np.zeros(shape)
+        E[1, 2] = 1e-6
+        col = ((fg(W + E)[1] - fg(W - E)[1]) / 2e-6).ravel()
+        assert np.allclose(H[:, 1 * shape[1] + 2], col, atol=1e-7)  # O(h²) ~ 1e-12 differencing error
