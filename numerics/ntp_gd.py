@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .attention import softmax_logits
 from .errors import InvalidInputError
 from .ntp import NTPData
 
@@ -72,9 +73,9 @@ class NTPModel:
     def loss_and_grad(self, W: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(L (B,), ∇L (B, d, d)) in closed form (module docstring)."""
         a = self.scores(W)
-        s = torch.softmax(a, dim=-1)
+        s = softmax_logits(a)  # the softmax seam (numerics.attention)
         am = a.masked_fill(~self.label, -torch.inf)
-        r = torch.softmax(am, dim=-1)
+        r = softmax_logits(am)
         loss = (torch.logsumexp(a, dim=-1) - torch.logsumexp(am, dim=-1)).mean(dim=-1)
         G = torch.einsum("bitd,bit,bie->bde", self.X, s - r, self.q) / self.n
         return loss, G

@@ -25,6 +25,7 @@ from .errors import InvalidInputError
 from .ntp import project, sphere_path
 from .svm.att import _solve_rows
 from .svm.core import Certificate, _certify, _Rows
+from .tokens import softmax_rows
 
 
 @dataclass(frozen=True)
@@ -160,9 +161,7 @@ def ntp_svm(prob: LinearNTP, *, equalities: bool = True, argmax_labels: bool = F
 
 def hessian_ce(prob: LinearNTP, W: Any) -> np.ndarray:
     """∇²CE(W), (V d, V d) in row-major vec(W): Σ_j π_j (diag s_j − s_j s_j^T) ⊗ h̄_j h̄_j^T."""
-    A = prob.H @ np.asarray(W, dtype=float).T
-    S = np.exp(A - A.max(1, keepdims=True))
-    S /= S.sum(1, keepdims=True)
+    S = softmax_rows(prob.H @ np.asarray(W, dtype=float).T)  # the numpy softmax seam (numerics.tokens)
     out = np.zeros((prob.V * prob.d, prob.V * prob.d))
     for j in range(prob.m):
         out += prob.pi[j] * np.kron(np.diag(S[j]) - np.outer(S[j], S[j]), np.outer(prob.H[j], prob.H[j]))
@@ -178,9 +177,7 @@ def regularization_path(prob: LinearNTP, radii: Any) -> tuple[np.ndarray, np.nda
 
 def off_support_mass(prob: LinearNTP, W: Any) -> float:
     """max_j of the softmax mass W puts outside S_j."""
-    A = prob.H @ np.asarray(W, dtype=float).T
-    S = np.exp(A - A.max(1, keepdims=True))
-    S /= S.sum(1, keepdims=True)
+    S = softmax_rows(prob.H @ np.asarray(W, dtype=float).T)  # the numpy softmax seam (numerics.tokens)
     return float(np.max(np.where(prob.P > 0, 0.0, S).sum(1)))
 
 

@@ -43,6 +43,12 @@ SOLVER_SEAM = {
     # the rank-constrained factored multi-start (nuclear-factorisation, rp-kq-rank): a local solver whose best
     # point is certified against the SDP bound (>= it, feasible, balanced); the bound's SDP is svm-nuc's
     ("svm/factorised.py", "_local"),
+    # next-token prediction (numerics/ntp.py): the graph-SVM's nuclear program with equality rows, the finite
+    # part W^fin (Newton on S_fin) and the regularisation path on the sphere. Known gap, listed rather than
+    # hidden: no sabotage reaches these solvers yet (the NTP theorems declare svm-fro, which reaches the
+    # graph-SVM's Frobenius core only), so the power matrix cannot yet show that a broken NTP solver is caught
+    ("ntp.py", "_nuclear_with_equalities"), ("ntp.py", "finite_part"), ("ntp.py", "_newton"),
+    ("ntp.py", "_sphere_newton"), ("ntp.py", "solve_at"),
 }
 SOLVER_CALLS = {"Problem", "linprog", "nnls", "minimize", "solve"}
 #: Gradients: the attention gradient of W (and of K, Q, and every GD step) is
