@@ -222,6 +222,9 @@ class NTPGDBase(Theorem):
     profiles = PROFILES
     accepts_data = True
     data_kind = "ntp"
+    # W^svm from the graph-SVM's Frobenius core; the NTP loss's softmax through attention.softmax_logits. The
+    # NTP GD loop is not on the engine yet, so the GD sabotages do not reach it: "gd" is not declared
+    depends_on = ("svm-fro", "softmax")
     integrity = ("is_gradient_descent",)
     plot_metric = "dir_err"
     redraw_on = ()

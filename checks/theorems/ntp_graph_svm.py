@@ -151,6 +151,7 @@ class NTPGraphSVMControl(_GraphSVMBase):
     id = "ntp-graph-svm-control"
     expected = "FAIL"
     control_of = "ntp-graph-svm"
+    depends_on = ("svm-fro",)  # the single-token Att-SVM and its Farkas certificate: the Frobenius core
     title = "Control: TLTO's single-token Att-SVM (no equality rows) is feasible on cyclic NTP data (false)"
     statement = (r"\exists W:\ (E_{y_i}-E_{t_{i\tau}})^\top W\,\bar x_i\ge1\ \ \forall i,\ t_{i\tau}\ne y_i"
                  r"\ \text{(false on cyclic data)}")
