@@ -498,8 +498,7 @@ def reason_template(reason: str) -> str:
     """A reason with its measured numbers (decimals of 3 or more significant digits, as ``%.3g`` writes them,
     or of 2 with an exponent) replaced by ``…``: the report groups instances by this template, so one reason
     with a per-instance number is one line with a count, not one line per instance (the numbers are in the
-    instances' metrics and results.jsonl).
-    Integers and short constants (0.95, 1e-12) stay.
+    instances' metrics and results.jsonl). Integers and short constants (0.95, 1e-12) stay.
 
     >>> reason_template("1 - corr falls to 0.00973 at k = 20000 (< 0.95); gradient 2.1e-109 > 1e-12")
     '1 - corr falls to … at k = 20000 (< 0.95); gradient … > 1e-12'

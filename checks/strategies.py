@@ -145,15 +145,14 @@ def tied_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator,
     """Unit-sphere data with a selection alpha != opt that is NOT locally optimal *at the boundary*: a
     support token of W^mm_alpha scores exactly as high as alpha_i (a tie), Att-SVM(alpha) feasible.
 
-    alpha = opt except one random example i, which selects its second-best token; then that example's
-    optimal token t is moved along the head v until its score equals alpha_i's (x_it -= c v with
-    c = (gamma_it - gamma_{i alpha_i}) / (Y_i ||v||^2): the scores tie up to rounding, far below TIE_TOL).
-    Kept when Att-SVM(alpha) of the modified data is feasible and t is one of its support tokens, so
+    alpha = opt except one random example i, which selects its second-best token; then that example's optimal
+    token t is moved along the head v until its score equals alpha_i's (x_it -= c v with c = (gamma_it -
+    gamma_{i alpha_i}) / (Y_i ||v||^2): the scores tie up to rounding, far below TIE_TOL). Kept when
+    Att-SVM(alpha) of the modified data is feasible and t is one of its support tokens, so
     numerics.svm.is_locally_optimal is False only because of the tie (gamma_{i alpha_i} > gamma_it fails by
     equality). ``offset`` > 0 puts t that far ABOVE alpha_i instead (gamma_it = gamma_{i alpha_i} + offset:
-    strictly
-    not locally optimal, ``offset`` from the tie). Draws up to ``tries`` datasets; InvalidInputError if none
-    fits.
+    strictly not locally optimal, ``offset`` from the tie). Draws up to ``tries`` datasets; InvalidInputError
+    if none fits.
     """
     from numerics.data import random_unit_sphere
     from numerics.svm import solve_att_svm
@@ -184,13 +183,10 @@ def tied_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator,
 def valley_data(d: int, *, rng: np.random.Generator, min_score: float = 0.2) -> AttentionData:
     """Two examples with the SAME tokens and query and opposite labels (n = 2, T = 2, cross-attention): the
     loss depends on W only through δ = ⟨(x_1 − x_2) z^T, W⟩ and equals ½[ℓ(u) + ℓ(−u)], u = γ_1 + (γ_2 −
-    γ_1)(1 − σ(δ)),
-    with the first example's scores γ_1 > min_score > 0 > −min_score > γ_2. So u = 0 at the finite
-    δ* = log(−γ_2/γ_1): a finite minimiser (a valley) for any loss with ℓ(u) + ℓ(−u) minimal at 0 (logistic),
-    and
-    Att-SVM(opt) is infeasible (the two examples ask for opposite margins on the same feature; Farkas with λ =
-    1, 1).
-    B.2 holds trivially (T = 2) and the optimal tokens are unique. Needs d >= 2.
+    γ_1)(1 − σ(δ)), with the first example's scores γ_1 > min_score > 0 > −min_score > γ_2. So u = 0 at the
+    finite δ* = log(−γ_2/γ_1): a finite minimiser (a valley) for any loss with ℓ(u) + ℓ(−u) minimal at 0
+    (logistic), and Att-SVM(opt) is infeasible (the two examples ask for opposite margins on the same feature;
+    Farkas with λ = 1, 1). B.2 holds trivially (T = 2) and the optimal tokens are unique. Needs d >= 2.
     """
     if d < 2:
         raise InvalidInputError(f"valley_data needs d >= 2, got d={d}")

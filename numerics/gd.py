@@ -507,11 +507,10 @@ def run_gd(
     """GD with ``cfg`` on every instance of ``data`` at once (R instances of one shape).
 
     ``data``: attention data (one or a list of R of one shape), or what ``cfg.model`` prepares (e.g. a
-    numerics.sequence.SeqBatch). ``init``: the start -- W (R, d, d) or (d, d) for every instance, for
-    "KQ" a pair (K, Q) of (R, d, m) or (d, m) arrays -- or a :class:`RandomInit` (None: ``RandomInit()``,
-    seed 0 and scale 0.01).
-    ``head=None`` uses the linear head data.v. ``record_every=k`` records iterations 0, k, 2k, ... and the
-    last one (GDResult.iterations, W_traj, loss_traj). The code path: :func:`code_path`.
+    numerics.sequence.SeqBatch). ``init``: the start -- W (R, d, d) or (d, d) for every instance, for "KQ" a
+    pair (K, Q) of (R, d, m) or (d, m) arrays -- or a :class:`RandomInit` (None: ``RandomInit()``, seed 0 and
+    scale 0.01). ``head=None`` uses the linear head data.v. ``record_every=k`` records iterations 0, k, 2k,
+    ... and the last one (GDResult.iterations, W_traj, loss_traj). The code path: :func:`code_path`.
     """
     if not isinstance(cfg, GDConfig):
         raise InvalidInputError(f"cfg must be a numerics.gd.GDConfig, got {type(cfg).__name__}")

@@ -102,8 +102,7 @@ def f_basis(prob: LinearNTP) -> np.ndarray:
 
 def w_star(prob: LinearNTP) -> tuple[np.ndarray, float]:
     """(W⋆, max |residual|): the minimum-norm solution of the log-ratio equations (it lies in F; unique
-    there).
-    A residual at rounding level means NTP-compatible."""
+    there). A residual at rounding level means NTP-compatible."""
     I = np.eye(prob.V)
     rows, rhs = [], []
     for j, z0, z in _pairs(prob):

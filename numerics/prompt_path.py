@@ -229,10 +229,9 @@ def prompt_head_grad(K: torch.Tensor, X: torch.Tensor, Y: torch.Tensor, V: torch
 def prompt_head_excess(K: torch.Tensor, X: torch.Tensor, Y: torch.Tensor, V: torch.Tensor, a: torch.Tensor,
                        p: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     """E_ref(p) = L(p) − (1/n) Σ_i ℓ(Y_i h(x_{i ref_i})) for the ReLU head, accurate however small (the
-    analogue
-    of :func:`prompt_excess`): u_i − x_{i ref_i} = Σ_t s_it (x_it − x_{i ref_i}) exactly (zero term at ref),
-    each unit's ReLU difference is taken exactly where no kink is crossed, and
-    ℓ(A + Δ) − ℓ(A) = log1p(expm1(−Δ) σ(−A)) with A = Y_i h(x_{i ref_i}), Δ the margin's change."""
+    analogue of :func:`prompt_excess`): u_i − x_{i ref_i} = Σ_t s_it (x_it − x_{i ref_i}) exactly (zero term
+    at ref), each unit's ReLU difference is taken exactly where no kink is crossed, and ℓ(A + Δ) − ℓ(A) =
+    log1p(expm1(−Δ) σ(−A)) with A = Y_i h(x_{i ref_i}), Δ the margin's change."""
     s = softmax_logits(torch.einsum("rntk,rk->rnt", K, p))
     xa = torch.gather(X, 2, ref[..., None, None].expand(-1, -1, 1, X.shape[-1]))[:, :, 0]  # (R, n, d)
     du = torch.einsum("rnt,rntd->rnd", s, X - xa[:, :, None, :])

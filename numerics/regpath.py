@@ -59,12 +59,10 @@ def regularization_path(
     start is put on the cone's boundary (:func:`_into_cone_start`) and every step projected onto it: for W
     exactly (:func:`project_cone`, then the ball: the projection onto a closed convex cone intersected with a
     ball about 0 is the cone projection rescaled into the ball); for (K, Q) a step whose W = K Q^T leaves the
-    cone is replaced by the balanced factors of the
-    cone projection of W (K = U sqrt(S), Q = V sqrt(S): (||K||^2 + ||Q||^2)/2 = ||W'||_* <= ||K Q^T||_*), then
-    scaled into the ball; that step is not an exact projection in factor space (at the cone boundary it can
-    raise
-    the loss), so each (K, Q) candidate keeps its best iterate. Inside the cone the path is the unrestricted
-    one.
+    cone is replaced by the balanced factors of the cone projection of W (K = U sqrt(S), Q = V sqrt(S):
+    (||K||^2 + ||Q||^2)/2 = ||W'||_* <= ||K Q^T||_*), then scaled into the ball; that step is not an exact
+    projection in factor space (at the cone boundary it can raise the loss), so each (K, Q) candidate keeps
+    its best iterate. Inside the cone the path is the unrestricted one.
 
     Projected normalised GD, batched over instances and candidates: at radius R_j the candidates are
     ``restarts`` random starts on the sphere (ball boundary) plus, for j > 0, the previous radius's
@@ -132,10 +130,9 @@ def _cone_arg(cone: Any, R: int, d: int, *, dev, dtype) -> tuple[torch.Tensor, t
 
 def project_cone(W: torch.Tensor, centre: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
     """Frobenius projection of W (B, d, d) onto the convex cone {corr(W, centre) >= 1 - mu} (centre unit (B,
-    d, d),
-    mu (B,)): W itself inside; otherwise max(0, <W, e>) e with e = cos(th) centre + sin(th) U/||U||, cos(th) =
-    1 - mu,
-    U the part of W orthogonal to the centre (the nearest boundary ray, in the plane of the centre and W)."""
+    d, d), mu (B,)): W itself inside; otherwise max(0, <W, e>) e with e = cos(th) centre + sin(th) U/||U||,
+    cos(th) = 1 - mu, U the part of W orthogonal to the centre (the nearest boundary ray, in the plane of the
+    centre and W)."""
     a = (W * centre).sum((1, 2))
     U = W - a[:, None, None] * centre
     u = torch.linalg.matrix_norm(U)
@@ -150,10 +147,8 @@ def project_cone(W: torch.Tensor, centre: torch.Tensor, mu: torch.Tensor) -> tor
 
 def _into_cone_start(P: torch.Tensor, centre: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
     """A random start moved onto the cone's BOUNDARY, same Frobenius norm: ||P|| (cos(th) centre + sin(th)
-    U/||U||),
-    U the part of P orthogonal to the centre (a random boundary direction). Never the centre itself: a start
-    at the
-    limit direction would let an optimiser that does not move pass for one that converges."""
+    U/||U||), U the part of P orthogonal to the centre (a random boundary direction). Never the centre itself:
+    a start at the limit direction would let an optimiser that does not move pass for one that converges."""
     a = (P * centre).sum((1, 2))
     U = P - a[:, None, None] * centre
     Uh = U / torch.linalg.matrix_norm(U, keepdim=True).clamp_min(torch.finfo(P.dtype).tiny)
@@ -317,8 +312,7 @@ def _regpath(  # noqa: C901
 
 def _cone_factors(K, Q, centre, mu, m):
     """(K, Q) with W = K Q^T kept where W is in the cone; elsewhere the balanced factors (U sqrt(S), V
-    sqrt(S),
-    first m singular triplets) of the cone projection of W (see :func:`regularization_path`)."""
+    sqrt(S), first m singular triplets) of the cone projection of W (see :func:`regularization_path`)."""
     W = torch.bmm(K, Q.mT)
     P = project_cone(W, centre, mu)
     out = ~torch.all((P == W).flatten(1), dim=1)

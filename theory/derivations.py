@@ -325,9 +325,8 @@ def gradient_closed_form(n: int = 2, T: int = 3, d: int = 2, head: str = "linear
                          method: str = "auto") -> Derivation:
     r"""grad L(W) = (1/n) sum_i ell'(Y_i f_i) X_i^T (diag(s_i) - s_i s_i^T) gamma_i z_i^T.
 
-    ell is an undefined function, so the identity is proved for every differentiable loss. For the
-    linear head gamma_i = Y_i X_i v (THEORY.md §2); for the softplus head gamma_i = Y_i X_i V sigmoid(V^T
-    X_i^T s_i).
+    ell is an undefined function, so the identity is proved for every differentiable loss. For the linear head
+    gamma_i = Y_i X_i v (THEORY.md §2); for the softplus head gamma_i = Y_i X_i V sigmoid(V^T X_i^T s_i).
     Variant ``"no-outer"`` drops the -s_i s_i^T term and must fail.
 
     Examples

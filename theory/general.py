@@ -6,8 +6,8 @@ and ``IndexedBase`` data X[i, t, p], z[i, q], Y[i], v[p], W[p, q] (K[p, r], Q[q,
 .. math::
 
     a_{it} = \sum_{p,q} X_{itp} W_{pq} z_{iq},\quad s_{it} = \frac{e^{a_{it}}}{\sum_\sigma
-    e^{a_{i\sigma}}},\quad
-    \gamma_{it} = Y_i \sum_p v_p X_{itp},\quad L(W) = \frac1n\sum_i \ell\Big(\sum_t \gamma_{it} s_{it}\Big).
+    e^{a_{i\sigma}}},\quad \gamma_{it} = Y_i \sum_p v_p X_{itp},\quad L(W) = \frac1n\sum_i \ell\Big(\sum_t
+    \gamma_{it} s_{it}\Big).
 
 Each identity lhs = rhs is proved in two machine steps:
 

@@ -3,10 +3,8 @@ r"""The closed forms of :mod:`theory.derivations`, lambdified to numpy and torch
 .. math::
 
     \nabla L(W) = \frac1n \sum_i \ell'(u_i)\, X_i^\top(\operatorname{diag}(s_i) - s_i s_i^\top)\gamma_i
-    z_i^\top,
-    \quad \nabla_K L = \nabla L(W) Q,\quad \nabla_Q L = \nabla L(W)^\top K,
-    \quad \langle\nabla L(W), M\rangle = \frac1n\sum_i \ell'(u_i) \operatorname{Cov}_{s_i}(\gamma_i, X_i M
-    z_i).
+    z_i^\top, \quad \nabla_K L = \nabla L(W) Q,\quad \nabla_Q L = \nabla L(W)^\top K, \quad \langle\nabla
+    L(W), M\rangle = \frac1n\sum_i \ell'(u_i) \operatorname{Cov}_{s_i}(\gamma_i, X_i M z_i).
 
 These are *reference* implementations generated from the very sympy expressions that the derivations
 prove (with ``ell'_i`` replaced by the chosen catalogue loss's derivative at the margin u_i), so

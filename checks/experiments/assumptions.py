@@ -4,11 +4,10 @@ family (unit-sphere tokens, queries and head, random labels; cross-attention), o
 For every cell and trial (data seeded from (seed, n, T, d, trial) via SeedSequence, see
 :mod:`checks.experiments.sweep`) it records whether
 
-==================  ============================================================================
-hypothesis          holds when
-==================  ============================================================================
-feasible_opt        Att-SVM(opt) is feasible (certified; Farkas certificate otherwise)
-feasible_all_alpha  Att-SVM(α) is feasible for every α ∈ [T]^n — all T^n enumerated when
+================== ============================================================================ hypothesis
+holds when ================== ============================================================================
+feasible_opt Att-SVM(opt) is feasible (certified; Farkas certificate otherwise) feasible_all_alpha Att-SVM(α)
+is feasible for every α ∈ [T]^n — all T^n enumerated when
                     T^n ≤ ALPHA_ENUM_MAX, else ALPHA_SAMPLES uniformly sampled α (plus opt): then
                     "held" means no sampled α was infeasible, an upper estimate of the true rate
 opt_unique          the optimal token of every example is unique (no score within TIE_TOL)
@@ -20,11 +19,11 @@ gd_global           α_GD = opt on every example (GD selected the global solutio
 ==================  ============================================================================
 
 GD: normalised, step 0.1, 2000 steps (the authors' protocol numerics.gd.AUTHORS, THEORY.md §5),
-W-parametrised,
-logistic loss, initialisation drawn from the trial's seed; one batched :func:`numerics.gd.run_gd` call per
-chunk of trials. Rates are unconditional (held / trials); a hypothesis that needs W^mm counts a trial whose
-Att-SVM(opt) is infeasible as not held, and the ``infeasible`` column says how many such trials a cell
-had (for feasible_all_alpha: trials with some infeasible α). Intervals: Wilson 95%.
+W-parametrised, logistic loss, initialisation drawn from the trial's seed; one batched
+:func:`numerics.gd.run_gd` call per chunk of trials. Rates are unconditional (held / trials); a hypothesis
+that needs W^mm counts a trial whose Att-SVM(opt) is infeasible as not held, and the ``infeasible`` column
+says how many such trials a cell had (for feasible_all_alpha: trials with some infeasible α). Intervals:
+Wilson 95%.
 
 Solver trouble is an outcome: a trial whose Att-SVM no rung of numerics.svm's solver ladder can certify
 (SolverError) leaves the hypotheses that need that SVM *undecided* for that trial — it is counted in

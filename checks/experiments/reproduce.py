@@ -1,10 +1,9 @@
 """``attnsvm reproduce NAME``: regenerate one of the paper's experiments (TLTO, arXiv 2308.16898;
 THEORY.md §6) as NAME.csv, NAME.png and NAME.md in --out.
 
-=================  ===============================================================================
-name               experiment
-=================  ===============================================================================
-gd-paths           n=2, T=3, d=2 hand-placed tokens; normalised GD (2000 steps) on W and on (K, Q)
+================= =============================================================================== name
+experiment ================= ===============================================================================
+gd-paths n=2, T=3, d=2 hand-placed tokens; normalised GD (2000 steps) on W and on (K, Q)
                    from --trials initialisations; 2-D paths of W(k) z_i / ‖W(k)‖_F against the
                    directions of W^mm z_i (Frobenius) and W^mm_⋆ z_i (nuclear).
 local-convergence  n=6, T=8, d=10 cross-attention, --trials seeds (default 100), normalised GD

@@ -1,6 +1,5 @@
 """Cone helpers shared by gd-local and cone-no-stationary: points of C_{μ,R}(W^mm_α) = {W : corr(W, W^mm_α) ≥
-1 − μ,
-‖W‖_F ≥ R} on its boundary (THEORY.md §3, TLTO §3 local convergence).
+1 − μ, ‖W‖_F ≥ R} on its boundary (THEORY.md §3, TLTO §3 local convergence).
 
 Not a theorem module (the leading underscore keeps ``catalogue.load_builtin`` from importing it as one).
 """

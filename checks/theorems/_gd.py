@@ -29,8 +29,7 @@ FIDELITY_TOL = 1e-9
 
 def independent_grad_W(data: AttentionData, W: np.ndarray, V: np.ndarray | None = None) -> np.ndarray:
     """∇L(W) = (1/n) Σ_i ℓ′(Y_i f_i) X_iᵀ (diag s_i − s_i s_iᵀ) Y_i X_i g_i z_iᵀ for the logistic loss, in
-    plain
-    numpy (docs/theory.md §2), independent of numerics.attention.
+    plain numpy (docs/theory.md §2), independent of numerics.attention.
 
     Linear head (``V`` None): f_i = vᵀX_iᵀs_i, g_i = v, so Y_i X_i g_i = γ_i and Y_i f_i = γ_iᵀ s_i. ReLU head
     h(u) = 1ᵀReLU(Vᵀu) (``V`` (d, h)): u_i = X_iᵀ s_i, f_i = h(u_i), g_i = ∇h(u_i) = V 1[Vᵀu_i > 0].

@@ -235,8 +235,7 @@ class GlobalGD(Theorem):
         """⟨W(k), W^mm⟩ strictly increasing at every record: each GD step adds −η⟨∇L(W), W^mm⟩ (plain) or
         −η⟨∇L(W), W^mm⟩/‖∇L(W)‖ (normalised), > 0 at every W under B.1/B.2 (no-stationary-points, proved for
         all sizes in theory/stationarity.py). A consequence of the hypotheses, not a rate: a no-op or an
-        ascent
-        refutes it."""
+        ascent refutes it."""
         p = np.einsum("kij,ij->k", st["traj"], self.target(inst, st))
         bad = np.flatnonzero(np.diff(p) <= 0)
         return decide(len(bad) == 0,
@@ -299,17 +298,14 @@ def attractor_metrics(data: AttentionData, traj: np.ndarray, err: np.ndarray) ->
     non-optimal logit minus the optimal one) grows strictly over the last ATTRACT_DOUBLINGS judged points — GD
     moves that example away from its optimal token, which the theorem's limit must eventually select — and (2)
     at S, 1 − corr(W(S), W_alt) < 1 − corr(W(S), W^mm) for a certified self-consistent W_alt. No rate and no
-    fitted number: (1) is a sign, (2) a comparison (a start on the ray W^mm_α has 1 − corr to it rising
-    from 0,
-    so no fall of 1 − corr(W, W_alt) is asked). Recorded: GD's final selection (argmax logit per example)
-    and the number of
-    examples where it is not opt (``trapped``); for α = that selection (if ≠ opt) the certified
-    Att-SVM(α), whether
-    α is locally optimal, 1 − corr of W(S) to it (``alpha_corr_err``); for the examples that select opt the
-    certified SVM of those alone (the trapped ones unconstrained), 1 − corr to it (``rest_corr_err``) and the
-    smallest, over trapped examples, of the largest logit lead of a non-optimal token over the optimal
-    one under
-    it (``trapped_deficit``; > TRAP_TOL: that SVM keeps every trapped example off its optimal token)."""
+    fitted number: (1) is a sign, (2) a comparison (a start on the ray W^mm_α has 1 − corr to it rising from
+    0, so no fall of 1 − corr(W, W_alt) is asked). Recorded: GD's final selection (argmax logit per example)
+    and the number of examples where it is not opt (``trapped``); for α = that selection (if ≠ opt) the
+    certified Att-SVM(α), whether α is locally optimal, 1 − corr of W(S) to it (``alpha_corr_err``); for the
+    examples that select opt the certified SVM of those alone (the trapped ones unconstrained), 1 − corr to it
+    (``rest_corr_err``) and the smallest, over trapped examples, of the largest logit lead of a non-optimal
+    token over the optimal one under it (``trapped_deficit``; > TRAP_TOL: that SVM keeps every trapped example
+    off its optimal token)."""
     W = traj[-1]
     g = np.einsum("ntd,de,ne->nt", data.X, W, data.Z)
     sel = g.argmax(axis=1)

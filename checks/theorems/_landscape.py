@@ -332,11 +332,10 @@ DIVERGENCE_CRITERIA = (
 
 def judge_divergence(norms: np.ndarray, losses: np.ndarray, lr: float, steps: int):
     """The Outcome of 'GD's ‖W(k)‖ → ∞ while L(W(k)) decreases', from ``norms`` and ``losses`` recorded at
-    equally spaced iterations 0..steps. failed: the norm did not grow over the last half (an optimiser
-    that does not move), or the loss ends above its start or rose over the last half (not a descent
-    method; compared with the start because a saturated loss is flat to the last bit at the end); held: the
-    norm grew by at
-    least DIVERGE_SHARE of the most normalised GD can move AND did not decelerate (last quarter ≥
+    equally spaced iterations 0..steps. failed: the norm did not grow over the last half (an optimiser that
+    does not move), or the loss ends above its start or rose over the last half (not a descent method;
+    compared with the start because a saturated loss is flat to the last bit at the end); held: the norm grew
+    by at least DIVERGE_SHARE of the most normalised GD can move AND did not decelerate (last quarter ≥
     DECEL_SHARE × third quarter); undecided otherwise (growing but slowing: budget)."""
     norms, losses = np.asarray(norms, float), np.asarray(losses, float)
     k = len(norms) - 1

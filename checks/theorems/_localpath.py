@@ -2,18 +2,17 @@ r"""Shared machinery of the *local* (cone-restricted) regularisation-path theore
 
 Not a theorem module (the leading underscore keeps ``catalogue.load_builtin`` from importing it as one).
 
-The local path (TLTO §3, local regularisation path; reconstructed, see docs/theory.md "rp-w-local"):
-for a locally optimal selection α ≠ opt with Att-SVM(α) feasible, and a cone C_μ(W^mm_α) = {W : corr(W,
-W^mm_α)
-≥ 1 − μ} narrow enough to exclude the other selections' directions,
+The local path (TLTO §3, local regularisation path; reconstructed, see docs/theory.md "rp-w-local"): for a
+locally optimal selection α ≠ opt with Att-SVM(α) feasible, and a cone C_μ(W^mm_α) = {W : corr(W, W^mm_α) ≥ 1
+− μ} narrow enough to exclude the other selections' directions,
 
     W̄_R = argmin { L(W) : ‖W‖ ≤ R, W ∈ C_μ(W^mm_α) }   satisfies   W̄_R / R → W^mm_α / ‖W^mm_α‖   (R → ∞),
 
 with ‖·‖_F and W^mm_α for W, and ‖·‖_⋆ (the (K, Q) constraint ‖K‖_F² + ‖Q‖_F² ≤ 2R in disguise) and the
-nuclear
-solution W^mm_⋆,α for (K, Q). The paper's cone also bounds ‖W‖ ≥ R_0 from below; the constrained minimiser
-lies on the sphere ‖W‖ = R (prediction ``constraint_active``), so for R ≥ R_0 that bound is inactive and the
-convex cone above is the same problem. The path is numerics.regpath.regularization_path(cone=(W^mm_α, μ)).
+nuclear solution W^mm_⋆,α for (K, Q). The paper's cone also bounds ‖W‖ ≥ R_0 from below; the constrained
+minimiser lies on the sphere ‖W‖ = R (prediction ``constraint_active``), so for R ≥ R_0 that bound is inactive
+and the convex cone above is the same problem. The path is numerics.regpath.regularization_path(cone=(W^mm_α,
+μ)).
 
 Why these constants (measured, seed 0, n = 3, T = 4, d = 6):
 
@@ -36,10 +35,8 @@ on
 * The directional threshold is min(CORR_ERR_MAX, μ / SEPARATION_K) = 2.5e-3: the competing answers are the
 cone
   boundary (1 − corr = μ, where a path pulled outwards, or a non-locally-optimal α, sits) and W^mm (outside
-  the
-  cone: hypothesis ``cone_excludes_global``, 1 − corr(W^mm_α, W^mm) ≥ SEPARATION_K·μ). With K = 4 a path
-  within
-  μ/4 of W^mm_α is provably more than μ/4 from every boundary point (_paths.SEPARATION_K's angle
+  the cone: hypothesis ``cone_excludes_global``, 1 − corr(W^mm_α, W^mm) ≥ SEPARATION_K·μ). With K = 4 a path
+  within μ/4 of W^mm_α is provably more than μ/4 from every boundary point (_paths.SEPARATION_K's angle
   argument).
 """
 
@@ -105,8 +102,7 @@ def delta_plus(data, alpha, W_alpha) -> float:
 
 def global_alpha(data, alpha) -> np.ndarray:
     """The optimal tokens, a tie with α_i broken away from α_i (the control's tied token is then the global
-    one;
-    with unique optimal tokens this is opt)."""
+    one; with unique optimal tokens this is opt)."""
     g = scores(data).copy()
     g[np.arange(data.n), alpha] -= tol.TIE_TOL / 2  # moves only ties (scores within TIE_TOL count as tied)
     return np.argmax(g, axis=1)
@@ -358,13 +354,11 @@ class LocalPathBase(Theorem):
 
     def assume_cone_selects_alpha(self, inst, st, ctx):
         """"μ small enough", certified exactly: every W of the cone selects α (so the cone holds no other
-        selection's
-        max-margin direction). A unit W in C_μ(Ŵ) is cos φ Ŵ + sin φ U with φ ≤ θ, cos θ = 1 − μ, U ⊥ Ŵ unit,
-        so
-        ⟨a_it, W⟩ ≥ cos θ ⟨a_it, Ŵ⟩ − sin θ ‖a_it‖_F for a_it = (x_iα_i − x_it) z_i^T; all > 0 ⟹ α_i has the
-        largest
-        logit in every direction of the cone. (Paper profile, seed 0, rp-kq-local 89 and 115 at μ = 0.015: the
-        certificate is negative and the path settles at 1 − corr ≈ 0.0124 inside the cone.)"""
+        selection's max-margin direction). A unit W in C_μ(Ŵ) is cos φ Ŵ + sin φ U with φ ≤ θ, cos θ = 1 − μ,
+        U ⊥ Ŵ unit, so ⟨a_it, W⟩ ≥ cos θ ⟨a_it, Ŵ⟩ − sin θ ‖a_it‖_F for a_it = (x_iα_i − x_it) z_i^T; all > 0
+        ⟹ α_i has the largest logit in every direction of the cone. (Paper profile, seed 0, rp-kq-local 89 and
+        115 at μ = 0.015: the certificate is negative and the path settles at 1 − corr ≈ 0.0124 inside the
+        cone.)"""
         data, a = inst["data"], inst["alpha"]
         Wh = st["sol"].W / np.linalg.norm(st["sol"].W)
         c = 1.0 - self.mu

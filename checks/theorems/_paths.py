@@ -92,12 +92,11 @@ def trend_start(data, Ws: np.ndarray) -> int:
 
 
 def path_reliable(loss: np.ndarray, candidate_loss: np.ndarray) -> bool:
-    """Certified failures of the path minimiser: (a) the minimum of L over a larger ball is smaller, so a
-    loss that does not decrease from one radius to the next was not minimised; (b) the ball contains the
-    point R · W^mm/‖W^mm‖ (resp. R · W^mm_⋆/‖W^mm_⋆‖_⋆ for (K, Q)) and the other path points rescaled to
-    radius R (R_j · W_{R_k}/‖W_{R_k}‖, see ``rescaled_path_loss``); if one has a lower loss, the path's point
-    is
-    not the constrained minimiser. Either way the instance cannot refute the theorem."""
+    """Certified failures of the path minimiser: (a) the minimum of L over a larger ball is smaller, so a loss
+    that does not decrease from one radius to the next was not minimised; (b) the ball contains the point R ·
+    W^mm/‖W^mm‖ (resp. R · W^mm_⋆/‖W^mm_⋆‖_⋆ for (K, Q)) and the other path points rescaled to radius R (R_j ·
+    W_{R_k}/‖W_{R_k}‖, see ``rescaled_path_loss``); if one has a lower loss, the path's point is not the
+    constrained minimiser. Either way the instance cannot refute the theorem."""
     return bool(np.all(np.diff(loss) < 0) and np.all(loss <= candidate_loss * (1 + CAND_RTOL)))
 
 
@@ -138,12 +137,11 @@ def _rescaled_candidates(data, Ws: np.ndarray, radii: np.ndarray, nuclear: bool)
 def rescaled_path_loss(data, Ws: np.ndarray, radii: np.ndarray, nuclear: bool) -> np.ndarray:
     """min over k ≠ j of L(R_j · W_{R_k} / ‖W_{R_k}‖) for every j (‖·‖_F, or ‖·‖_⋆ for the (K, Q) path): every
     path point, rescaled onto the sphere of radius R_j, is a point of that ball, so a lower loss there
-    certifies
-    that the path missed the constrained minimiser at R_j. This catches a warm start carried from R_{j-1} into
-    a
-    non-global basin (paper profile, seed 0: rp-w-frobenius 182, where at R = 8 the path sat at L = 0.472748,
-    1 − corr = 0.70, min-margin < 0, while 8 · W_16/‖W_16‖ has L = 0.469903 and 60 restarts × 3000 steps reach
-    L = 0.469314 with 1 − corr = 0.048). Costs J² loss evaluations (one batch), no optimisation."""
+    certifies that the path missed the constrained minimiser at R_j. This catches a warm start carried from
+    R_{j-1} into a non-global basin (paper profile, seed 0: rp-w-frobenius 182, where at R = 8 the path sat at
+    L = 0.472748, 1 − corr = 0.70, min-margin < 0, while 8 · W_16/‖W_16‖ has L = 0.469903 and 60 restarts ×
+    3000 steps reach L = 0.469314 with 1 − corr = 0.048). Costs J² loss evaluations (one batch), no
+    optimisation."""
     return _rescaled_candidates(data, Ws, radii, nuclear)[1].min(axis=1)
 
 
@@ -502,8 +500,7 @@ class PathCheck(Theorem):
 def control_not_applicable(data, *, m_ge_n: bool, sep_min: float = SEP_MIN) -> str | None:
     """Given data: the path controls assert the *other* SVM solution; they can be refuted only when the
     theorem's hypotheses hold on the subset the path uses and the two solutions are separated (1 − corr ≥
-    sep_min).
-    Decided here, deterministically, so that a control that could not come out FAIL is reported not
+    sep_min). Decided here, deterministically, so that a control that could not come out FAIL is reported not
     applicable."""
     if data.v is None:
         return need_head(data)
@@ -547,10 +544,9 @@ def separated(st, sep_min: float):
 
 def refine_control(out: Outcome, other: float, st) -> Outcome:
     """The decision rule on top of judge_path, for the theorems and their controls alike: an error above the
-    threshold that is still shrinking is refuted (not undecided) when the path is already within
-    sep / SEPARATION_K of the *other* solution: by the angle argument of SEPARATION_K the path is then
-    provably
-    more than sep / SEPARATION_K from the claimed target, and it is the other solution it approaches."""
+    threshold that is still shrinking is refuted (not undecided) when the path is already within sep /
+    SEPARATION_K of the *other* solution: by the angle argument of SEPARATION_K the path is then provably more
+    than sep / SEPARATION_K from the claimed target, and it is the other solution it approaches."""
     thr = separation(st) / SEPARATION_K
     if out.status == "undecided" and "still shrinking" in out.reason and other < thr:
         return failed(

@@ -90,15 +90,14 @@ def logistic_prompt_loss(keys: np.ndarray, gamma: np.ndarray, p: np.ndarray) -> 
 
 
 def abandoned_opt_metrics(keys: np.ndarray, gamma: np.ndarray, alpha: np.ndarray, traj: np.ndarray) -> dict:
-    """What the abandoned-optimal-token mechanism needs, from a recorded GD trajectory ``traj`` (S, dk):
-    log10 of each example's final softmax mass on its optimal token (``opt_log10_mass``; ``opt_mass_min``),
-    the trapped examples (mass < TRAPPED_MASS; ``trapped``), the certified p-SVM of the *untrapped* examples
-    alone,
-    q_u (``untrapped_svm_norm``), GD's 1 − corr to it at the end and mid-run (``untrapped_gap``,
-    ``untrapped_gap_mid``), the trapped examples' deficit under it, min over trapped i of
-    max_{t ≠ α_i} q_u^T (k_it − k_iα_i) (``trapped_deficit``; > 0: q_u ranks another token above every trapped
-    example's optimal one, so the selection GD converged to is self-consistent), and whether the logistic loss
-    fell from p(0) to p(S) (``loss_fell``: GD descended)."""
+    """What the abandoned-optimal-token mechanism needs, from a recorded GD trajectory ``traj`` (S, dk): log10
+    of each example's final softmax mass on its optimal token (``opt_log10_mass``; ``opt_mass_min``), the
+    trapped examples (mass < TRAPPED_MASS; ``trapped``), the certified p-SVM of the *untrapped* examples
+    alone, q_u (``untrapped_svm_norm``), GD's 1 − corr to it at the end and mid-run (``untrapped_gap``,
+    ``untrapped_gap_mid``), the trapped examples' deficit under it, min over trapped i of max_{t ≠ α_i} q_u^T
+    (k_it − k_iα_i) (``trapped_deficit``; > 0: q_u ranks another token above every trapped example's optimal
+    one, so the selection GD converged to is self-consistent), and whether the logistic loss fell from p(0) to
+    p(S) (``loss_fell``: GD descended)."""
     n = keys.shape[0]
     rows = np.arange(n)
     lm = _log_softmax(keys @ traj[-1])[rows, alpha] / np.log(10.0)
@@ -128,12 +127,10 @@ def abandoned_opt_metrics(keys: np.ndarray, gamma: np.ndarray, alpha: np.ndarray
 def abandoned_opt_token(m: dict, corr_tol: float, trend_rtol: float) -> bool:
     """The mechanism, from the metrics of :func:`abandoned_opt_metrics`: GD descended (``loss_fell``), at
     least one example but not all abandoned its optimal token, GD's direction is the certified p-SVM of the
-    untrapped
-    examples alone (1 − corr below ``corr_tol`` — the theorem's own convergence criterion — and not above its
-    mid-run value beyond ``trend_rtol``), and under that SVM every trapped example's optimal token loses
-    (``trapped_deficit`` > 0). A no-op optimiser (no loss fall, its start's direction) or an ascending one
-    (loss
-    rises) does not match."""
+    untrapped examples alone (1 − corr below ``corr_tol`` — the theorem's own convergence criterion — and not
+    above its mid-run value beyond ``trend_rtol``), and under that SVM every trapped example's optimal token
+    loses (``trapped_deficit`` > 0). A no-op optimiser (no loss fall, its start's direction) or an ascending
+    one (loss rises) does not match."""
     try:
         gap, mid = float(m["untrapped_gap"]), float(m["untrapped_gap_mid"])
         deficit = float(m["trapped_deficit"])

@@ -3,8 +3,7 @@ there.
 
 Statement (TLTO §3, local convergence theorem, its landscape part; THEORY.md §3): if α is locally optimal
 (every support token t ∈ T_i(α) of W^mm_α scores strictly below α_i) and Att-SVM(α) is feasible, then for a
-small
-enough cone width μ > 0 and R large enough,
+small enough cone width μ > 0 and R large enough,
 
 .. math:: \langle \nabla L(W), W^{mm}_\alpha \rangle < 0\quad \text{for every } W \in C_{\mu,R}(W^{mm}_\alpha)
           = \{W : \mathrm{corr}(W, W^{mm}_\alpha) \ge 1-\mu,\ \|W\|_F \ge R\},
@@ -14,16 +13,14 @@ so L has no stationary point in the cone. The paper's μ and R depend on the dat
 
 Hypotheses implemented (each an ``assume_*``): logistic loss (Assumption A, sympy proof); α ≠ opt; Att-SVM(α)
 feasible (certified) with an exact rational KKT proof of its margins (``_landscape.exact_margin_profile``); α
-locally
-optimal (numerics.svm.is_locally_optimal); the width and radius rule (``cone_rule``):
+locally optimal (numerics.svm.is_locally_optimal); the width and radius rule (``cone_rule``):
 
 * μ. Writing W = c Ŵ + W_⊥ (Ŵ = W^mm_α/‖W^mm_α‖), the logit gap of α_i over t is
   (R/‖W^mm_α‖)[(1 − μ') m_it + p_it], m_it the margin of W^mm_α, with |p_it| ≤ ε := √(2μ − μ²)·‖F_it‖·‖W^mm_α‖
   (F_it = (x_iα_i − x_it) z_i^T). We take μ ≤ MU_MAX as large as keeps ε ≤ κ = min(δ⁺, 1)/4, δ⁺ the smallest
-  slack
-  m_it − 1 of the non-support tokens that score at least γ_iα_i (1 when there are none): then every support
-  token
-  stays ≥ (1 − μ)δ⁺ − 2ε ≥ δ⁺/2 logits-per-unit-R closer than any such non-support token, and α_i stays ahead.
+  slack m_it − 1 of the non-support tokens that score at least γ_iα_i (1 when there are none): then every
+  support token stays ≥ (1 − μ)δ⁺ − 2ε ≥ δ⁺/2 logits-per-unit-R closer than any such non-support token, and
+  α_i stays ahead.
 * R = M‖W^mm_α‖ with M = max(M_MIN, (SHARE_EXP + log ρ)/g), g = min(δ⁺, 1)/2 the guaranteed separation and
   ρ = nT²·(largest |negative pair product|)/(smallest positive (α_i, support) product)·e^{Δγ} (Δγ the score
   range:
@@ -31,48 +28,35 @@ optimal (numerics.svm.is_locally_optimal); the width and radius rule (``cone_rul
   Instances needing M > M_MAX are vacuous.
 
 Instance family: checks.strategies.local_alpha_data (unit-sphere data n=3, T=4, d=6, α = opt except one
-example on
-its second-best token, locally optimal).
+example on its second-best token, locally optimal).
 
 Prediction ``descent_in_cone``: ⟨∇L(W), W^mm_α⟩ < 0, judged by the exact log-space sign of the covariance form
 (``_landscape.signed_inner``: positive and negative parts as log-sums, so saturated softmax is no obstacle),
-at
-W in the cone: (a) ON THE BOUNDARY, corr = 1 − μ exactly and ‖W‖ ∈ {R, 3R, 10R}, along random directions and
-the
-adversarial directions ±(F_it)_⊥ that move one margin most; (b) inside, corr uniform in [1 − μ, 1]; (c)
-adversarially: projected Adam ascent of log(negative part) − log(positive part) over the boundary sphere at
-‖W‖ = R
-from the best starts. Any W with a positive sign refutes; a cancellation below LOG_PREC is undecided.
-Prediction
-``closed_form_agrees``: on the ray corr = 1 − μ at norms from ‖W^mm_α‖ to R the production closed form
-(numerics.attention.grad_W)
-gives the same inner product as the exact form to GRAD_RTOL (where it is above float64's floor) — the sign
-claim
-is about the gradient GD uses.
+at W in the cone: (a) ON THE BOUNDARY, corr = 1 − μ exactly and ‖W‖ ∈ {R, 3R, 10R}, along random directions
+and the adversarial directions ±(F_it)_⊥ that move one margin most; (b) inside, corr uniform in [1 − μ, 1];
+(c) adversarially: projected Adam ascent of log(negative part) − log(positive part) over the boundary sphere
+at ‖W‖ = R from the best starts. Any W with a positive sign refutes; a cancellation below LOG_PREC is
+undecided. Prediction ``closed_form_agrees``: on the ray corr = 1 − μ at norms from ‖W^mm_α‖ to R the
+production closed form (numerics.attention.grad_W) gives the same inner product as the exact form to GRAD_RTOL
+(where it is above float64's floor) — the sign claim is about the gradient GD uses.
 
 Negative control (``cone-no-stationary-control``), at the boundary of local optimality: one example's optimal
 token is moved along v to score CONTROL_OFFSET = 1e-3 ABOVE α_i and stays a support token of W^mm_α
 (checks.strategies.tied_alpha_data with offset): not locally optimal, 1e-3 from the tie. Its (α_i, t) pair
-product
-(γ_α − γ_t)·1 is negative, and the W in the cone that shortens t's margin (direction −(F_it)_⊥, among the
-adversarial candidates) makes that term dominate: ⟨∇L(W), W^mm_α⟩ > 0, found and signed exactly.
+product (γ_α − γ_t)·1 is negative, and the W in the cone that shortens t's margin (direction −(F_it)_⊥, among
+the adversarial candidates) makes that term dominate: ⟨∇L(W), W^mm_α⟩ > 0, found and signed exactly.
 
 Why not the exact tie the issue proposed (measured, quick seed 0): at a tie in float64 (tied_alpha_data,
-offset 0)
-the pair product (γ_α − γ_t)·1 is not 0 but a rounding residue of ±1e-16; where it is −1e-16 the search does
-find
-W with ⟨∇L(W), W^mm_α⟩ > 0 at ‖W‖ = 10R (log gaps 6–13), where it is +1e-16 or exactly 0 it does not — the
-verdict
-would be decided by rounding. At a true tie the product is exactly 0 and the leading terms keep their sign;
-the tie
-breaks the GD part of the local theorem (gd-local-control: the α_i-vs-t gap stops growing), not this sign. So
-the
-control sits a decided 1e-3 past the tie.
+offset 0) the pair product (γ_α − γ_t)·1 is not 0 but a rounding residue of ±1e-16; where it is −1e-16 the
+search does find W with ⟨∇L(W), W^mm_α⟩ > 0 at ‖W‖ = 10R (log gaps 6–13), where it is +1e-16 or exactly 0 it
+does not — the verdict would be decided by rounding. At a true tie the product is exactly 0 and the leading
+terms keep their sign; the tie breaks the GD part of the local theorem (gd-local-control: the α_i-vs-t gap
+stops growing), not this sign. So the control sits a decided 1e-3 past the tie.
 
 Why μ depends on the data (measured): with gd-local's fixed width μ = 0.01 and the same R, some W on the cone
 boundary has ⟨∇L(W), W^mm_α⟩ > 0 on 14 of 30 draws (local_alpha_data n=3, T=4, d=6, seed 1); with the rule
-above,
-on none. The paper's μ depends on the data too; a fixed cone is not enough for this part of the theorem.
+above, on none. The paper's μ depends on the data too; a fixed cone is not enough for this part of the
+theorem.
 
 Numerics: numerics.svm (certified Att-SVM(α)), numerics.attention.grad_W; the sign is computed independently.
 Resolution (issue 23; checks/power/resolution.json): none. The prediction is a sign, ⟨∇L(W), W^mm_α⟩ < 0 at
@@ -327,8 +311,7 @@ class ConeNoStationary(Theorem):
 
     def check_closed_form_agrees(self, inst, st, ctx):
         """On the ray corr = 1 − μ at norms from ‖W^mm_α‖ up to R (geometric): the closed form GD uses and the
-        exact
-        form agree wherever the value is representable (deep in the cone it may underflow float64)."""
+        exact form agree wherever the value is representable (deep in the cone it may underflow float64)."""
         data, W = inst["data"], st["sol"].W
         r, rng = st["rule"], np.random.default_rng(inst["seed"] + 1)
         radii = np.geomspace(np.linalg.norm(W), r["R"], CLOSED_FORM_POINTS)

@@ -19,16 +19,14 @@ undefined loss,
 * ``cov_vs_autograd``: the covariance sum against <grad, M> with grad from torch autograd of an independent
   reference forward pass; ``cov_vs_fd``: against the directional derivative d/de L(W + e M) by 4-point central
   differences (with a Richardson error estimate; too inaccurate -> inconclusive); ``cov_vs_closed_form``:
-  against <numerics.attention.grad_W, M>. Error relative to the *term scale*
-  (1/n) sum_i |l'_i| (sum_t s_t |a_t b_t| + |sum_t s_t a_t| |sum_t s_t b_t|), which bounds both sides'
-  summands
-  (so that an inner product that cancels to ~0 is still judged fairly), below ``GRAD_RTOL``.
+  against <numerics.attention.grad_W, M>. Error relative to the *term scale* (1/n) sum_i |l'_i| (sum_t s_t
+  |a_t b_t| + |sum_t s_t a_t| |sum_t s_t b_t|), which bounds both sides' summands (so that an inner product
+  that cancels to ~0 is still judged fairly), below ``GRAD_RTOL``.
 * ``descent_sign`` (the corollary): if every Cov_{s_i}(gamma_i, X_i M z_i) > 0 then <grad L(W), M> < 0.
 
 Instance family: unit-sphere data (cross- and self-attention), n in 1..5, T in 2..6, d in 1..6, the three
-losses
-in turn, W and M Gaussian with log-uniform scales in [0.1, 5]; every third M is rank one (u z^T-like), and on
-every fourth instance M = -W (the radial direction). With ``--data`` the given data and head are used.
+losses in turn, W and M Gaussian with log-uniform scales in [0.1, 5]; every third M is rank one (u z^T-like),
+and on every fourth instance M = -W (the radial direction). With ``--data`` the given data and head are used.
 
 Negative control ``covariance-identity-control``: the identity without the mean term,
 (1/n) sum_i l'_i sum_t s_t a_t b_t. Refuted symbolically (theory's counter-value) and numerically

@@ -7,11 +7,11 @@ W(k+1) = W(k) − η ∇L(W(k)) with a fixed step η ≤ 1/L_W (L_W the Lipschit
 paper's initialisation has ‖W(k)‖_F → ∞ and W(k)/‖W(k)‖_F → W^mm/‖W^mm‖_F.
 
 Hypotheses implemented (each an ``assume_*``, each computed on the instance): logistic loss satisfies
-Assumption A (sympy proof, theory.losses); unique optimal tokens; Att-SVM(opt) feasible (certified);
-B.1 or B.2 (``checks.hypotheses.b1_holds`` on the certified support sets, ``b2_holds`` on the scores); the
-step: η·L_W ≤ 1 with L_W = :func:`smoothness_bound`, the proved upper bound on the Lipschitz constant of ∇L;
-the start: ⟨∇L(W(0)), W^mm⟩ < 0
-(under B.1/B.2 this holds at every W — no-stationary-points — so it is checked, not assumed).
+Assumption A (sympy proof, theory.losses); unique optimal tokens; Att-SVM(opt) feasible (certified); B.1 or
+B.2 (``checks.hypotheses.b1_holds`` on the certified support sets, ``b2_holds`` on the scores); the step:
+η·L_W ≤ 1 with L_W = :func:`smoothness_bound`, the proved upper bound on the Lipschitz constant of ∇L; the
+start: ⟨∇L(W(0)), W^mm⟩ < 0 (under B.1/B.2 this holds at every W — no-stationary-points — so it is checked,
+not assumed).
 
 Initialisation: the authors' small random start, W(0) with i.i.d. N(0, 0.01²) entries (numerics.gd's
 default; the authors' code seeds only the data). Instance family, alternating by instance index: even —

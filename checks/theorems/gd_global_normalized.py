@@ -17,13 +17,11 @@ W^mm) < 1e-2 and below its value at k = 100, refuted only by gd-global's attract
 S/2, S), otherwise undecided (budget); ``selects_opt`` — softmax mass on the optimal tokens > 0.99 at the end
 confirms, below is undecided (the direction prediction refutes a trap).
 
-Finding (``finding``; recognised by ``_global.trapped_example_mechanism``): from the paper's small start
-on B.2
-data, one example can be trapped on its (equal-score) non-optimal tokens; GD then converges to the
-certified SVM
-of the other examples, under which the trapped optimal token stays behind — full profile, seed 1, instance 12
-(deficit 1.32 logits, 1 − corr to that SVM 1.3e-3 at k = 2000, to W^mm 0.57). Plain GD (η = 0.4 ≤ 1/L̄_W)
-and normalised GD with η = 0.01 from the same start trap the same example.
+Finding (``finding``; recognised by ``_global.trapped_example_mechanism``): from the paper's small start on
+B.2 data, one example can be trapped on its (equal-score) non-optimal tokens; GD then converges to the
+certified SVM of the other examples, under which the trapped optimal token stays behind — full profile, seed
+1, instance 12 (deficit 1.32 logits, 1 − corr to that SVM 1.3e-3 at k = 2000, to W^mm 0.57). Plain GD (η = 0.4
+≤ 1/L̄_W) and normalised GD with η = 0.01 from the same start trap the same example.
 
 Scope: the start matters. "From ANY initialisation" is false for normalised GD: a start ‖W(0)‖ ≈ 9 on B.2
 data (the former gd-global finding: full profile, seed 0, instance 56 of the old gd-global) puts a

@@ -6,31 +6,30 @@ R such that GD started in C_{μ,R}(W^mm_α) = {W : corr(W, W^mm_α) ≥ 1 − μ
 and W(k)/‖W(k)‖ → W^mm_α/‖W^mm_α‖ — not to W^mm when α ≠ opt.
 
 Hypotheses implemented: logistic loss; α ≠ opt, Att-SVM(α) feasible (certified) and α locally optimal
-(numerics.svm.is_locally_optimal); R large: the theorem's R depends on the instance through the slack
-δ⁺ = min{margin_it(W^mm_α) − 1 : t non-support, γ_it ≥ γ_iα_i} of the higher-scoring non-support tokens
-(their softmax share relative to the support tokens is e^{−δ⁺ M} at W = M W^mm_α), so ‖W(0)‖ = R = M ‖W^mm_α‖
-with M = max(40, 10/δ⁺) (below M = 40 a few boundary starts dip out of the cone before the support tokens
-dominate); instances needing M > 100 are vacuous (the run multiplies the logits by up to ~7, and
-support-token logit gaps beyond ~700 underflow the softmax in float64). W(0) lies ON THE BOUNDARY of the
-cone: W(0) = R((1 − μ) Ŵ^mm_α + √(1 − (1 − μ)²) U), U a random unit direction orthogonal to W^mm_α, so
-corr(W(0), W^mm_α) = 1 − μ exactly. μ depends on α, as in TLTO's theorem ("there is μ = μ(α) > 0"; not "for
-every μ"): μ = MU = 0.01 unless that start would bring a higher-scoring non-support token within δ⁺/2 (per
-unit M, the separation cone-no-stationary's rule guarantees) of a support token of its example; then the
-largest μ < MU that keeps δ⁺/2 along the same U (``cone_width``, metric ``cone_mu``). Issue 29: quick seed 9
-instance 10 (δ⁺ = 0.114, M = 87.9) started at μ = 0.01 with the switched example's optimal token already
-0.094 per unit M (8.2 logits) AHEAD of a support token: outside the region where α is locally selected, GD
-went to W^mm (corr 0.9988) — a start outside the theorem's cone, not a counterexample. With μ = 7.5e-4 it
-converges (1 − corr 7.5e-4 → 2.4e-5) and stays in the cone; on seeds 0 and 9 every other start keeps μ = 0.01.
-Instance family: checks.strategies.local_alpha_data
-(unit-sphere data n=4, T=5, d=8, α = opt except one example on its second-best token), redrawn from the
-instance's own rng (up to FAMILY_TRIES = 20 draws, metric ``draws``) until the hypotheses decided from the
-data and the SVMs alone hold (α ≠ opt, feasible, locally optimal, M ≤ 100; ``family_ok``, the assume_*
-methods themselves, which still decide every instance). Issue 29: quick seed 45 was VACUOUS (7 of 12 draws
-needing M = 133…1712). Not a bias of that seed: the family's only higher-scoring token is the switched
-example's optimal one, its slack δ⁺ has a density near 0 (quantiles 5/25/50 %: 0.017 / 0.10 / 0.23), so
-M = 10/δ⁺ > 100 on 149 of 600 draws (quick seeds 0–49), binomial per seed (seed 45's 7 of 12: tail 1.4 %;
-seed 27 had 6). With the redraw: 149 instances redrawn (≤ 5 draws), every instance of seeds 0–49 confirmed
-(1 − corr ≤ 3.5e-4, fall ≥ 24×). The control's draws all qualify at once (its stream is unchanged).
+(numerics.svm.is_locally_optimal); R large: the theorem's R depends on the instance through the slack δ⁺ =
+min{margin_it(W^mm_α) − 1 : t non-support, γ_it ≥ γ_iα_i} of the higher-scoring non-support tokens (their
+softmax share relative to the support tokens is e^{−δ⁺ M} at W = M W^mm_α), so ‖W(0)‖ = R = M ‖W^mm_α‖ with M
+= max(40, 10/δ⁺) (below M = 40 a few boundary starts dip out of the cone before the support tokens dominate);
+instances needing M > 100 are vacuous (the run multiplies the logits by up to ~7, and support-token logit gaps
+beyond ~700 underflow the softmax in float64). W(0) lies ON THE BOUNDARY of the cone: W(0) = R((1 − μ) Ŵ^mm_α
++ √(1 − (1 − μ)²) U), U a random unit direction orthogonal to W^mm_α, so corr(W(0), W^mm_α) = 1 − μ exactly. μ
+depends on α, as in TLTO's theorem ("there is μ = μ(α) > 0"; not "for every μ"): μ = MU = 0.01 unless that
+start would bring a higher-scoring non-support token within δ⁺/2 (per unit M, the separation
+cone-no-stationary's rule guarantees) of a support token of its example; then the largest μ < MU that keeps
+δ⁺/2 along the same U (``cone_width``, metric ``cone_mu``). Issue 29: quick seed 9 instance 10 (δ⁺ = 0.114, M
+= 87.9) started at μ = 0.01 with the switched example's optimal token already 0.094 per unit M (8.2 logits)
+AHEAD of a support token: outside the region where α is locally selected, GD went to W^mm (corr 0.9988) — a
+start outside the theorem's cone, not a counterexample. With μ = 7.5e-4 it converges (1 − corr 7.5e-4 →
+2.4e-5) and stays in the cone; on seeds 0 and 9 every other start keeps μ = 0.01. Instance family:
+checks.strategies.local_alpha_data (unit-sphere data n=4, T=5, d=8, α = opt except one example on its
+second-best token), redrawn from the instance's own rng (up to FAMILY_TRIES = 20 draws, metric ``draws``)
+until the hypotheses decided from the data and the SVMs alone hold (α ≠ opt, feasible, locally optimal, M ≤
+100; ``family_ok``, the assume_* methods themselves, which still decide every instance). Issue 29: quick seed
+45 was VACUOUS (7 of 12 draws needing M = 133…1712). Not a bias of that seed: the family's only higher-scoring
+token is the switched example's optimal one, its slack δ⁺ has a density near 0 (quantiles 5/25/50 %: 0.017 /
+0.10 / 0.23), so M = 10/δ⁺ > 100 on 149 of 600 draws (quick seeds 0–49), binomial per seed (seed 45's 7 of 12:
+tail 1.4 %; seed 27 had 6). With the redraw: 149 instances redrawn (≤ 5 draws), every instance of seeds 0–49
+confirmed (1 − corr ≤ 3.5e-4, fall ≥ 24×). The control's draws all qualify at once (its stream is unchanged).
 
 GD: normalised GD (the authors' algorithm), 2000 steps of a fixed step lr = 3·R/1000 (relative to the
 start: the iterate can grow ~7×, so a start 1 − corr = μ can fall ~50× by dilution alone when every step

@@ -18,26 +18,24 @@ from a small random W(0); ``unambiguous`` — no probability of the final iterat
 instances are vacuous: counted in the report, never dropped); ``non_degenerate`` — at the final iterate some
 |O_i| ≥ 2 and some Ō_i ≠ ∅ (otherwise W^fin = 0 and all three predictors coincide, or W^dir = 0 and there is
 nothing to predict: such an instance cannot rank the predictors, so it is vacuous, not a confirmation);
-``directional_feasible`` (certified W^dir) and ``one_token_feasible`` (certified Att-SVM for
-α_i = argmax_t s_it).
-τ_H = 1e-3 as the authors; τ_L = TAU_L = 1e-4, not their 1e-6: on this family normalised GD's fixed step
-2-cycles along S_fin once the selected tokens balance, so the masked probabilities fall only as 1/k (measured:
-1e-5..1e-4 at 2000 steps, 1.4e-5..3e-5 at 8000) and τ_L = 1e-6 would make 47 of the 64 quick draws ambiguous
-(vacuous) for a budget reason, not an unclear selection; whether the sets have settled is decided separately
-(the sets at 3/4 of the run must equal the final ones, else undecided).
+``directional_feasible`` (certified W^dir) and ``one_token_feasible`` (certified Att-SVM for α_i = argmax_t
+s_it). τ_H = 1e-3 as the authors; τ_L = TAU_L = 1e-4, not their 1e-6: on this family normalised GD's fixed
+step 2-cycles along S_fin once the selected tokens balance, so the masked probabilities fall only as 1/k
+(measured: 1e-5..1e-4 at 2000 steps, 1.4e-5..3e-5 at 8000) and τ_L = 1e-6 would make 47 of the 64 quick draws
+ambiguous (vacuous) for a budget reason, not an unclear selection; whether the sets have settled is decided
+separately (the sets at 3/4 of the run must equal the final ones, else undecided).
 
 Instance family (numerics.genfin.coupled_selection; issue 14): non-degenerate *by construction*. On the
-paper's random family (unit-sphere tokens, random V; ``attnsvm reproduce multi-token``) a ReLU head
-selects several
-tokens only at a kink or where the head is dead (y h is convex along an edge for y = +1, and for y = −1 it is
-minimised where h = 0, a flat region): measured on the previous version of this check, only 23 of 128
+paper's random family (unit-sphere tokens, random V; ``attnsvm reproduce multi-token``) a ReLU head selects
+several tokens only at a kink or where the head is dead (y h is convex along an edge for y = +1, and for y =
+−1 it is minimised where h = 0, a flat region): measured on the previous version of this check, only 23 of 128
 confirmed full-profile instances (2 of 19 quick) were non-degenerate, and with non-degeneracy as a hypothesis
-~1.4 % of the paper's draws were decidable. Here all examples share one query z and one token pair (a, b);
-n₊ examples with y = +1 prefer a, n₋ < n₊ with y = −1 prefer b, so the shared log-ratio (b − a)^T W z balances
-at an interior θ⋆ (a finite part by coupling across examples, the mechanism of next-token prediction in
-Li et al. 2024), and each example's third token is worse for it than every point of the (a, b) edge, so GD
-masks it. (d, n₊, n₋) cycles over CONFIGS; T = 3. GD still chooses its own selection: about a quarter of the
-runs end in a one-token basin (vacuous by ``non_degenerate``), and the Gen-SVM sets are always GD's own.
+~1.4 % of the paper's draws were decidable. Here all examples share one query z and one token pair (a, b); n₊
+examples with y = +1 prefer a, n₋ < n₊ with y = −1 prefer b, so the shared log-ratio (b − a)^T W z balances at
+an interior θ⋆ (a finite part by coupling across examples, the mechanism of next-token prediction in Li et al.
+2024), and each example's third token is worse for it than every point of the (a, b) edge, so GD masks it. (d,
+n₊, n₋) cycles over CONFIGS; T = 3. GD still chooses its own selection: about a quarter of the runs end in a
+one-token basin (vacuous by ``non_degenerate``), and the Gen-SVM sets are always GD's own.
 
 What the instances report (metrics): ``max_selected``, ``dead_examples`` (examples where the ReLU head has no
 active unit, ∇h(u_i) = 0 — the mechanism of the finding recorded on the paper's family, below).
@@ -52,13 +50,11 @@ at 10000). The constructed family excludes dead heads at the optimum, so this ch
 GD: numerics.gd.run_gd with ``head=ReLUHead(V)``, batched per d.
 
 Predictions. The three predictors are built from an *earlier* iterate W(k₁) (k₁ = FIT_FRAC·STEPS) — its token
-sets,
-its softmax log-ratios (W^fin), its one-token selection, and R₁ fitted to W(k₁) — and judged on the *final*
-iterate W(k₂) they never saw (out of sample; before, W^svmeq's scalar was fitted to the very iterate it was
-judged
-against and W^fin came from that iterate's own softmax). The only final-run quantity used is the norm: the
-claim W(k) = W^fin + R(k) W^dir + o(1) with W^fin fixed gives R(k₂) = R₁ + (‖W(k₂)‖ − ‖W(k₁)‖)/‖W^dir‖ + o(1).
-e = 1 − corr(W(k₂), ·):
+sets, its softmax log-ratios (W^fin), its one-token selection, and R₁ fitted to W(k₁) — and judged on the
+*final* iterate W(k₂) they never saw (out of sample; before, W^svmeq's scalar was fitted to the very iterate
+it was judged against and W^fin came from that iterate's own softmax). The only final-run quantity used is the
+norm: the claim W(k) = W^fin + R(k) W^dir + o(1) with W^fin fixed gives R(k₂) = R₁ + (‖W(k₂)‖ −
+‖W(k₁)‖)/‖W^dir‖ + o(1). e = 1 − corr(W(k₂), ·):
 * ``is_gradient_descent``: one run_gd step (ReLU head) from W(0) and from W(0)/‖W(0)‖ equals the step along an
   independently computed gradient (checks/theorems/_gd.py): an ascending optimiser passed the ranking before
   (power matrix: ascent-gd survived);

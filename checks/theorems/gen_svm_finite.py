@@ -12,10 +12,9 @@ projection onto it, and
     x_it)),
 
 the loss with the masked tokens removed (numerics.genfin.finite_part; it depends on W only through P_fin W,
-the
-log-ratios inside each O_i). Then P_fin W(k) → W^fin⋆. The paper reads W^fin off an iterate's own log-ratios,
-which cannot fail; here W^fin⋆ is computed from the data alone (scipy BFGS on S_fin, independent of the torch
-numerics GD runs on) and GD must approach it.
+the log-ratios inside each O_i). Then P_fin W(k) → W^fin⋆. The paper reads W^fin off an iterate's own
+log-ratios, which cannot fail; here W^fin⋆ is computed from the data alone (scipy BFGS on S_fin, independent
+of the torch numerics GD runs on) and GD must approach it.
 
 Hypotheses implemented (exactly): logistic loss; ReLU head h(u) = 1^T ReLU(V^T u)
 (numerics.attention.ReLUHead);
@@ -28,9 +27,8 @@ numerics.genfin.CATALOGUE_CONFIGS, T = 3. GD picks its own selection: the sets a
 
 Why plain GD: under normalised GD (the authors' optimiser, used by gen-svm) the fixed step length 2-cycles
 along S_fin once the selected tokens balance (measured: the log-ratio freezes ~0.07 off θ⋆ on alternate
-steps),
-so the finite part is only reached to O(step); with a fixed step the S_fin dynamics are GD on L_O plus a
-perturbation proportional to the masked probabilities, which fall as 1/k.
+steps), so the finite part is only reached to O(step); with a fixed step the S_fin dynamics are GD on L_O plus
+a perturbation proportional to the masked probabilities, which fall as 1/k.
 
 Predictions (e(k) = ‖P_fin W(k) − W^fin⋆‖_F at the recorded k = S/2, 5S/8, …, S):
 * ``is_gradient_descent``: one run_gd step from W(0) and from W(0)/‖W(0)‖ is along −∇L computed independently
@@ -49,9 +47,8 @@ Negative control (``gen-svm-finite-control``), at the boundary where a weaker ch
 converges") would pass: "P_fin W(k) → the restricted optimum of the *exponential* loss" — the same S_fin, the
 same selected tokens, the same GD, only the loss in L_O differs (for a linear head and n₊ : n₋ labels the two
 balance at h = ln(n₊/n₋) and h = ½ ln(n₊/n₋)). Judged by the same rule; vacuous where the two optima are
-closer
-than SEPARATION (the budget could not tell them apart) or the exponential one is not finite. Only ~30 % of the
-theorem's draws qualify, so the control's family is redrawn until the designed selection does
+closer than SEPARATION (the budget could not tell them apart) or the exponential one is not finite. Only ~30 %
+of the theorem's draws qualify, so the control's family is redrawn until the designed selection does
 (``GenSVMFiniteControl.instance``, metric ``family_draws``; issue 29: quick seed 8 was VACUOUS 16 of 16).
 """
 

@@ -37,8 +37,7 @@ ReLU head with fixed Gaussian V (d x k, k in 1..4); plus Hypothesis-drawn data (
 W entries in [-3, 3]). With ``--data`` the given data and its linear head are used and W, loss are drawn.
 
 Negative control ``gradient-closed-form-control``: the gradient *without* the -s_i s_i^T term, claimed equal
-to
-the true gradient. Refuted symbolically (theory's rational counter-value) and numerically (relative error
+to the true gradient. Refuted symbolically (theory's rational counter-value) and numerically (relative error
 O(1)); the Hypothesis search shrinks a counterexample to a minimal size, recorded in metrics.
 
 The helpers here (reference forward, finite differences, Hypothesis search) are shared with the

@@ -10,22 +10,19 @@ joint regularisation path
 converges in direction, as R → ∞ and r/R → ∞ (the head's radius outgrows the prompt's; *reconstructed*
 rate condition, see below), to
 
-    v_r / r → v^mm/‖v^mm‖,  v^mm = argmin ‖v‖ s.t. Y_i v^T x_{iα_i} ≥ 1  (hard-margin SVM on the optimal
-    tokens);
-    p_R / R → p^rlx/‖p^rlx‖, p^rlx = argmin ‖p‖ s.t. p^T (x_{iα_i} − x_it) ≥ 1 for support examples of v^mm,
+    v_r / r → v^mm/‖v^mm‖, v^mm = argmin ‖v‖ s.t. Y_i v^T x_{iα_i} ≥ 1 (hard-margin SVM on the optimal
+    tokens); p_R / R → p^rlx/‖p^rlx‖, p^rlx = argmin ‖p‖ s.t. p^T (x_{iα_i} − x_it) ≥ 1 for support examples
+    of v^mm,
                                                                ≥ 0 for the others (the relaxed p-SVM).
 
 The rate condition (reconstructed). With ‖p‖ = R the softmax leaks mass e^{−R q_it} to non-selected tokens
 (q_it = p̂ᵀ(x_{iα_i} − x_it)), and with ‖v‖ = r example i's loss carries the weight e^{−r γ̂_i} (γ̂_i = its
-margin
-under the unit head). The p-dependent part of the loss is therefore ≈ Σ_i r e^{−r γ̂_i − R q_i}: when r/R → ∞
-the
-non-support examples (γ̂_i > γ̂_min) drop out faster than any e^{−R c}, so p maximises the least margin over
-the
-support examples only, keeping q_i ≥ 0 elsewhere (else example i selects another token and its loss jumps) —
-the relaxed p-SVM. With r = R the limit is argmax_{‖q‖=1} min_i (γ̂_i + q_i) instead (the finding of the
-variant), and with r/R → 0 it would be the full p-SVM. What is implemented for the theorem: r = R²
-(``RATE = "R^2"``: r/R = R → ∞) on the radii RADII; the variant runs r = R (``RATE = "R"``).
+margin under the unit head). The p-dependent part of the loss is therefore ≈ Σ_i r e^{−r γ̂_i − R q_i}: when
+r/R → ∞ the non-support examples (γ̂_i > γ̂_min) drop out faster than any e^{−R c}, so p maximises the least
+margin over the support examples only, keeping q_i ≥ 0 elsewhere (else example i selects another token and its
+loss jumps) — the relaxed p-SVM. With r = R the limit is argmax_{‖q‖=1} min_i (γ̂_i + q_i) instead (the
+finding of the variant), and with r/R → 0 it would be the full p-SVM. What is implemented for the theorem: r =
+R² (``RATE = "R^2"``: r/R = R → ∞) on the radii RADII; the variant runs r = R (``RATE = "R"``).
 
 Hypotheses implemented (exactly): logistic loss; α_i = the token with the highest v^mm-score
 (token 2 in this family, token 1 being the origin); ``head_svm_feasible``; ``relaxed_feasible``;
@@ -44,31 +41,25 @@ Instances 0 and 1 are the exact fixtures; later ones perturb the first coordinat
 input's second coordinate in the non-tight case) by U(−0.15, 0.15) and rotate the plane randomly —
 changes that keep the structure, which the hypotheses re-verify with the certified solvers.
 
-Prediction: 1 − corr(v_R, v^mm) and 1 − corr(p_R, p^rlx) at the largest radius are below V_TOL / P_TOL
-and not above their values at the middle radius (R = 4), unless already below the floor (FLOOR at r = R,
-RATE_FLOOR at r = R²: the optimiser's accuracy on the spheres). Inconclusive: p error in [P_TOL, SLOW_TOL) and
-still
-falling by ≥ 20 % over the last doubling of R (precision caps R at 16).
+Prediction: 1 − corr(v_R, v^mm) and 1 − corr(p_R, p^rlx) at the largest radius are below V_TOL / P_TOL and not
+above their values at the middle radius (R = 4), unless already below the floor (FLOOR at r = R, RATE_FLOOR at
+r = R²: the optimiser's accuracy on the spheres). Inconclusive: p error in [P_TOL, SLOW_TOL) and still falling
+by ≥ 20 % over the last doubling of R (precision caps R at 16).
 
-Measured at r = R² (seed 0, quick family): non-tight instances reach p^rlx exactly at R = 8 (1 − corr = 0:
-the non-support example's constraint is slack on the whole path), tight ones stay within 4.5e-4 (the
-optimiser's
+Measured at r = R² (seed 0, quick family): non-tight instances reach p^rlx exactly at R = 8 (1 − corr = 0: the
+non-support example's constraint is slack on the whole path), tight ones stay within 4.5e-4 (the optimiser's
 accuracy on the spheres at r = 256: log L ≈ −180 while its p-dependence is ≈ 1e-3), v within 1e-6.
 
 Finding of the variant (paper profile, r = R): the limit of p_R/R is argmax_{‖q‖=1} min_i (γ_i + q^T(x_i2 −
-x_i1)), which is the
-relaxed p-SVM only when every non-support example's v-margin excess outweighs its p-margin shortfall at p^rlx;
-instances 65 and 153 (177 and 199 under the former id) violate this and converge to a direction
-0.015 / 0.010 away
-(``JointVPPathEqualRadii.finding``).
-Under the rate condition the same instances reach p^rlx (the theorem's paper profile, seed 0: 200 of 200
-confirmed).
+x_i1)), which is the relaxed p-SVM only when every non-support example's v-margin excess outweighs its
+p-margin shortfall at p^rlx; instances 65 and 153 (177 and 199 under the former id) violate this and converge
+to a direction 0.015 / 0.010 away (``JointVPPathEqualRadii.finding``). Under the rate condition the same
+instances reach p^rlx (the theorem's paper profile, seed 0: 200 of 200 confirmed).
 
 Controls (``joint-vp-path-control`` at r = R², ``joint-vp-path-equal-radii-control`` at r = R): on non-tight
 instances, "p → the full p-SVM" — refuted because the path settles on the relaxed direction, whose 1 − corr
-with
-the full p-SVM stays ≈ 0.014–0.02 (at the boundary: on tight instances the two coincide, so a family of tight
-instances would pass it).
+with the full p-SVM stays ≈ 0.014–0.02 (at the boundary: on tight instances the two coincide, so a family of
+tight instances would pass it).
 """
 
 from __future__ import annotations

@@ -24,8 +24,7 @@ torch
   disagreement between the closed form and autograd.
 
 Instance family: unit-sphere data (cross/self-attention), n in 1..5, T in 2..6, d in 2..6, m in 1..d+1, K and
-Q
-Gaussian with log-uniform scale in [0.1, 5] (per factor), the three losses in turn, linear or ReLU head;
+Q Gaussian with log-uniform scale in [0.1, 5] (per factor), the three losses in turn, linear or ReLU head;
 Hypothesis-drawn data with d >= 2. With ``--data`` the given data and linear head are used.
 
 Negative control ``kq-chain-rule-control``: the transposes swapped, grad_K = grad L(W)^T Q and

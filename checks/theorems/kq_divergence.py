@@ -2,45 +2,33 @@ r"""kq-divergence — for W = KQ^T under B.1/B.2 data: no finite non-degenerate 
 ∞ along GD.
 
 Statement (TLTO §4, the (K, Q) counterpart of the global landscape result; reconstructed, THEORY.md §2, §4):
-under
-Assumption A, Att-SVM(opt) feasible with unique optimal tokens, and B.1 or B.2, the loss L(K, Q) = L(KQ^T) has
-no
-finite stationary point (K, Q) whose tangent space T(K, Q) = {AQ^T + KB^T} contains W^mm (in particular none
-with
-rank K = rank Q = d), and plain GD on (K, Q) has ‖K(k)‖_F, ‖Q(k)‖_F → ∞.
+under Assumption A, Att-SVM(opt) feasible with unique optimal tokens, and B.1 or B.2, the loss L(K, Q) =
+L(KQ^T) has no finite stationary point (K, Q) whose tangent space T(K, Q) = {AQ^T + KB^T} contains W^mm (in
+particular none with rank K = rank Q = d), and plain GD on (K, Q) has ‖K(k)‖_F, ‖Q(k)‖_F → ∞.
 
 Why, and what is exact: ⟨∇_K L, A⟩ + ⟨∇_Q L, B⟩ = ⟨∇L(W), AQ^T + KB^T⟩ (chain rule, ∇_K = ∇L(W)Q, ∇_Q =
-∇L(W)^T K), so
-with AQ^T + KB^T = W^mm it equals ⟨∇L(W), W^mm⟩, negative at EVERY W under B.1/B.2 — certified once per
-instance,
-exactly (``_landscape.sign_fixed`` on the exact rational margins; the paper's argument). What can fail, and is
-checked numerically: the chain rule of the production closed form (numerics.attention.grad_KQ), the tangent
-solve, and GD. Not claimed, and recorded instead: (K, Q) = (0, 0) IS a stationary point (∇_K = ∇L(0)·0 = 0),
-as
-is any (K, Q) whose tangent space misses W^mm (a saddle); the unqualified "no finite stationary point" is
-false there
-(metric ``origin_grad_norm`` = 0 exactly on every instance). GD from the paper's small random start escapes
-it.
+∇L(W)^T K), so with AQ^T + KB^T = W^mm it equals ⟨∇L(W), W^mm⟩, negative at EVERY W under B.1/B.2 — certified
+once per instance, exactly (``_landscape.sign_fixed`` on the exact rational margins; the paper's argument).
+What can fail, and is checked numerically: the chain rule of the production closed form
+(numerics.attention.grad_KQ), the tangent solve, and GD. Not claimed, and recorded instead: (K, Q) = (0, 0) IS
+a stationary point (∇_K = ∇L(0)·0 = 0), as is any (K, Q) whose tangent space misses W^mm (a saddle); the
+unqualified "no finite stationary point" is false there (metric ``origin_grad_norm`` = 0 exactly on every
+instance). GD from the paper's small random start escapes it.
 
 Hypotheses implemented: logistic loss (Assumption A, sympy proof); unique optimal tokens; Att-SVM(opt)
-feasible
-(certified) with an exact rational KKT proof of its margins; B.1 or B.2 (checks.hypotheses on the certified
-support sets and the scores); m = d. Instance family, by instance index: even — B.2 data (b2_data, n=3, T=4,
-d=6),
-odd — B.1 data (b1_data, n=2, T=3, d=6). GD: plain GD on (K, Q), step η = 1, STEPS = 8192 from K(0), Q(0) with
-i.i.d. N(0, 0.1²) entries, run in segments ending at k = S/64, S/32, …, S (six doublings).
+feasible (certified) with an exact rational KKT proof of its margins; B.1 or B.2 (checks.hypotheses on the
+certified support sets and the scores); m = d. Instance family, by instance index: even — B.2 data (b2_data,
+n=3, T=4, d=6), odd — B.1 data (b1_data, n=2, T=3, d=6). GD: plain GD on (K, Q), step η = 1, STEPS = 8192 from
+K(0), Q(0) with i.i.d. N(0, 0.1²) entries, run in segments ending at k = S/64, S/32, …, S (six doublings).
 
 Predictions.
 
 * ``no_stationary_point``: the structural sign certificate holds, and at sampled full-rank (K, Q) (Gaussian at
   scales 0.3, 1, 3 and the GD iterates) the tangent solve A = ½W^mm Q^{-T}, B = ½(K^{-1}W^mm)^T reproduces
-  W^mm
-  (TANGENT_RTOL) and the production (K, Q)-gradient gives ⟨∇_K L, A⟩ + ⟨∇_Q L, B⟩ < 0, equal to the exactly
-  signed
-  log-space value of ⟨∇L(W), W^mm⟩ to GRAD_RTOL: the (K, Q)-gradient is nonzero there. Judged where the value
-  is
-  resolvable in float64 (≥ JUDGE_RATIO of its Cauchy–Schwarz scale; the rest, deep in saturation, are
-  counted).
+  W^mm (TANGENT_RTOL) and the production (K, Q)-gradient gives ⟨∇_K L, A⟩ + ⟨∇_Q L, B⟩ < 0, equal to the
+  exactly signed log-space value of ⟨∇L(W), W^mm⟩ to GRAD_RTOL: the (K, Q)-gradient is nonzero there. Judged
+  where the value is resolvable in float64 (≥ JUDGE_RATIO of its Cauchy–Schwarz scale; the rest, deep in
+  saturation, are counted).
 * ``is_gradient_descent``: one run_gd step (param="KQ", plain) from (K(0), Q(0)) and from the iterate at k =
 S/64 is the
   step along (∇L(W)Q, ∇L(W)^T K) with ∇L from the independent numpy closed form (corr > 1 − FIDELITY_TOL).
@@ -59,15 +47,11 @@ S/64 is the
 
 Negative control (``kq-divergence-control``), at the boundary of the feasibility hypothesis: valley data
 (checks.strategies.valley_data: two examples with the same tokens and query and opposite labels, T = 2), where
-B.2
-holds (T = 2), the optimal tokens are unique, but Att-SVM(opt) is infeasible (certified by a Farkas vector)
-and the
-logistic loss ½[ℓ(u) + ℓ(−u)] has a finite minimiser (u = 0 at δ* = log(−γ_2/γ_1)). The claim "‖K‖, ‖Q‖ → ∞"
-is
-false there: GD converges to a finite stationary point (its gradient falls below STATIONARY_RTOL of the
-start's)
-and the norms stop growing (refuted by ``norms_grow``). The linear loss would not do: ℓ(u) + ℓ(−u) is
-constant.
+B.2 holds (T = 2), the optimal tokens are unique, but Att-SVM(opt) is infeasible (certified by a Farkas
+vector) and the logistic loss ½[ℓ(u) + ℓ(−u)] has a finite minimiser (u = 0 at δ* = log(−γ_2/γ_1)). The claim
+"‖K‖, ‖Q‖ → ∞" is false there: GD converges to a finite stationary point (its gradient falls below
+STATIONARY_RTOL of the start's) and the norms stop growing (refuted by ``norms_grow``). The linear loss would
+not do: ℓ(u) + ℓ(−u) is constant.
 
 Why valley data, and why they are the boundary (issue 23 asked for data "one constraint away from
 feasibility"): they are already. Their Farkas system is minimal (two rows, λ = (1, 1); dropping either row

@@ -25,21 +25,18 @@ Predictions: (00) is_gradient_descent: one (K, Q) step of run_gd, from K(0), Q(0
 ‖K(0)Q(0)^T‖ = 1 (softmax far from one-hot), equals the step along an independently computed gradient
 (checks/theorems/_gd.py; corr > 1 − 1e-9). The limit direction is a property of the max-margin geometry and is
 reached by wrong optimisers too: with the softmax normaliser missing every quick instance still converged to
-the
-nuclear solution (power matrix, softmax-no-normaliser), so without this prediction such a bug passed;
-(0) progress: ‖K Q^T‖_F at the end ≥ 4× its start (measured ≥ 59×; a no-op optimiser
-keeps it) — without progress the instance is refuted, and only a progressing run can be inconclusive
-(unclear selection, correlation still rising); (1) corr(K Q^T, W^mm_⋆,α) ≥ CORR_MIN = 0.97 at the end
-(below it and still rising over the second half, by at least a tenth of the remaining distance →
-undecided; a plateau or a fall → refuted); (2) when the two SVM
-solutions differ (s = corr(W^mm_α, W^mm_⋆,α) < 0.98) and the run has converged by (1), the iterate is
-nearer the nuclear solution: corr_nuc − corr_fro ≥ ½(1 − s), half the separation the claim gives in the
-limit (corr_nuc → 1, corr_fro → s; under the Frobenius alternative the difference tends to s − 1 < 0, so
-the threshold is the midpoint between the two predictions, per instance — a fixed 0.02 was above what a
-converged run reaches when s ≈ 0.976: measured 0.0186 there). Separation below that and not rising (same
-rule) → refuted, converged or not; rising → undecided; above it but corr_nuc < 0.97 → undecided. Metrics
-include ``alpha_is_opt`` (how often GD selected the optimal
-tokens; its mean is the share).
+the nuclear solution (power matrix, softmax-no-normaliser), so without this prediction such a bug passed; (0)
+progress: ‖K Q^T‖_F at the end ≥ 4× its start (measured ≥ 59×; a no-op optimiser keeps it) — without progress
+the instance is refuted, and only a progressing run can be inconclusive (unclear selection, correlation still
+rising); (1) corr(K Q^T, W^mm_⋆,α) ≥ CORR_MIN = 0.97 at the end (below it and still rising over the second
+half, by at least a tenth of the remaining distance → undecided; a plateau or a fall → refuted); (2) when the
+two SVM solutions differ (s = corr(W^mm_α, W^mm_⋆,α) < 0.98) and the run has converged by (1), the iterate is
+nearer the nuclear solution: corr_nuc − corr_fro ≥ ½(1 − s), half the separation the claim gives in the limit
+(corr_nuc → 1, corr_fro → s; under the Frobenius alternative the difference tends to s − 1 < 0, so the
+threshold is the midpoint between the two predictions, per instance — a fixed 0.02 was above what a converged
+run reaches when s ≈ 0.976: measured 0.0186 there). Separation below that and not rising (same rule) →
+refuted, converged or not; rising → undecided; above it but corr_nuc < 0.97 → undecided. Metrics include
+``alpha_is_opt`` (how often GD selected the optimal tokens; its mean is the share).
 
 Given data (``--data``): GD on the given data from K(0), Q(0) drawn from each instance's seed; the
 hypotheses are checked on the data — m = d ≥ n first, and when it fails (digits: d = 16 < n = 60) GD is

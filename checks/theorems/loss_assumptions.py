@@ -24,16 +24,15 @@ agree
   grid values of |l'| and the grid difference quotients of l' on [-B, B] stay below those constants.
 
 Negative control ``loss-assumptions-control`` (at the boundary of Assumption A): losses that are strictly
-decreasing and C^1 but whose derivative is not Lipschitz on a bounded interval -- the "sqrt kink"
-l(u) = -c u - a (2/3) sign(u - u1) |u - u1|^{3/2}, l'(u) = -c - a sqrt|u - u1| < 0 (continuous, bounded on
-[-B, B], and with |l'(u) - l'(u1)| / |u - u1| = a / sqrt|u - u1| -> oo), with c = a = 1, u1 = 0 first, then
-random
+decreasing and C^1 but whose derivative is not Lipschitz on a bounded interval -- the "sqrt kink" l(u) = -c u
+- a (2/3) sign(u - u1) |u - u1|^{3/2}, l'(u) = -c - a sqrt|u - u1| < 0 (continuous, bounded on [-B, B], and
+with |l'(u) - l'(u1)| / |u - u1| = a / sqrt|u - u1| -> oo), with c = a = 1, u1 = 0 first, then random
 rationals c, a in [1/2, 3] and u1 in [-B/2, B/2]. Such a loss passes ``decreasing`` (and every check of the
 derivative's sign or boundedness); it is refuted only by ``bounded_lipschitz``, and only by a proof that the
 difference quotient diverges (theory.losses.assumption_a's ``lipschitz_counter``: an exact one-sided limit),
-cross-checked on a numeric sequence of difference quotients. (A discontinuous l'' alone does not refute:
-l' = -1 - |u| is Lipschitz; such a loss comes out undecided.) The earlier control, the squared loss, failed
-only the "decreasing" half, which a check of the sign alone would already refute.
+cross-checked on a numeric sequence of difference quotients. (A discontinuous l'' alone does not refute: l' =
+-1 - |u| is Lipschitz; such a loss comes out undecided.) The earlier control, the squared loss, failed only
+the "decreasing" half, which a check of the sign alone would already refute.
 """
 
 from __future__ import annotations

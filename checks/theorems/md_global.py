@@ -34,11 +34,10 @@ unmet) puts the claimed limit outside the confirmation ball of the true one. 1.7
 apart on the family, below what 20000 plain steps resolve (1 − corr ≈ 0.01–0.04 at the end): the normalised
 control ``md-global-normalized-control`` (ε = 1e-2) pairs all six (p, q).
 
-``md-global-normalized``: the normalised variant ∇ψ(W(k+1)) = ∇ψ(W(k)) − η ∇L/‖∇L‖_q (q the dual exponent),
-η = 0.1, 4000 steps (1024 for p = 1.75, whose logit gap grows like (ηk)^{4/3} and saturates float64 by
-k ≈ 2500: _mirror.normalized_steps) — a variant, not the paper's theorem; its linear growth of the dual
-variable gives
-1 − corr ≈ 1e-4 (p ≤ 2) to 1e-3 (p = 3) within the budget, which resolves the close pair 1.75 / 2.
+``md-global-normalized``: the normalised variant ∇ψ(W(k+1)) = ∇ψ(W(k)) − η ∇L/‖∇L‖_q (q the dual exponent), η
+= 0.1, 4000 steps (1024 for p = 1.75, whose logit gap grows like (ηk)^{4/3} and saturates float64 by k ≈ 2500:
+_mirror.normalized_steps) — a variant, not the paper's theorem; its linear growth of the dual variable gives 1
+− corr ≈ 1e-4 (p ≤ 2) to 1e-3 (p = 3) within the budget, which resolves the close pair 1.75 / 2.
 
 Numerics: numerics.gd.run_gd with geometry numerics.gd.Mirror(p) (the engine's explicit torch loop),
 batched over the instances of one shape and exponent.

@@ -13,11 +13,10 @@ implements exactly the sufficient hypotheses above — "reconstructed".)
 
 Hypotheses implemented (each an ``assume_*``, all pure: the SVM is solved in ``prepare``): Assumption A — the
 instance's loss is one of the catalogue losses logistic/exponential/linear (proved to satisfy A symbolically
-by
-the ``loss-assumptions`` check) and ℓ' < 0 on the instance's score range; a unique optimal token in every
+by the ``loss-assumptions`` check) and ℓ' < 0 on the instance's score range; a unique optimal token in every
 example; Att-SVM(opt) feasible, with a verified KKT certificate; and B.1 or B.2 *verified on the instance* —
-B.1 from the SVM's support tokens (every t ≠ opt_i active within ACTIVE_TOL), B.2 from the scores
-(non-optimal scores equal within TIE_TOL; both from checks.hypotheses).
+B.1 from the SVM's support tokens (every t ≠ opt_i active within ACTIVE_TOL), B.2 from the scores (non-optimal
+scores equal within TIE_TOL; both from checks.hypotheses).
 
 Predictions.
 

@@ -8,10 +8,9 @@ Statement (TLTO §3, the (K, Q) ↔ nuclear-norm link behind Att-SVM⋆; THEORY.
 
 attained at K = U√Σ, Q = V√Σ (W = UΣV^T, thin SVD). Consequently the (K, Q) problem with m columns is the
 rank-constrained Att-SVM⋆: min ‖W‖_⋆ s.t. rank W ≤ m and the Att-SVM(α) margins ≥ 1. For m < n the rank
-constraint
-can bind and the problem is non-convex; its convex relaxation (drop the rank constraint: the certified SDP of
-numerics.svm) answers it exactly when the relaxation's certified solution has rank ≤ m, and otherwise says
-nothing.
+constraint can bind and the problem is non-convex; its convex relaxation (drop the rank constraint: the
+certified SDP of numerics.svm) answers it exactly when the relaxation's certified solution has rank ≤ m, and
+otherwise says nothing.
 
 What is proved, and what is computed. The lower bound is ‖W‖_⋆ = ⟨KQ^T, UV^T⟩ = ⟨K, UV^T Q⟩ ≤ ‖K‖_F‖Q‖_F ≤
 ½(‖K‖_F² + ‖Q‖_F²) (Cauchy–Schwarz with ‖UV^T‖_2 ≤ 1, then AM–GM). It is true by construction, so sampling
@@ -47,12 +46,10 @@ Predictions.
   optimal).
 
 Negative control (``nuclear-factorisation-control``), at the boundary of the claim: the Frobenius norm in
-place of
-the nuclear one, "‖W‖_F = min ½(‖K‖² + ‖Q‖²)", on W of rank exactly 2 with σ₂/σ₁ ∈ [1e-3, 1e-1] (at rank 1 the
-two
-norms agree and the claim is true). False: the attained minimum is ‖W‖_⋆ = ‖W‖_F + Θ(σ₂), refuted by
-``attains``.
-A weaker check passes it: no factorisation ever goes below ‖W‖_F (none goes below ‖W‖_⋆ ≥ ‖W‖_F).
+place of the nuclear one, "‖W‖_F = min ½(‖K‖² + ‖Q‖²)", on W of rank exactly 2 with σ₂/σ₁ ∈ [1e-3, 1e-1] (at
+rank 1 the two norms agree and the claim is true). False: the attained minimum is ‖W‖_⋆ = ‖W‖_F + Θ(σ₂),
+refuted by ``attains``. A weaker check passes it: no factorisation ever goes below ‖W‖_F (none goes below
+‖W‖_⋆ ≥ ‖W‖_F).
 
 Numerics: numpy SVD / eigh, numerics.svm.solve_att_svm(norm="nuc") and certify_att_svm,
 numerics.svm.factorised (SLSQP multi-start), sympy (AM–GM).
@@ -102,8 +99,7 @@ PROFILES = {
 @functools.cache
 def am_gm_certified() -> bool:
     """½(a² + b²) − ab ≡ ½(a − b)² over the reals (sympy, exact): so ½(a² + b²) ≥ ab, the structural step of
-    the
-    lower bound. Certified once per process."""
+    the lower bound. Certified once per process."""
     import sympy as sp
 
     a, b = sp.symbols("a b", real=True)

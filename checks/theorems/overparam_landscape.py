@@ -99,8 +99,7 @@ def construct(data) -> tuple[np.ndarray, float, float]:
 
 def identity_error(data, gamma, Wbar, loss, rng) -> float:
     """max over sampled W of |⟨∇L(W), W̄⟩ − (1/n) Σ ℓ'_i Var_s(γ_i)| / ((1/n) Σ |ℓ'_i| Var_s(γ_i)), with ∇L
-    from
-    numerics.attention's closed form for the score table gamma (token_weights + grad_from_weights)."""
+    from numerics.attention's closed form for the score table gamma (token_weights + grad_from_weights)."""
     G = rng.standard_normal((4 * len(IDENTITY_NORMS), data.d, data.d))
     G *= np.repeat(IDENTITY_NORMS, 4)[:, None, None] / np.linalg.norm(G, axis=(1, 2), keepdims=True)
     b = att.batch_from_data([data] * len(G))

@@ -125,10 +125,9 @@ def radius(n: int, T: int) -> float:
 @cache
 def sharp_perturbation(n: int, T: int) -> np.ndarray:
     """The symmetric E of norm ρ_N that zeroes a multiplier of (G0 + E)^{-1} 1 (the sharpness of (b)): with k
-    and the unit u (u_k = 0) attaining ρ_N, λ = N u / (1^T G0 u) minimises ‖G0 λ − 1‖/‖λ‖ over λ ∝ u;
-    r = 1 − G0 λ,
-    and E = ρ_N H, H the Householder reflection mapping λ/‖λ‖ to r/‖r‖ (symmetric, orthogonal), so E λ = r and
-    (G0 + E) λ = 1 with λ_k = 0. Scaled by 1 ∓ SHARP_EPS it stays inside / goes outside the radius."""
+    and the unit u (u_k = 0) attaining ρ_N, λ = N u / (1^T G0 u) minimises ‖G0 λ − 1‖/‖λ‖ over λ ∝ u; r = 1 −
+    G0 λ, and E = ρ_N H, H the Householder reflection mapping λ/‖λ‖ to r/‖r‖ (symmetric, orthogonal), so E λ =
+    r and (G0 + E) λ = 1 with λ_k = 0. Scaled by 1 ∓ SHARP_EPS it stays inside / goes outside the radius."""
     G0 = g0(n, T)
     N = len(G0)
     P = np.eye(N) - np.ones((N, N)) / N

@@ -8,9 +8,8 @@ loss with keys k_it = x_it. Hence ∇_W L(W) = ∇F(W p) p^T and, for GD on W wi
 
 * (exact, every iterate) W(k) p = q(k), where q(k) is GD on the prompt loss F from q(0) = W(0) p with step
   η ‖p‖² (plain GD) or η ‖p‖ (normalised GD: ‖∇_W L‖_F = ‖∇F‖ ‖p‖); and W(k)(I − p p^T/‖p‖²) = W(0)(I − p
-  p^T/‖p‖²)
-  for every k (GD moves W only inside the rank-one family {q p^T/‖p‖²} through W(0); from W(0) = q(0) p^T/‖p‖²
-  it stays in it exactly);
+  p^T/‖p‖²) for every k (GD moves W only inside the rank-one family {q p^T/‖p‖²} through W(0); from W(0) =
+  q(0) p^T/‖p‖² it stays in it exactly);
 * (exact) the W-SVM  min ‖W‖_F s.t. (x_{iα_i} − x_it)^T W p ≥ 1  is solved by W^mm = q^mm p^T/‖p‖², q^mm the
   p-SVM on the keys x_it (min ‖q‖ s.t. q^T (x_{iα_i} − x_it) ≥ 1): its constraints see W only through W p, and
   the least-norm W with W p = q is q p^T/‖p‖²;
@@ -31,23 +30,19 @@ gd-global-normalized: from a large q(0) normalised GD can lock a token that star
 of that variant); ``feasible`` (certified p-SVM and W-SVM for opt).
 
 What is exact is checked exactly (to float64 rounding): ``svm_relation`` (the two certified SVM solutions
-satisfy
-W^mm = q^mm p^T/‖p‖² and both are tight: min margin 1), ``one_step`` (from every recorded W(k) one W-step and
-one
-q-step from W(k) p agree: the induction step of the iterate equivalence, no accumulation), ``trajectory`` (the
-recorded W(k) p equal the independent prompt run q(k), the off-family part is constant, and corr(W(k), W^mm)
-matches the formula above). What is asymptotic is checked numerically: ``direction`` (1 − corr(q(k), q^mm) and
-1 − corr(W(k), W^mm) below CORR_TOL at the end and falling; no progress refutes).
+satisfy W^mm = q^mm p^T/‖p‖² and both are tight: min margin 1), ``one_step`` (from every recorded W(k) one
+W-step and one q-step from W(k) p agree: the induction step of the iterate equivalence, no accumulation),
+``trajectory`` (the recorded W(k) p equal the independent prompt run q(k), the off-family part is constant,
+and corr(W(k), W^mm) matches the formula above). What is asymptotic is checked numerically: ``direction`` (1 −
+corr(q(k), q^mm) and 1 − corr(W(k), W^mm) below CORR_TOL at the end and falling; no progress refutes).
 
 Control (``p-gd-equivalence-control``, at the boundary): "GD on W with step η is GD on q with the *same* step
 η" (no ‖p‖ factor). Both runs still converge to the same direction q^mm — a check of directions alone would
-pass
-it — but the iterates differ: refuted by ``one_step``.
-Resolution (issue 23; checks/power/resolution.json): 0.1 on quick seed 0, against a goal of 0.05. The
-direction is judged at an end 1 − corr < 5e-3 (q and W) that is not rising; the stall rule of the
-convergence rule is not applied, because a rise below the threshold at the end is documented as the budget
-(full seed 5 #34: q 9.2e-5, W 5.2e-4, rising since mid-run), so a 5 % tilt (1 − cos θ = 1.25e-3) stays
-within the threshold.
+pass it — but the iterates differ: refuted by ``one_step``. Resolution (issue 23;
+checks/power/resolution.json): 0.1 on quick seed 0, against a goal of 0.05. The direction is judged at an end
+1 − corr < 5e-3 (q and W) that is not rising; the stall rule of the convergence rule is not applied, because a
+rise below the threshold at the end is documented as the budget (full seed 5 #34: q 9.2e-5, W 5.2e-4, rising
+since mid-run), so a 5 % tilt (1 − cos θ = 1.25e-3) stays within the threshold.
 """
 
 from __future__ import annotations

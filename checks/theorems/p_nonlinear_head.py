@@ -2,64 +2,49 @@ r"""p-nonlinear-head — with a nonlinear head, the prompt's regularisation path
 tokens the head selects (TLZO, reconstructed).
 
 Statement (TLZO, "Max-Margin Token Selection in Attention Mechanism", arXiv 2306.13596, §4: regularisation
-path
-with a nonlinear prediction head, f(X) = h(X^T S(K p)); the form below is *reconstructed* for one-token
+path with a nonlinear prediction head, f(X) = h(X^T S(K p)); the form below is *reconstructed* for one-token
 selections). Let h(u) = Σ_j a_j ReLU(v_j^T u) (a_j > 0: h convex), logistic loss, and let the head select one
 token per example: α_i = argmax_t Y_i h(x_it), the maximum of Y_i h(X_i^T s) over the simplex being attained
-only
-at the vertex s = e_{α_i}. Then L_∞ = (1/n) Σ ℓ(Y_i h(x_{iα_i})) is the infimum of L, and if the first-order
-coefficients c_it = Y_i ∇h(x_{iα_i})^T (x_{iα_i} − x_it) are positive, the path p_R = argmin_{‖p‖ ≤ R} L(p)
-has
-p_R / R → p^mm_α / ‖p^mm_α‖, the p-SVM of the head's selection (not of any linear score's). Why: near the
-vertex
-L − L_∞ ≈ Σ_i |ℓ'_i| Σ_t c_it e^{−R q_it}, q_it = p̂^T(k_{iα_i} − k_it), which for c > 0 is minimised, as R →
-∞, by
-maximising the least margin min q_it — the p-SVM. Selections of several tokens (a mixture optimal for the
-head:
-TLZO's composition case, TLTO's Gen-SVM) are not covered here (gen-svm checks that picture for W).
+only at the vertex s = e_{α_i}. Then L_∞ = (1/n) Σ ℓ(Y_i h(x_{iα_i})) is the infimum of L, and if the
+first-order coefficients c_it = Y_i ∇h(x_{iα_i})^T (x_{iα_i} − x_it) are positive, the path p_R = argmin_{‖p‖
+≤ R} L(p) has p_R / R → p^mm_α / ‖p^mm_α‖, the p-SVM of the head's selection (not of any linear score's). Why:
+near the vertex L − L_∞ ≈ Σ_i |ℓ'_i| Σ_t c_it e^{−R q_it}, q_it = p̂^T(k_{iα_i} − k_it), which for c > 0 is
+minimised, as R → ∞, by maximising the least margin min q_it — the p-SVM. Selections of several tokens (a
+mixture optimal for the head: TLZO's composition case, TLTO's Gen-SVM) are not covered here (gen-svm checks
+that picture for W).
 
 Hypotheses implemented (exactly, each certified by finitely many exact comparisons): logistic loss; keys =
-tokens
-(W = I); ``head_selects_vertex``: for Y_i = +1 (Y_i h convex) the maximum over the simplex is at a vertex, so
-Y_i h(x_{iα_i}) − max_{t≠α_i} Y_i h(x_it) > H_GAP suffices; for Y_i = −1 (Y_i h concave) the first-order
-condition
-c_it > 0 ∀t is necessary and sufficient for the vertex to be the strict maximum; for both, min c_it > C_MIN
-and
-every unit off its kink at x_{iα_i} (|v_j^T x_{iα_i}| > KINK_MIN, so ∇h is defined there); ``feasible``
-(certified
-p-SVM for α). Instances: n = 2, T = 3, d = 5, m = 4 hidden units, x_it ~ N(0, 4/d), V ~ N(0, 1), a ~ U(0.5,
-1),
-labels ±1, drawn until the hypotheses hold (at most MAX_DRAWS; about 30 % of draws qualify). The path uses
-RESTARTS = 6 random starts per radius: the loss has plateaus (directions with p̂ᵀ(k_it − k_iα) = 0 for some t
-keep
-the softmax mixed and E constant in R) where a warm start can sit for several radii (full profile, seed 0,
-instances 1 and 26 with 4 restarts: E ≈ 8e-3 flat from R = 16 to 64 while R·p̂^mm has E ≈ 1e-57 at R = 128).
-A path point beaten like that makes both predictions undecided, never refuted.
+tokens (W = I); ``head_selects_vertex``: for Y_i = +1 (Y_i h convex) the maximum over the simplex is at a
+vertex, so Y_i h(x_{iα_i}) − max_{t≠α_i} Y_i h(x_it) > H_GAP suffices; for Y_i = −1 (Y_i h concave) the
+first-order condition c_it > 0 ∀t is necessary and sufficient for the vertex to be the strict maximum; for
+both, min c_it > C_MIN and every unit off its kink at x_{iα_i} (|v_j^T x_{iα_i}| > KINK_MIN, so ∇h is defined
+there); ``feasible`` (certified p-SVM for α). Instances: n = 2, T = 3, d = 5, m = 4 hidden units, x_it ~ N(0,
+4/d), V ~ N(0, 1), a ~ U(0.5, 1), labels ±1, drawn until the hypotheses hold (at most MAX_DRAWS; about 30 % of
+draws qualify). The path uses RESTARTS = 6 random starts per radius: the loss has plateaus (directions with
+p̂ᵀ(k_it − k_iα) = 0 for some t keep the softmax mixed and E constant in R) where a warm start can sit for
+several radii (full profile, seed 0, instances 1 and 26 with 4 restarts: E ≈ 8e-3 flat from R = 16 to 64 while
+R·p̂^mm has E ≈ 1e-57 at R = 128). A path point beaten like that makes both predictions undecided, never
+refuted.
 
-Predictions: ``path_reliable`` (undecided, never refuted, when the path numerics failed: the excess loss
-E = L − L_∞ not decreasing over the judged radii (R ≥ 8), the ball point R·p̂^mm_α beating the path point
-there by more than
-CAND_RTOL, or the stationarity ratio ‖projected tangential ∇L‖/|radial ∇L| above STAT_TOL·R — ≈ the angle to
-the sphere's minimiser for one support constraint, ≈ R × it when several compete, as their weights e^{−R q}
-rebalance at rate R per radian); ``direction``: 1 − corr(p_R, p^mm_α) judged by ``_paths.judge_path``
-with
-the per-instance threshold min(CORR_TOL, sep/4), sep = 1 − corr(p^mm_α, p^mm_{α^lin}) (α^lin below) where the
-two selections differ. Path: numerics.prompt_path.prompt_head_reg_path on R = 1..128.
+Predictions: ``path_reliable`` (undecided, never refuted, when the path numerics failed: the excess loss E = L
+− L_∞ not decreasing over the judged radii (R ≥ 8), the ball point R·p̂^mm_α beating the path point there by
+more than CAND_RTOL, or the stationarity ratio ‖projected tangential ∇L‖/|radial ∇L| above STAT_TOL·R — ≈ the
+angle to the sphere's minimiser for one support constraint, ≈ R × it when several compete, as their weights
+e^{−R q} rebalance at rate R per radian); ``direction``: 1 − corr(p_R, p^mm_α) judged by ``_paths.judge_path``
+with the per-instance threshold min(CORR_TOL, sep/4), sep = 1 − corr(p^mm_α, p^mm_{α^lin}) (α^lin below) where
+the two selections differ. Path: numerics.prompt_path.prompt_head_reg_path on R = 1..128.
 
 No progress refutes: a path whose point at every judged radius is no better (E) than the best of its starting
 points was not optimised (a no-op or climbing optimiser) and is refuted, not left undecided.
 
 Measured (seed 0): 1 − corr(p_R, p^mm_α) ≈ 5e-5 – 1.3e-4 at R = 128, falling ≈ 4× per doubling; the
-linear-part
-selection's p-SVM stays 0.49 – 1.15 away.
+linear-part selection's p-SVM stays 0.49 – 1.15 away.
 
 Control (``p-nonlinear-head-control``, at the boundary): "the path → the p-SVM of the tokens the head's
-*linear
-part* selects", α^lin_i = argmax_t Y_i (V a)^T x_it — what the head would select if every unit were active.
-Where
-every unit is active on the tokens the head is linear and the two coincide (a family of such heads would pass
-the
-control); the control draws heads whose ReLUs switch off on some token, so that α^lin ≠ α, and is refuted.
+*linear part* selects", α^lin_i = argmax_t Y_i (V a)^T x_it — what the head would select if every unit were
+active. Where every unit is active on the tokens the head is linear and the two coincide (a family of such
+heads would pass the control); the control draws heads whose ReLUs switch off on some token, so that α^lin ≠
+α, and is refuted.
 """
 
 from __future__ import annotations

@@ -6,59 +6,44 @@ path of the prompt-attention model f(X) = v^T X^T S(K p), keys k_it = W x_it, W 
 
 * global: under Assumption A (here: logistic loss), unique optimal tokens opt_i = argmax_t γ_it and a feasible
   p-SVM for opt, p_R = argmin_{‖p‖ ≤ R} L(p) satisfies p_R / R → p^mm / ‖p^mm‖ as R → ∞ — for any data, with
-  no
-  B.2-type condition (the path is a global minimiser, so it is not trapped by locally optimal α);
+  no B.2-type condition (the path is a global minimiser, so it is not trapped by locally optimal α);
 * local (*reconstructed*, the cone-restricted path of TLTO's local theorem transcribed to p): if α is locally
   optimal (γ_{iα_i} > γ_it for every support token t of p^mm_α), μ > 0 is small enough and R0 large enough,
-  the
-  path restricted to the cone C_{μ,R0} = {corr(p, p^mm_α) ≥ 1 − μ, ‖p‖ ≥ R0},
-  p_R^α = argmin {L(p) : p ∈ C_{μ,R0}, ‖p‖ ≤ R}, satisfies p_R^α / R → p^mm_α / ‖p^mm_α‖. (R0 matters: near
-  the
-  origin a higher-scoring non-support token can make L < L_∞(α) inside the cone, and a minimiser there would
-  never leave; see the control.) Implemented with R0 = R0_LOCAL = 4: the path is computed on the spheres and
-  judged on R ≥ 8, where E decreasing in R shows the C_{μ,R0}-ball minimiser lies on the outer sphere.
+  the path restricted to the cone C_{μ,R0} = {corr(p, p^mm_α) ≥ 1 − μ, ‖p‖ ≥ R0}, p_R^α = argmin {L(p) : p ∈
+  C_{μ,R0}, ‖p‖ ≤ R}, satisfies p_R^α / R → p^mm_α / ‖p^mm_α‖. (R0 matters: near the origin a higher-scoring
+  non-support token can make L < L_∞(α) inside the cone, and a minimiser there would never leave; see the
+  control.) Implemented with R0 = R0_LOCAL = 4: the path is computed on the spheres and judged on R ≥ 8, where
+  E decreasing in R shows the C_{μ,R0}-ball minimiser lies on the outer sphere.
 
 Hypotheses implemented (exactly): logistic loss; ``feasible`` (the certified p-SVM for the target α);
 ``unique_optimal`` (global: the largest score exceeds the others by > TIE_TOL); ``locally_optimal`` (local:
-every
-support token of p^mm_α scores below α by > TIE_TOL); cone half-width μ = LOCAL_MU = 1 − cos 0.5 (a wide cone,
-so
-a random point of it is far from its axis). The path is numerics.prompt_path.prompt_reg_path on
-R = 1, 2, …, 128
-(RESTARTS random starts + warm start per radius, normalised Riemannian GD on the sphere ‖p‖ = R, candidates
-compared by the excess loss E = L − L_∞, which keeps its precision at any R where L itself is flat in
-float64).
+every support token of p^mm_α scores below α by > TIE_TOL); cone half-width μ = LOCAL_MU = 1 − cos 0.5 (a wide
+cone, so a random point of it is far from its axis). The path is numerics.prompt_path.prompt_reg_path on R =
+1, 2, …, 128 (RESTARTS random starts + warm start per radius, normalised Riemannian GD on the sphere ‖p‖ = R,
+candidates compared by the excess loss E = L − L_∞, which keeps its precision at any R where L itself is flat
+in float64).
 
 Instance family (T = 3, d = 2, n = 1; cycling: even instances global, odd local): keys (−1, 1), (1, 0), (0, 0)
 with scores (1, 0.9, γ3), γ3 ~ U(0, GAMMA3_MAX): opt = token 1 with p^mm = (−1, 1)/2; α = token 2 is locally
 optimal (its only support token is token 3, γ3 < 0.9) with p^mm_α = (1, 0). Inside the cone (angle ≤ 0.5 rad
-from
-(1, 0)) token 1's softmax share is e^{−R(cos θ − sin θ) ...} ≤ e^{−0.4 R} relative to token 3's, so the cone
-path
-sees only token 3 for large R. Instances 0 and 1 are exact; later ones perturb the keys by U(−PERTURB,
-PERTURB) and
-rotate the plane (the hypotheses re-verify the structure with the certified solver).
+from (1, 0)) token 1's softmax share is e^{−R(cos θ − sin θ) ...} ≤ e^{−0.4 R} relative to token 3's, so the
+cone path sees only token 3 for large R. Instances 0 and 1 are exact; later ones perturb the keys by
+U(−PERTURB, PERTURB) and rotate the plane (the hypotheses re-verify the structure with the certified solver).
 
 Per-instance threshold (as rp-w-frobenius): 1 − corr(p_R, target) < min(CORR_TOL, sep/4) at the largest
-radius,
-sep = 1 − corr(p^mm, p^mm_α) (the competing direction: the global path must not be the local one and vice
-versa; with 4 both cannot be confirmed on one instance), and for the local path also < μ/4 (the competing
+radius, sep = 1 − corr(p^mm, p^mm_α) (the competing direction: the global path must not be the local one and
+vice versa; with 4 both cannot be confirmed on one instance), and for the local path also < μ/4 (the competing
 direction is the cone's boundary, where a path pulled out of the cone stalls at 1 − corr = μ). The trend is
-judged
-by ``_paths.judge_path`` (non-increasing over the large-R half up to noise, then the threshold; an
-error
-above it that stalls is refuted, one still shrinking geometrically is undecided).
+judged by ``_paths.judge_path`` (non-increasing over the large-R half up to noise, then the threshold; an
+error above it that stalls is refuted, one still shrinking geometrically is undecided).
 
 Certified failures of the path numerics make an instance undecided, never refuted (``path_reliable``): E not
 decreasing in R over the judged radii R ≥ 8 (the minimum over a larger ball is ≤; a rise means the path missed
-the
-minimiser or the ball's minimiser is interior, where the sphere search does not apply), a lower E at the ball
-point
-R·p̂_target than at the path point (judged radii), or a path point that is not a first-order constrained
-minimiser
-(stationarity ‖projected tangential gradient‖/|radial gradient| > STAT_TOL at the largest radius; the decaying
-schedule ends within ≈ lr/steps = 1.25e-4 rad, measured ≤ 5e-5). An optimiser that never moves leaves random
-starts, which fail the stationarity test.
+the minimiser or the ball's minimiser is interior, where the sphere search does not apply), a lower E at the
+ball point R·p̂_target than at the path point (judged radii), or a path point that is not a first-order
+constrained minimiser (stationarity ‖projected tangential gradient‖/|radial gradient| > STAT_TOL at the
+largest radius; the decaying schedule ends within ≈ lr/steps = 1.25e-4 rad, measured ≤ 5e-5). An optimiser
+that never moves leaves random starts, which fail the stationarity test.
 
 No progress refutes: a path whose point at every judged radius is no better (E) than the best of its starting
 points was not optimised at all (a no-op or climbing optimiser) and is refuted, not left undecided.
@@ -67,15 +52,11 @@ Measured (seed 0): global 1 − corr ≤ 5e-10 from R = 16 on, local ≤ 3e-9 fr
 
 Control (``p-rp-path-control``, at the boundary): the local claim for a *non*-locally-optimal α — γ3 ~ U(0.9,
 0.98), so α's support token 3 ties or beats α. The cone-restricted path is then pulled to the cone's boundary
-and
-stalls at 1 − corr = μ ≈ 0.12 — well inside the cone, so a fixed threshold of 0.15 (or any check of "stays in
-the
-cone") would pass it. It is refuted exactly: every non-α token scores at least as high as α, so a path point
-with
-mass on them has L < L_∞(α) (E_α < 0, computed without cancellation), and then the cone-ball minimiser can
-never
-approach p̂^mm_α (control's ``check_direction``); the stall above μ/4 refutes it too where E_α underflows to
-0.
+and stalls at 1 − corr = μ ≈ 0.12 — well inside the cone, so a fixed threshold of 0.15 (or any check of "stays
+in the cone") would pass it. It is refuted exactly: every non-α token scores at least as high as α, so a path
+point with mass on them has L < L_∞(α) (E_α < 0, computed without cancellation), and then the cone-ball
+minimiser can never approach p̂^mm_α (control's ``check_direction``); the stall above μ/4 refutes it too where
+E_α underflows to 0.
 """
 
 from __future__ import annotations
@@ -302,13 +283,10 @@ class PRPPathControl(_RPBase):
 
     def check_direction(self, inst, state, ctx):
         """An exact refutation first: a point p of C_{μ,R0} with L(p) < L_∞(α) (E_α(p) < 0, computed without
-        cancellation)
-        certifies the claim false — the cone-ball minimiser has L(p_R) ≤ L(p) < L_∞(α) for every R ≥ ‖p‖,
-        while
-        p_R/R → p̂^mm_α would drive the softmax onto α and L(p_R) → L_∞(α). (Such a ball minimiser may be
-        interior,
-        so the sphere path's E need not decrease — which makes the theorem's reliability test undecided
-        here.)"""
+        cancellation) certifies the claim false — the cone-ball minimiser has L(p_R) ≤ L(p) < L_∞(α) for every
+        R ≥ ‖p‖, while p_R/R → p̂^mm_α would drive the softmax onto α and L(p_R) → L_∞(α). (Such a ball
+        minimiser may be interior, so the sphere path's E need not decrease — which makes the theorem's
+        reliability test undecided here.)"""
         inner = RADII >= R0_LOCAL  # the path points that lie in C_{μ,R0}
         E = state["excess"][inner]
         if float(E.min()) < 0:

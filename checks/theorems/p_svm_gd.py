@@ -98,9 +98,8 @@ KINDS = ("local-fixture", "global-fixture", "global-random")
 def abandoned_opt_mechanism(result) -> bool:
     """p-svm-gd's documented finding (the mechanism p-gd-equivalence documents on its B.2 family): only
     ``direction`` refuted, ‖p‖ progressed (the progress rule of the check), and GD abandoned some example's
-    optimal
-    token and converged to the certified p-SVM of the other examples, under which the abandoned token loses
-    (``_prompt.abandoned_opt_token``, at the theorem's own CORR_TOL and TREND_RTOL)."""
+    optimal token and converged to the certified p-SVM of the other examples, under which the abandoned token
+    loses (``_prompt.abandoned_opt_token``, at the theorem's own CORR_TOL and TREND_RTOL)."""
     return abandoned_opt_refutation(result, "norm_growth", NORM_GROWTH_MIN * LR * STEPS, CORR_TOL, TREND_RTOL)
 
 

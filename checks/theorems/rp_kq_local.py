@@ -2,42 +2,32 @@ r"""rp-kq-local — the local (cone-restricted) (K, Q) regularisation path conve
 
 Statement (TLTO §3, local regularisation path of the (K, Q) parametrisation; reconstructed as rp-w-local, see
 checks/theorems/_localpath.py): if α ≠ opt is locally optimal for the nuclear-norm Att-SVM⋆(α) (support tokens
-of
-W^mm_⋆,α score below α_i), Att-SVM⋆(α) is feasible and m ≥ n, then for a small enough μ > 0
+of W^mm_⋆,α score below α_i), Att-SVM⋆(α) is feasible and m ≥ n, then for a small enough μ > 0
 
     (K̄_R, Q̄_R) = argmin { L(K Q^T) : ‖K‖_F² + ‖Q‖_F² ≤ 2R, corr(K Q^T, W^mm_⋆,α) ≥ 1 − μ }
     satisfies K̄_R Q̄_R^T / R → W^mm_⋆,α / ‖W^mm_⋆,α‖_⋆  and  ‖K̄_R Q̄_R^T‖_⋆ ≈ R.
 
 Hypotheses implemented (exactly): logistic loss; α ≠ opt; Att-SVM⋆(α) and Att-SVM⋆(opt) feasible (certified
-SDP
-ladder); α locally optimal for W^mm_⋆,α; δ⁺ ≥ 0.5 (computed on W^mm_⋆,α); the cone excludes W^mm_⋆:
-1 − corr(W^mm_⋆,α, W^mm_⋆) ≥ 4μ; m = d ≥ n. μ = 0.015 (MU_KQ). Instance family as rp-w-local (n = 3, T = 4, d
-= 6).
+SDP ladder); α locally optimal for W^mm_⋆,α; δ⁺ ≥ 0.5 (computed on W^mm_⋆,α); the cone excludes W^mm_⋆: 1 −
+corr(W^mm_⋆,α, W^mm_⋆) ≥ 4μ; m = d ≥ n. μ = 0.015 (MU_KQ). Instance family as rp-w-local (n = 3, T = 4, d =
+6).
 
 The path: numerics.regpath.regularization_path(param="KQ", cone=(W^mm_⋆,α, μ)): projected normalised GD on the
-factors,
-a step whose K Q^T leaves the cone replaced by the balanced factors of the cone projection of K Q^T, 500
-steps, 2
-restarts + warm start per radius (full / paper: 1500 steps, 4 restarts), on R = M·‖W^mm_⋆,α‖_⋆, M = 2..32;
-only radii where the loss resolves are judged.
+factors, a step whose K Q^T leaves the cone replaced by the balanced factors of the cone projection of K Q^T,
+500 steps, 2 restarts + warm start per radius (full / paper: 1500 steps, 4 restarts), on R = M·‖W^mm_⋆,α‖_⋆, M
+= 2..32; only radii where the loss resolves are judged.
 
 Predictions: (1) ``direction`` as rp-w-local against W^mm_⋆,α (threshold min(1e-2, μ/4) = 3.75e-3); (2)
 ``constraint_active``: (‖K‖² + ‖Q‖²)/2 = R; (3) ``nuclear_norm``: ‖K̄_R Q̄_R^T‖_⋆ / R ∈ [0.95, 1 + 1e-9] (≤ 1
-by
-AM–GM, ≈ 1 when the factors balance), on the radii where the path is reliable. Measured: full profile, seed 0
-(1500 steps, 4 restarts): 32 of 48 confirmed, 14 vacuous (δ⁺ < 0.5 or α not locally optimal on W^mm_⋆,α — the
-family
-filters on the Frobenius solution — or cone_selects_alpha unmet), 2 inconclusive (still shrinking at M = 32),
-none
-refuted; paper profile: 92 of 150 confirmed (min 80: a third of the family is vacuous), 49 vacuous, 9
-inconclusive, none
-refuted (control: 113 of 150 refuted, 9 confirmed).
+by AM–GM, ≈ 1 when the factors balance), on the radii where the path is reliable. Measured: full profile, seed
+0 (1500 steps, 4 restarts): 32 of 48 confirmed, 14 vacuous (δ⁺ < 0.5 or α not locally optimal on W^mm_⋆,α —
+the family filters on the Frobenius solution — or cone_selects_alpha unmet), 2 inconclusive (still shrinking
+at M = 32), none refuted; paper profile: 92 of 150 confirmed (min 80: a third of the family is vacuous), 49
+vacuous, 9 inconclusive, none refuted (control: 113 of 150 refuted, 9 confirmed).
 
 Control (``rp-kq-local-control``): the same claim for α with a support token tied with α_i (tied_alpha_data;
-not
-locally optimal, decided on W^mm_⋆,α's support): the path stays on the cone boundary → refuted (full profile,
-seed 0:
-34 of 48 refuted, 2 confirmed, 2 inconclusive, 10 vacuous).
+not locally optimal, decided on W^mm_⋆,α's support): the path stays on the cone boundary → refuted (full
+profile, seed 0: 34 of 48 refuted, 2 confirmed, 2 inconclusive, 10 vacuous).
 """
 
 from __future__ import annotations
@@ -66,9 +56,9 @@ PROFILES = {
     "quick": Profile(instances=12, min_confirmed=6, batch=12),
     # min_confirmed below rp-w-local's: ~20 % of the family is vacuous here (δ⁺ and local optimality are
     # decided on W^mm_⋆,α while the family filters on the Frobenius solution; ~12 % of cones of width 0.015
-    # fail cone_selects_alpha)
-    # batch: a block's paths run as one batched path (LocalPathBase.prepare), whose cost is per-step overhead,
-    # so large blocks are cheaper (full profile, the 4 local theorems: 34 s CPU in blocks of 16, 26 s in 48)
+    # fail cone_selects_alpha) batch: a block's paths run as one batched path (LocalPathBase.prepare), whose
+    # cost is per-step overhead, so large blocks are cheaper (full profile, the 4 local theorems: 34 s CPU in
+    # blocks of 16, 26 s in 48)
     "full": Profile(instances=48, min_confirmed=28, batch=48, params=BIG_BUDGET),
     "paper": Profile(instances=150, min_confirmed=80, batch=50, params=BIG_BUDGET),
 }

@@ -14,16 +14,13 @@ the same loss to 2e-16 while their directions differ), so the direction at R = 1
 undetermined even where the loss still drops by > 1e-10 from R = 64, and the trend broke there on
 3 of 72 full-profile instances (300 steps, 2 restarts).
 
-Predictions: (1) 1 − corr(K_R Q_R^T, W^mm_⋆) non-increasing in R up to noise (25% relative / 2e-3
-absolute per step) and < 3e-2 at the largest judged R (the error decays like log R / R and is 1e-3–2e-2 at
-R = 64; above it but still shrinking → undecided, stalled → failed, as in rp-w-frobenius, including its trend
-window —
-from where the path selects the optimal tokens — and its missed-minimiser test with rescaled path points:
-paper
+Predictions: (1) 1 − corr(K_R Q_R^T, W^mm_⋆) non-increasing in R up to noise (25% relative / 2e-3 absolute per
+step) and < 3e-2 at the largest judged R (the error decays like log R / R and is 1e-3–2e-2 at R = 64; above it
+but still shrinking → undecided, stalled → failed, as in rp-w-frobenius, including its trend window — from
+where the path selects the optimal tokens — and its missed-minimiser test with rescaled path points: paper
 profile, seed 0, instance 144: 1 − corr = 0.28 → 0.37 from R = 4 to 8 with min-margin < 0 at both, the same
-loss
-0.65806598 at R = 8 from 2 × 12 restarts × 3000 steps, then 0.011, 0.0047, 0.0017 at R = 16..64);
-(2) ‖K_R Q_R^T‖_⋆ / R ∈ [0.95, 1 + 1e-9] at every radius (it is ≤ 1 by AM–GM; ≈ 1 when the factors balance).
+loss 0.65806598 at R = 8 from 2 × 12 restarts × 3000 steps, then 0.011, 0.0047, 0.0017 at R = 16..64); (2)
+‖K_R Q_R^T‖_⋆ / R ∈ [0.95, 1 + 1e-9] at every radius (it is ≤ 1 by AM–GM; ≈ 1 when the factors balance).
 
 Given data (``--data``): as rp-w-frobenius — the first 5 examples of each label, one path per instance
 with its own restarts, 1000 steps per radius, R = 1..64 (``GIVEN_RADII``): at R = 128 on the digits
@@ -37,12 +34,10 @@ the hypothesis ``solutions_separated`` (sep ≥ SEP_MIN = 0.04); see _paths.SEPA
 Control (``rp-kq-nuclear-control``, at the boundary): "the (K, Q) path → the Frobenius solution W^mm", with
 the same per-instance threshold sep/4 on the same separated instances; refuted when the error to W^mm stalls
 above sep/4, or still shrinks while the path is already within sep/4 of W^mm_⋆ (then provably > sep/4 from
-W^mm).
-Resolution (issue 23; checks/power/resolution.json): 0.5 on quick seed 0, against a goal of 0.05: a limit of
-the budget and of the path's noise. The (K, Q) path reaches 1 − corr 1e-4–2e-2 at R = 64 under the
-per-instance threshold sep/4 ≤ 3e-2, which a tilt up to ε ≈ 0.2 stays within, and the path's noise
-(TREND_ABS = 2e-3) exceeds a 5 % tilt's 1 − cos θ = 1.25e-3, so no stall rule below the threshold is
-certified.
+W^mm). Resolution (issue 23; checks/power/resolution.json): 0.5 on quick seed 0, against a goal of 0.05: a
+limit of the budget and of the path's noise. The (K, Q) path reaches 1 − corr 1e-4–2e-2 at R = 64 under the
+per-instance threshold sep/4 ≤ 3e-2, which a tilt up to ε ≈ 0.2 stays within, and the path's noise (TREND_ABS
+= 2e-3) exceeds a 5 % tilt's 1 − cos θ = 1.25e-3, so no stall rule below the threshold is certified.
 """
 
 from __future__ import annotations

@@ -9,39 +9,33 @@ tokens; Att-SVM(opt) feasible (certified, numerics.svm). Instance family: random
 GD, 2 random restarts + warm start per radius, best loss kept) on the log grid R = 1, 2, 4, ..., 128.
 
 Predictions: (1) 1 − corr(W_R, W^mm) is non-increasing in R (over the large-R half of the grid, or from the
-first radius after which every
-W_R selects the optimal tokens — min-margin > 0 — if that is later: before it the path is not yet in the
-asymptotic
-regime the theorem describes, see ``non_increasing``) up to noise (relative 25% or absolute 2e-3
-per step, the restarts' optimisation error) and below 1e-2 at the largest judged R; (2) the norm constraint
-is active at every radius; (3) the normalised margin ‖W^mm‖ · min-margin(W_R)/R (→ 1): 1 − it is
-non-increasing (up to the same noise) and ≤ 0.15 at the largest judged R (else undecided: a min-margin on a
-numerically minimised path is too noisy for the stall test). For (1) and (3) (asymptotic), an error above its
-threshold
-that still shrinks geometrically (last ratio ≤ 0.8 on the doubling grid) is undecided (grid too short);
-one that has stalled is a failure — it converges to a positive limit (this is what refutes the control).
-Only radii where the path's loss still resolves in float64 (drops by > 1e-10 relative from the previous
-radius) are judged, by every prediction; beyond, L is flat to 16 digits (L → ℓ(γ_opt) > 0 and the
-non-selected tokens' share e^{-margin} falls below its last digit), so the restarts' best-loss choice and
-the missed-minimiser test below no longer see anything: on this family the loss resolves up to R = 64 on
-most instances and up to 128 on some. A path that provably missed the constrained minimiser — its loss does
-not decrease from one radius to
-the next, or the ball point R·W^mm/‖W^mm‖_F or another path point rescaled to radius R
-(``rescaled_path_loss``)
-has a lower loss (the path solver's restarts found a non-global minimiser, or float64 precision failed) — is
-undecided, never refuted.
+first radius after which every W_R selects the optimal tokens — min-margin > 0 — if that is later: before it
+the path is not yet in the asymptotic regime the theorem describes, see ``non_increasing``) up to noise
+(relative 25% or absolute 2e-3 per step, the restarts' optimisation error) and below 1e-2 at the largest
+judged R; (2) the norm constraint is active at every radius; (3) the normalised margin ‖W^mm‖ ·
+min-margin(W_R)/R (→ 1): 1 − it is non-increasing (up to the same noise) and ≤ 0.15 at the largest judged R
+(else undecided: a min-margin on a numerically minimised path is too noisy for the stall test). For (1) and
+(3) (asymptotic), an error above its threshold that still shrinks geometrically (last ratio ≤ 0.8 on the
+doubling grid) is undecided (grid too short); one that has stalled is a failure — it converges to a positive
+limit (this is what refutes the control). Only radii where the path's loss still resolves in float64 (drops by
+> 1e-10 relative from the previous radius) are judged, by every prediction; beyond, L is flat to 16 digits (L
+→ ℓ(γ_opt) > 0 and the non-selected tokens' share e^{-margin} falls below its last digit), so the restarts'
+best-loss choice and the missed-minimiser test below no longer see anything: on this family the loss resolves
+up to R = 64 on most instances and up to 128 on some. A path that provably missed the constrained minimiser —
+its loss does not decrease from one radius to the next, or the ball point R·W^mm/‖W^mm‖_F or another path
+point rescaled to radius R (``rescaled_path_loss``) has a lower loss (the path solver's restarts found a
+non-global minimiser, or float64 precision failed) — is undecided, never refuted.
 
-Given data (``--data``): the path runs on a deterministic subset of the given data, the first
-GIVEN_PER_CLASS = 5 examples of each label (n = 10 on digits; metrics ``data_n`` / ``data_n_given``), each
-instance with its own restarts (its seed; one path per instance, so a single instance replays exactly).
-Why a subset: on all 60 digits the smallest optimal-score gap is 0.006 and ‖W^mm‖_F = 16, so the path
-reaches its max-margin regime only where the loss no longer resolves in float64 (at R = 32, 1 − corr
-is still 0.38, and beyond R = 64 the path's minimiser is beaten by R·W^mm/‖W^mm‖ — it is no longer
-found); on the first 5 + 5 examples (‖W^mm‖_F = 5.8) the path reaches it: 1 − corr ≈ 9e-3 at R = 32 and 2e-3
-at
-R = 64 and 5e-4 at R = 128, normalised margin 0.84 → 0.92 → 0.96. On given data the grid is R = 1..128
-(``given_radii``; rp-kq-nuclear stops at 64, see there) and the path takes GIVEN_PATH_STEPS = 1000 steps per
-radius (the (K, Q) factors balance slowly at large R).
+Given data (``--data``): the path runs on a deterministic subset of the given data, the first GIVEN_PER_CLASS
+= 5 examples of each label (n = 10 on digits; metrics ``data_n`` / ``data_n_given``), each instance with its
+own restarts (its seed; one path per instance, so a single instance replays exactly). Why a subset: on all 60
+digits the smallest optimal-score gap is 0.006 and ‖W^mm‖_F = 16, so the path reaches its max-margin regime
+only where the loss no longer resolves in float64 (at R = 32, 1 − corr is still 0.38, and beyond R = 64 the
+path's minimiser is beaten by R·W^mm/‖W^mm‖ — it is no longer found); on the first 5 + 5 examples (‖W^mm‖_F =
+5.8) the path reaches it: 1 − corr ≈ 9e-3 at R = 32 and 2e-3 at R = 64 and 5e-4 at R = 128, normalised margin
+0.84 → 0.92 → 0.96. On given data the grid is R = 1..128 (``given_radii``; rp-kq-nuclear stops at 64, see
+there) and the path takes GIVEN_PATH_STEPS = 1000 steps per radius (the (K, Q) factors balance slowly at large
+R).
 
 The directional threshold is per instance, below the distinction the claim draws: 1 − corr(W_R, W^mm) must
 fall below min(1e-2, sep/4), sep = 1 − corr(W^mm, W^mm_⋆) (``SEPARATION_K``: with 4 the theorem and its

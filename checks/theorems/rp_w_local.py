@@ -1,64 +1,45 @@
 r"""rp-w-local — the local (cone-restricted) W regularisation path converges in direction to W^mm_α.
 
 Statement (TLTO §3, local regularisation path; reconstructed from THEORY.md §3–4 and the paper's local
-theorem,
-the cone's lower bound ‖W‖ ≥ R_0 dropped because the minimiser lies on ‖W‖ = R, see
-checks/theorems/_localpath.py):
-if α ≠ opt is locally optimal (every support token of W^mm_α scores below α_i) and Att-SVM(α) is feasible,
-then for
-a small enough μ > 0
+theorem, the cone's lower bound ‖W‖ ≥ R_0 dropped because the minimiser lies on ‖W‖ = R, see
+checks/theorems/_localpath.py): if α ≠ opt is locally optimal (every support token of W^mm_α scores below α_i)
+and Att-SVM(α) is feasible, then for a small enough μ > 0
 
     W̄_R = argmin { L(W) : ‖W‖_F ≤ R, corr(W, W^mm_α) ≥ 1 − μ }   satisfies   W̄_R / R → W^mm_α / ‖W^mm_α‖_F.
 
 Hypotheses implemented (exactly): logistic loss (Assumption A, sympy proof); α ≠ opt; Att-SVM(α) and
-Att-SVM(opt)
-feasible (certified); α locally optimal (numerics.svm.is_locally_optimal on the certified support); δ⁺ ≥ 0.5
-(the
-higher-scoring non-support tokens' slack: the path's regime lies within float64 resolution,
-_localpath.DELTA_MIN);
-μ small enough, certified: every direction of the cone selects α (_localpath ``cone_selects_alpha``, a
-Cauchy–Schwarz
-bound); the cone excludes W^mm: 1 − corr(W^mm_α, W^mm) ≥ 4μ. μ = 0.01. Instance family:
-checks.strategies.local_alpha_data
-(unit-sphere data n = 3, T = 4, d = 6, α = opt except one example on its second-best token), redrawn until δ⁺
-≥ 0.5.
+Att-SVM(opt) feasible (certified); α locally optimal (numerics.svm.is_locally_optimal on the certified
+support); δ⁺ ≥ 0.5 (the higher-scoring non-support tokens' slack: the path's regime lies within float64
+resolution, _localpath.DELTA_MIN); μ small enough, certified: every direction of the cone selects α
+(_localpath ``cone_selects_alpha``, a Cauchy–Schwarz bound); the cone excludes W^mm: 1 − corr(W^mm_α, W^mm) ≥
+4μ. μ = 0.01. Instance family: checks.strategies.local_alpha_data (unit-sphere data n = 3, T = 4, d = 6, α =
+opt except one example on its second-best token), redrawn until δ⁺ ≥ 0.5.
 
 The path: numerics.regpath.regularization_path(param="W", cone=(W^mm_α, μ)) — projected normalised GD onto the
-exact
-projection of the cone ∩ ball, 300 steps, 2 random starts (projected into the cone) + the warm start per
-radius,
-best loss kept — on R = M·‖W^mm_α‖_F, M = 2, 4, ..., 128, compared by the excess loss
+exact projection of the cone ∩ ball, 300 steps, 2 random starts (projected into the cone) + the warm start per
+radius, best loss kept — on R = M·‖W^mm_α‖_F, M = 2, 4, ..., 128, compared by the excess loss
 (numerics.excess_loss); only radii where it drops decidedly are judged.
 
 Predictions: (1) ``direction``: 1 − corr(W̄_R, W^mm_α) non-increasing in R (noise 25 % / 2e-4) and below
 min(1e-2, μ/4) = 2.5e-3 at the largest resolved R; above it and still shrinking → undecided (grid too short),
-stalled
-→ failed (the path sits on the cone boundary). A path that provably missed the constrained minimiser (loss not
-decreasing in R, or R·Ŵ^mm_α or a rescaled path point has lower loss) or left the cone is undecided, never
-refuted.
-Reliability is judged per radius: the decision needs the two largest resolved radii reliable, the trend is
-judged between reliable radii; a stall is judged on the last two resolved radii only when both are in the
-regime
-δ⁺·M ≥ 16 (_localpath.REGIME_MIN), undecided before. Random starts lie on the cone boundary, never at its
-centre. (2) ``constraint_active``: ‖W̄_R‖_F = R at every resolved radius (same regime
-rule). Measured: full profile, seed 0: 41 of 48 confirmed, 7 inconclusive (1 − corr 2.5e-3..5.4e-3 at M = 32,
-still
+stalled → failed (the path sits on the cone boundary). A path that provably missed the constrained minimiser
+(loss not decreasing in R, or R·Ŵ^mm_α or a rescaled path point has lower loss) or left the cone is undecided,
+never refuted. Reliability is judged per radius: the decision needs the two largest resolved radii reliable,
+the trend is judged between reliable radii; a stall is judged on the last two resolved radii only when both
+are in the regime δ⁺·M ≥ 16 (_localpath.REGIME_MIN), undecided before. Random starts lie on the cone boundary,
+never at its centre. (2) ``constraint_active``: ‖W̄_R‖_F = R at every resolved radius (same regime rule).
+Measured: full profile, seed 0: 41 of 48 confirmed, 7 inconclusive (1 − corr 2.5e-3..5.4e-3 at M = 32, still
 shrinking by ×0.3–0.5 per doubling), none refuted; paper profile: 126 of 150 confirmed, 23 inconclusive, none
 refuted.
 
 Control (``rp-w-local-control``), at the boundary of "locally optimal": the same claim, same cone, same path,
-for an α
-with a support token scoring EXACTLY as α_i (checks.strategies.tied_alpha_data). The loss is indifferent
-between the
-tied tokens, so nothing pulls the path to W^mm_α's centre: it stays on the cone boundary (1 − corr = μ)
-through M = 32
-— stalled → refuted (full profile, seed 0: 44 of 48 refuted, 2 inconclusive, 2 confirmed: a tied support token
-whose
-multiplier is (near) zero does not move W^mm_α when its constraint is dropped). The control's "global"
-solution is
-Att-SVM with the tie broken away from α_i (_localpath.global_alpha), so the cone-excludes-global hypothesis is
-tested
-against the other tied token's selection.
+for an α with a support token scoring EXACTLY as α_i (checks.strategies.tied_alpha_data). The loss is
+indifferent between the tied tokens, so nothing pulls the path to W^mm_α's centre: it stays on the cone
+boundary (1 − corr = μ) through M = 32 — stalled → refuted (full profile, seed 0: 44 of 48 refuted, 2
+inconclusive, 2 confirmed: a tied support token whose multiplier is (near) zero does not move W^mm_α when its
+constraint is dropped). The control's "global" solution is Att-SVM with the tie broken away from α_i
+(_localpath.global_alpha), so the cone-excludes-global hypothesis is tested against the other tied token's
+selection.
 """
 
 from __future__ import annotations

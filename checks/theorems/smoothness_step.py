@@ -134,8 +134,7 @@ PROFILES = {
 def valley_geometry(data):
     """(F, δ*, λ*) of valley data: F = (x_1 − x_2) z^T, the floor δ* = log(−γ_2/γ_1) (u = 0) and the exact
     curvature λ* = ℓ''(0) u'(δ*)² ‖F‖² of L along F there (ℓ''(0) = 1/4 for the logistic loss; L = ½[ℓ(u) +
-    ℓ(−u)]
-    has f'' = ℓ''(0)u'² at u = 0, u' = (γ_1 − γ_2)σ(1 − σ))."""
+    ℓ(−u)] has f'' = ℓ''(0)u'² at u = 0, u' = (γ_1 − γ_2)σ(1 − σ))."""
     x1, x2, z = data.X[0, 0], data.X[0, 1], data.Z[0]
     F = np.outer(x1 - x2, z)
     g1, g2 = scores(data)[0]

@@ -246,8 +246,7 @@ class SVMRankBound(Theorem):
 
     def check_certificates_reject_wrong_answers(self, inst, state, ctx):
         """The KKT and SDP certifiers accept the answer and reject 1.05·W with λ and with 1.05·λ (feasible,
-        not
-        optimal): a certifier whose tolerances were loosened (10^6×) accepts them and fails this check."""
+        not optimal): a certifier whose tolerances were loosened (10^6×) accepts them and fails this check."""
         data = inst["data"]
         bad = []
         for norm in ("fro", "nuc"):

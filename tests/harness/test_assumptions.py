@@ -136,8 +136,7 @@ def test_cmd_accepts_namespace(tmp_path):
 
 def test_solver_error_is_counted_and_the_run_finishes(tmp_path, monkeypatch):
     """A trial whose Att-SVM(opt) cannot be certified leaves the SVM hypotheses undecided on that trial:
-    counted
-    with the solver's status, outside the rates, and the command finishes with exit 0."""
+    counted with the solver's status, outside the rates, and the command finishes with exit 0."""
     import numerics.svm as S
     from numerics.errors import SolverError
 

@@ -1,6 +1,5 @@
 """Every built-in theorem and control states its decision rules (``criteria``), the report carries them, and
-the
-GD curves are recorded against the GD iteration (or the regularisation path against the radius R)."""
+the GD curves are recorded against the GD iteration (or the regularisation path against the radius R)."""
 
 import json
 import math

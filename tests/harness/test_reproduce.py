@@ -178,8 +178,7 @@ def test_multi_token_counts_a_solver_error(monkeypatch):
 
 def test_interrupted_run_loses_no_finished_task(tmp_path, monkeypatch):
     """An interruption after some cells finished keeps them on disk; the same command then re-runs only the
-    rest
-    and writes the same table as an uninterrupted run."""
+    rest and writes the same table as an uninterrupted run."""
     monkeypatch.setattr(svm_rank, "RANK_NT", ((5, 5),))
     monkeypatch.setattr(svm_rank, "RANK_D", (3, 4, 6))
     clean = tmp_path / "clean"

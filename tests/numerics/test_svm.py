@@ -361,10 +361,8 @@ def test_bad_inputs():
 
 def _svm_rank_instance():
     """The instance that killed `attnsvm reproduce svm-rank --trials 30` (issue 12): cell (n, T, d) = (5, 10,
-    3),
-    draw 27, seed 0. The Newton polish stalled along its gauge direction at a point 2.5e-6 above optimal,
-    whose
-    duality gap failed the SDP certificate."""
+    3), draw 27, seed 0. The Newton polish stalled along its gauge direction at a point 2.5e-6 above optimal,
+    whose duality gap failed the SDP certificate."""
     from checks.experiments.sweep import trial_rng
 
     return random_unit_sphere(5, 10, 3, rng=trial_rng(0, "svm-rank", (5, 10, 3), 27))
@@ -483,12 +481,11 @@ def test_full_space_nuclear_sdp_is_an_independent_reference(seed, monkeypatch):
     assert np.linalg.norm(fro_full.W - solve_att_svm(data).W) <= 1e-9 * np.linalg.norm(fro_full.W)
 
 
-# ---- certificates exercised on feasible-but-not-optimal (and infeasible) answers --------------------
-# Issue 14: loosening the KKT / SDP tolerances 10^6x changed no verdict, because no check ever handed the
-# certifier a wrong answer. These are wrong answers a buggy solver could return; the certifier must reject
-# each and accept the true solution. test_loosened_certificate_accepts_them shows the rejections are decided
-# by
-# the tolerances' size: under the 10^6x loosened tolerances of the planted bug every one is accepted, so the
+# ---- certificates exercised on feasible-but-not-optimal (and infeasible) answers -------------------- Issue
+# 14: loosening the KKT / SDP tolerances 10^6x changed no verdict, because no check ever handed the certifier
+# a wrong answer. These are wrong answers a buggy solver could return; the certifier must reject each and
+# accept the true solution. test_loosened_certificate_accepts_them shows the rejections are decided by the
+# tolerances' size: under the 10^6x loosened tolerances of the planted bug every one is accepted, so the
 # rejection test would fail.
 
 BAD_ANSWERS = ("1.05 W", "1.05 W, 1.05 lam", "W + feasible perturbation", "dropped constraint")
@@ -588,8 +585,7 @@ def test_rank_and_solution_are_scale_invariant(scale):
 @pytest.mark.parametrize("norm", ["fro", "nuc"])
 def test_certificate_rejects_wrong_answers_at_small_scale(norm):
     """At ‖W‖ ~ 1e-8 the multipliers are ~1e-16: a complementarity measured against max(1, max λ) was ~1e-18
-    for
-    (1.05 W, 1.05 λ) and the KKT certifier accepted it (found by svm-rank-bound's self-check)."""
+    for (1.05 W, 1.05 λ) and the KKT certifier accepted it (found by svm-rank-bound's self-check)."""
     base = random_unit_sphere(4, 4, 6, rng=rng(1))
     data = AttentionData(base.X * 1e4, base.Y, base.Z * 1e4, base.v)
     sol = solve_att_svm(data, norm=norm)

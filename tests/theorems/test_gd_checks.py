@@ -273,8 +273,7 @@ def test_kq_gd_nuclear_separation_threshold_is_per_instance():
 
 def test_kq_gd_nuclear_control_is_judged_by_the_mirrored_separation():
     """Where s ∈ [0.97, 0.98) a run converged to the nuclear solution has corr_fro ≈ s ≥ CORR_MIN: the
-    control's
-    direction prediction alone would confirm the false claim; its mirrored separation refutes it."""
+    control's direction prediction alone would confirm the false claim; its mirrored separation refutes it."""
     ctl = REGISTRY["kq-gd-nuclear-control"]()
     assert "beats_nuclear" in ctl.prediction_names()
     cn, cf, m = _flat(0.9990), _flat(0.9760), {"svm_corr": 0.975}

@@ -1,6 +1,5 @@
 """Power of the rebuilt SVM / path / loss checks: each theorem PASSes, its boundary control FAILs for the
-reason
-that matters, and a sabotage of the component it depends on makes it FAIL."""
+reason that matters, and a sabotage of the component it depends on makes it FAIL."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Tests of the formal layer: the all-size proofs (theory.general, theory.stationarity, theory.smoothness),
-the
-sums normal form they rest on, the PROOFS records, and the connection of the proved expressions to
+the sums normal form they rest on, the PROOFS records, and the connection of the proved expressions to
 numerics."""
 
 from __future__ import annotations
@@ -175,8 +174,7 @@ def test_proved_gradient_equals_numerics(sizes, loss):
 
 def test_comparison_detects_sabotaged_numerics():
     """Power of the theory-to-numerics link: with numerics' gradient transposed (checks.power.sabotage), the
-    proved
-    expression no longer matches numerics.attention."""
+    proved expression no longer matches numerics.attention."""
     from checks.power.sabotage import sabotage
 
     e = _inst(2, 3, 2, seed=5)
@@ -296,8 +294,7 @@ def _grad(data, W, loss):
 
 def _measured_lipschitz(data, loss, rng, pairs=40):
     """max ||grad L(W) - grad L(W')|| / ||W - W'|| over random pairs (near and far) and a power iteration on
-    the
-    Hessian (finite differences) from the best pair's direction."""
+    the Hessian (finite differences) from the best pair's direction."""
     d, best, best_dir, best_W = data.d, 0.0, None, None
     for k in range(pairs):
         W = rng.standard_normal((d, d)) * [0.3, 1.0, 3.0][k % 3]
