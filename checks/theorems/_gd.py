@@ -55,8 +55,9 @@ def independent_grad_W(data: AttentionData, W: np.ndarray, V: np.ndarray | None 
 
 
 def judge_fidelity(f: float, step: str = "step", along: str = "−∇L"):
-    """The ``is_gradient_descent`` prediction of a GD theorem: held when the optimiser's step has corr
-    f > 1 − FIDELITY_TOL with the independently computed descent direction (``step_fidelity`` and kin)."""
+    """The ``is_gradient_descent`` prediction of a GD theorem: held when the optimiser's step agrees with the
+    independently computed step to f > 1 − FIDELITY_TOL (``step_fidelity`` and kin: its direction and, where
+    the caller gives the step size, its length)."""
     return decide(f > 1 - FIDELITY_TOL,
                   f"the optimiser's {step} is not along {along} (corr {f:.12f}): "
                   "not the GD the theorem is about",
@@ -72,15 +73,34 @@ def _corr(step: np.ndarray, grad: np.ndarray) -> float:
     return float(step @ grad / (ns * ng))
 
 
+def _agreement(step: np.ndarray, want: np.ndarray) -> float:
+    """corr(step, want) · min(r, 1/r), r = ‖step‖/‖want‖: 1 only for the step itself, direction AND length.
+
+    A step-size bug (the power analysis's lr-half / lr-double: a step along −∇L of half or twice the length)
+    has corr exactly 1 and was invisible to the direction alone; here it gives 0.5. Rounding: W − W⁺ carries
+    a relative error ≤ ~EPS ‖W‖ / ‖W − W⁺‖ (≤ 1e-13 at the starts judged, ‖W‖ ≤ 1 and steps ≥ 1e-3 long),
+    first order in r and second order in corr, far inside FIDELITY_TOL = 1e-9."""
+    ns, nw = np.linalg.norm(step), np.linalg.norm(want)
+    if ns == 0 or nw == 0:
+        return 1.0 if ns == nw else 0.0
+    r = float(ns / nw)
+    return _corr(step, want) * min(r, 1.0 / r)
+
+
 def step_fidelity(data: AttentionData, W: np.ndarray, lr: float, *, normalized: bool = True,
                   device: str = "cpu", V: np.ndarray | None = None) -> float:
-    """corr(W − W⁺, ∇L(W)) for one step W⁺ of run_gd from W: 1 for a correct (normalised or plain) GD step.
+    """Agreement (:func:`_agreement`: direction and length) of W − W⁺, for one step W⁺ of run_gd from W, with
+    the step of the theorem's GD from an independent gradient: lr ∇L(W) (plain) or lr ∇L(W)/‖∇L(W)‖_F
+    (normalised); 1 for a correct step.
 
     ``V`` (d, h): the step of GD with the ReLU head h(u) = 1ᵀReLU(Vᵀu) instead of the linear head."""
     head = None if V is None else ReLUHead(torch.as_tensor(np.asarray(V)[None]))
     nxt = run_gd([data], GDConfig(steps=1, lr=lr, geometry="normalized" if normalized else "plain"),
                  init=np.asarray(W)[None], device=device, head=head).W[0]
-    return _corr((np.asarray(W) - nxt).ravel(), independent_grad_W(data, np.asarray(W), V).ravel())
+    g = independent_grad_W(data, np.asarray(W), V).ravel()
+    ng = float(np.linalg.norm(g))
+    want = lr * (g / ng if normalized and ng > 0 else g)
+    return _agreement((np.asarray(W) - nxt).ravel(), want)
 
 
 def init_fidelity(data: AttentionData, W0: np.ndarray, lr: float, **kw) -> float:
@@ -101,7 +121,8 @@ def step_fidelity_kq(
     """corr of one normalised (K, Q) step of run_gd from (K, Q) with the independent one:
     ∇_K = ∇L(KQᵀ) Q + 2 wd K and ∇_Q = ∇L(KQᵀ)ᵀ K + 2 wd Q, each factor normalised by its own norm.
 
-    The two steps are compared as one vector (ΔK, ΔQ): a correct step is exactly lr·(∇_K/‖∇_K‖, ∇_Q/‖∇_Q‖)."""
+    The two steps are compared as one vector (ΔK, ΔQ), direction and length (:func:`_agreement`): a correct
+    step is exactly lr·(∇_K/‖∇_K‖, ∇_Q/‖∇_Q‖)."""
     K, Q = np.asarray(K), np.asarray(Q)
     res = run_gd([data], GDConfig(steps=1, lr=lr, param="KQ", wd=weight_decay), init=(K[None], Q[None]),
                  device=device)
@@ -109,7 +130,7 @@ def step_fidelity_kq(
     gK, gQ = G @ Q + 2 * weight_decay * K, G.T @ K + 2 * weight_decay * Q
     want = np.concatenate([(gK / np.linalg.norm(gK)).ravel(), (gQ / np.linalg.norm(gQ)).ravel()])
     got = np.concatenate([(K - res.K[0]).ravel(), (Q - res.Q[0]).ravel()])
-    return _corr(got, want)
+    return _agreement(got, lr * want)
 
 
 def run_relu_gd_padded(datas, Vs, W0s, *, steps: int, lr: float, normalized: bool, record_every: int,
