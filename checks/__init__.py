@@ -7,7 +7,7 @@ line starts without the numerics: ``attnsvm --help`` and ``attnsvm list`` import
 from typing import TYPE_CHECKING
 
 __all__ = [
-    "DEFAULT_PROFILES", "REGISTRY", "Context", "Criterion", "Outcome", "Profile", "Theorem",
+    "DEFAULT_PROFILES", "REGISTRY", "WITHDRAWN", "Context", "Criterion", "Outcome", "Profile", "Theorem",
     "decide", "failed", "held", "register", "undecided",
 ]
 
@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .theorem import (
         DEFAULT_PROFILES,
         REGISTRY,
+        WITHDRAWN,
         Context,
         Criterion,
         Outcome,

@@ -50,7 +50,7 @@ def b2_holds(gamma: np.ndarray, opt: np.ndarray) -> bool:
     return b2_spread(gamma, opt) <= tol.TIE_TOL
 
 
-def b1_holds(support: Sequence[Sequence[int]] | None, T: int, *, feasible: bool = True) -> bool:
+def b1_holds(support: Sequence[Sequence[int] | np.ndarray] | None, T: int, *, feasible: bool = True) -> bool:
     """B.1: Att-SVM(opt) is feasible and every non-optimal token of every example is a support token.
 
     ``support`` is the certified solution's support sets (``SVMSolution.support``): one list of

@@ -58,7 +58,7 @@ import ast
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final, NoReturn
 
 import numpy as np
 
@@ -174,6 +174,23 @@ class Context:
     seed: int
     instance: int
     data: Any = None  # user-given data (--data), or None
+
+
+class _Withdrawn:
+    """The value of an inherited ``assume_*`` / ``check_*`` method a subclass drops (:data:`WITHDRAWN`)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("this hypothesis or prediction is withdrawn in this class (checks.WITHDRAWN)")
+
+    def __repr__(self) -> str:
+        return "WITHDRAWN"
+
+
+#: An inherited hypothesis or prediction a subclass drops, with the reason beside it:
+#: ``check_margin = WITHDRAWN  # the control's false claim is the direction alone``. It is not a function,
+#: so the harness does not collect it (:meth:`Theorem.hypothesis_names`, :meth:`Theorem.prediction_names`);
+#: calling it raises. Typed as a callable, so it overrides a method without breaking the type check.
+WITHDRAWN: Final = _Withdrawn()
 
 
 class Theorem:

@@ -103,7 +103,8 @@ def record_grid(steps: int, points: int = 40) -> np.ndarray:
 
 
 def run_ntp_gd(datas: Sequence[NTPData], *, steps: int, lr: float | Sequence[float],
-               record_at: Sequence[int] | None = None, init: Any = None, device: Any = "cpu") -> NTPGDResult:
+               record_at: Sequence[int] | np.ndarray | None = None, init: Any = None,
+               device: Any = "cpu") -> NTPGDResult:
     """Plain GD W ← W − η_b ∇L_b(W) on a batch of NTP datasets from W(0) (``init`` (B, d, d) or zeros).
 
     TODO(gd-engine): the one loop to be moved onto the batched GD engine as its NTP model slot."""

@@ -126,6 +126,7 @@ def step_fidelity_kq(
     K, Q = np.asarray(K), np.asarray(Q)
     res = run_gd([data], GDConfig(steps=1, lr=lr, param="KQ", wd=weight_decay), init=(K[None], Q[None]),
                  device=device)
+    assert res.K is not None and res.Q is not None  # a param="KQ" run returns its factors (GDResult)
     G = independent_grad_W(data, K @ Q.T)
     gK, gQ = G @ Q + 2 * weight_decay * K, G.T @ K + 2 * weight_decay * Q
     want = np.concatenate([(gK / np.linalg.norm(gK)).ravel(), (gQ / np.linalg.norm(gQ)).ravel()])
@@ -164,6 +165,7 @@ def run_relu_gd_padded(datas, Vs, W0s, *, steps: int, lr: float, normalized: boo
         traj = run_gd(pad, GDConfig(steps=steps, lr=lr, geometry="normalized" if normalized else "plain"),
                       head=ReLUHead(torch.as_tensor(Vp)),
                       init=Wp, record_every=record_every, device=device).W_traj
+        assert traj is not None  # recorded: record_every is given (GDResult.W_traj)
         for c, j in enumerate(idx):
             d = datas[j].d
             out[j] = np.ascontiguousarray(traj[:, c, :d, :d])

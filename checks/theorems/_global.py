@@ -6,10 +6,11 @@ module never imports another: both subclass these bases)."""
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import numpy as np
 
-from checks import Criterion, Profile, Theorem, decide, held
+from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, held
 from checks import hypotheses as hyp
 from checks.strategies import b1_data, b2_data, local_alpha_data
 from checks.theorems._trends import (
@@ -108,7 +109,7 @@ class GlobalGD(Theorem):
     depends_on = ("gd", "svm-fro", "optimal-token", "softmax")
     profiles = PROFILES
     plot_metric = "corr_err"
-    criteria = (
+    criteria: ClassVar[tuple[Criterion, ...]] = (
         Criterion(
             "increase of ‖W(k)‖_F over each of the last two doublings of k, in units of ‖W^mm‖_F ln 2",
             ">=",
@@ -326,6 +327,7 @@ def attractor_metrics(data: AttentionData, traj: np.ndarray, err: np.ndarray) ->
     cands = []
     sa = solve_att_svm(data, sel)
     if sa.feasible:
+        assert sa.W is not None  # a feasible (optimal) solution carries W
         ca = 1 - corr_curve(traj, sa.W)
         out["alpha_locally_optimal"] = bool(is_locally_optimal(data, sel, sa))
         out["alpha_corr_err"] = float(ca[-1])
@@ -335,10 +337,11 @@ def attractor_metrics(data: AttentionData, traj: np.ndarray, err: np.ndarray) ->
     if len(keep):
         sr = solve_att_svm(data.subset(keep), opt[keep])
         if sr.feasible:
+            assert sr.W is not None  # a feasible (optimal) solution carries W
             cr = 1 - corr_curve(traj, sr.W)
             h = np.einsum("ntd,de,ne->nt", data.X, sr.W, data.Z)
-            lead = [float(np.max(np.delete(h[i], opt[i])) - h[i, opt[i]]) for i in trapped]
-            out["rest_corr_err"], out["trapped_deficit"] = float(cr[-1]), float(min(lead))
+            deficit = [float(np.max(np.delete(h[i], opt[i])) - h[i, opt[i]]) for i in trapped]
+            out["rest_corr_err"], out["trapped_deficit"] = float(cr[-1]), float(min(deficit))
             if out["trapped_deficit"] > TRAP_TOL:
                 cands.append(("SVM of the untrapped examples (trapped optimal tokens behind)", cr))
     for kind, curve in cands:
@@ -427,7 +430,7 @@ class GlobalGDControl(GlobalGD):
         M = self.start_multiplier(data, alpha, W_alpha)
         U = rng.standard_normal(W_alpha.shape)
         mu = cone_width(data, alpha, W_alpha, U, M, slack_plus(data, alpha, W_alpha))
-        W0 = boundary_start(W_alpha, M * np.linalg.norm(W_alpha), U, mu)
+        W0 = boundary_start(W_alpha, float(M * np.linalg.norm(W_alpha)), U, mu)
         return W0, {"start_M": M, "cone_mu": mu}
 
     def not_applicable(self, data):
@@ -455,7 +458,7 @@ class GlobalGDControl(GlobalGD):
         return {"data": data, "alpha": alpha, "init": W0, "family": "generic", **where}
 
     #: the control does not assume B.1/B.2 (None removes the inherited hypothesis): it assumes their negation
-    assume_B1_or_B2 = None
+    assume_B1_or_B2 = WITHDRAWN
 
     def assume_neither_B1_nor_B2(self, inst, st, ctx):
         data = inst["data"]

@@ -112,6 +112,7 @@ def reference_loss(case: Case, W: torch.Tensor) -> torch.Tensor:
 
 def preactivations(case: Case, W: np.ndarray) -> np.ndarray:
     """V^T X_i^T s_i for a batch W (B, d, d) -> (B, n, k) (ReLU head)."""
+    assert case.V is not None  # a ReLU-head case carries its V (Case.V)
     X, Z = case.data.X, case.data.Z
     logits = np.einsum("ntd,bde,ne->bnt", X, W, Z)
     logits -= logits.max(-1, keepdims=True)
@@ -171,6 +172,7 @@ def effective_scores(case: Case, W: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     s /= s.sum(-1, keepdims=True)
     r = np.einsum("nt,ntd->nd", s, X)  # (n, d)
     if case.head == "relu":
+        assert case.V is not None  # a ReLU-head case carries its V (Case.V)
         pre = r @ case.V  # (n, k)
         gh = (pre > 0).astype(float) @ case.V.T  # (n, d)
         u = Y * np.maximum(pre, 0).sum(-1)
@@ -313,7 +315,7 @@ def _no_local_constants() -> Iterator[None]:
         from hypothesis.internal.conjecture import providers as pv
 
         empty = type(pv._local_constants)(integers=type(pv._local_constants.integers)(),
-                                          floats=type(pv._local_constants.floats)(key=pv.float_to_int),
+                                          floats=type(pv._local_constants.floats)(key=pv.float_to_int),  # type: ignore[call-arg]  # a SortedSet at run time (typed as an AbstractSet)
                                           bytes=type(pv._local_constants.bytes)(),
                                           strings=type(pv._local_constants.strings)())
         saved = (pv._get_local_constants, pv.CONSTANTS_CACHE)
@@ -384,7 +386,7 @@ def gradient_discrepancy(variant: str) -> Callable[[Case], tuple[float, float]]:
         tol = GRAD_RTOL * max(np.linalg.norm(G_ad), np.linalg.norm(G_cf)) + ROUNDOFF_ULPS * EPS * term_scale(
             case, W
         )
-        return float(np.linalg.norm(G_cf - G_ad)), tol
+        return float(np.linalg.norm(G_cf - G_ad)), float(tol)
 
     return fn
 

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from checks import Criterion, Profile, decide, held, undecided
+from checks import WITHDRAWN, Criterion, Profile, decide, held, undecided
 from checks import hypotheses as hyp
 from checks.strategies import b1_data, b2_data
 from numerics.gd import GDConfig, Mirror, run_gd
@@ -72,8 +72,8 @@ PROFILES = {
 #: The control's ordered pairs (p of the run, q of the claimed limit). Normalised: all six. Plain: the pairs
 #: whose solutions are apart by more than the plain threshold 0.05 on the family (1.75 ↔ 3 and 2 → 3; 1.75
 #: and 2 are 0.013–0.02 apart, below what 20000 plain steps resolve: the normalised control covers them).
-PAIRS_N = tuple((p, q) for p in EXPONENTS for q in EXPONENTS if p != q)
-PAIRS = ((1.75, 3.0), (3.0, 1.75), (2.0, 3.0))
+PAIRS_N: tuple[tuple[float, float], ...] = tuple((p, q) for p in EXPONENTS for q in EXPONENTS if p != q)
+PAIRS: tuple[tuple[float, float], ...] = ((1.75, 3.0), (3.0, 1.75), (2.0, 3.0))
 
 
 def dual_map(W: np.ndarray, p: float) -> np.ndarray:
@@ -164,10 +164,10 @@ class MirrorGD(GlobalGD):
         return states
 
     # -- hypotheses (assume_loss_A and assume_unique_opt are gd-global's)
-    assume_feasible = None
-    assume_B1_or_B2 = None
-    assume_step_below_1_over_L = None
-    assume_start_gradient = None
+    assume_feasible = WITHDRAWN
+    assume_B1_or_B2 = WITHDRAWN
+    assume_step_below_1_over_L = WITHDRAWN
+    assume_start_gradient = WITHDRAWN
 
     def assume_lp_svm_certified(self, inst, st, ctx):
         """ℓp-AttSVM(opt) feasible, for every exponent of the family, each answer certified by weak duality

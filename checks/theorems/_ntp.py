@@ -8,7 +8,7 @@ resolved against perturbed candidates (the rule of gen-svm's finite part, numeri
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -225,7 +225,7 @@ class NTPGDBase(Theorem):
     # W^svm from the graph-SVM's Frobenius core; the NTP loss's softmax through attention.softmax_logits. The
     # NTP GD loop is not on the engine yet, so the GD sabotages do not reach it: "gd" is not declared
     depends_on = ("svm-fro", "softmax")
-    integrity = ("is_gradient_descent",)
+    integrity: ClassVar[tuple[str, ...]] = ("is_gradient_descent",)
     plot_metric = "dir_err"
     redraw_on = ()
     kind = "cyclic"

@@ -3,6 +3,8 @@ abandoned-optimal-token mechanism)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from checks import decide, undecided
@@ -59,7 +61,7 @@ def judge_prompt_path(err: np.ndarray, thr: float, sep: float, state: dict, why:
                       judged_from: int):
     """The direction prediction of a prompt path: no progress over the starting points refutes; a path the
     numerics did not find (``why``) decides nothing; otherwise :func:`judge_path` on 1 − corr ``err``."""
-    curve = dict(err_final=float(err[-1]), err_curve=[float(x) for x in err])
+    curve: dict[str, Any] = dict(err_final=float(err[-1]), err_curve=[float(x) for x in err])
     E, E0 = state["excess"][judged_from:], state["start_excess"][judged_from:]
     # the optimiser never improved on its starting points: no progress refutes; a path the numerics did not
     # find cannot refute (nor confirm) the claim
@@ -114,6 +116,7 @@ def abandoned_opt_metrics(keys: np.ndarray, gamma: np.ndarray, alpha: np.ndarray
     if not sol.feasible:
         return out
     q = sol.w
+    assert q is not None  # a feasible solution carries w
     gap = 1.0 - (traj @ q) / (np.linalg.norm(traj, axis=-1) * np.linalg.norm(q))
     deficits = []
     for i in np.flatnonzero(trapped):

@@ -39,6 +39,8 @@ predictions held; the other two vacuous (⟨∇L(W(0)), W^mm⟩ ≈ +1e-17 on th
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from checks import Criterion, decide, held, register, undecided
@@ -56,6 +58,7 @@ from ._global import (
 )
 
 #: Authors' normalised step and budget (THEORY.md §5; numerics.gd.AUTHORS).
+assert isinstance(AUTHORS.lr, float)  # the authors' step is one scalar (numerics.gd.AUTHORS)
 STEP, STEPS, RECORD = AUTHORS.lr, AUTHORS.steps, 100
 #: Final directional threshold (THEORY.md §4): 1 − corr < 1e-2 confirms (and below its value at k = 100:
 #: progress);
@@ -78,7 +81,7 @@ class _Normalized:
     #: Normalised GD's 1 − corr shrinks ×0.25–0.37 per doubling of k at S/2 → S (‖W‖ ≈ ηk; quick seed 0),
     #: so a ratio above SHRINK_MAX there is a stall: refuted below the threshold too (resolution, issue 23).
     stall_rule = True
-    criteria = (
+    criteria: ClassVar[tuple[Criterion, ...]] = (
         Criterion(
             "growth of ‖W(k)‖_F per step over the second half of the run, in units of η",
             ">=",

@@ -86,12 +86,14 @@ predictor.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
+from typing import ClassVar
 
 import numpy as np
 import torch
 
-from checks import Criterion, Profile, Theorem, decide, held, register, undecided
+from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, held, register, undecided
 from numerics import tolerances as tol
 from numerics.attention import ReLUHead
 from numerics.gd import AUTHORS, run_gd
@@ -216,7 +218,7 @@ class _GenBase(Theorem):
     #: the hypotheses read GD's final token sets: a broken optimiser is refuted by its step, not left vacuous
     integrity = ("is_gradient_descent",)
     #: the rules shared by gen-svm and its control (err_X = 1 − corr(W_GD(S), X), predictors from W_GD(3S/4))
-    criteria = (
+    criteria: ClassVar[tuple[Criterion, ...]] = (
         Criterion(
             "1 − corr(one step of the optimiser, −∇L computed independently) at W(0) and W(0)/‖W(0)‖_F",
             "<",
@@ -243,7 +245,7 @@ class _GenBase(Theorem):
                 "head v")
 
     #: (W^fin, S_fin basis) → the finite part predicted with; None: W^fin itself (see ``predicted_fin``)
-    fin_transform = None
+    fin_transform: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
     #: GD on coupled_selection settles on a one-token selection (S_fin = {0}) or leaves a probability
     #: between τ_L and τ_H at the end of the budget on ~30 % of draws (quick seeds 0-5: 16-22 of 64):
     #: properties of the draw, not of the claim, so such an instance is drawn again (harness; ``redraws``)
@@ -582,4 +584,5 @@ class GenSVMControl(_GenBase):
     hypotheses_text = "as gen-svm; the predicted finite part is W^fin tilted by 5 % of its norm inside S_fin"
     criteria = GenSVM.criteria[:-1]  # the theorem's rules, applied to the tilted finite part; no shrinks
     fin_transform = staticmethod(lambda W, B: tilt_fin(W, B, size=CONTROL_TILT))
-    check_shrinks = None  # the false claim is the finite part; shrinks reads the final iterate's own W^fin
+    # the false claim is the finite part; shrinks reads the final iterate's own W^fin
+    check_shrinks = WITHDRAWN

@@ -80,12 +80,19 @@ PROFILES = {
 }
 
 
+def _factors(case: Case) -> tuple[np.ndarray, np.ndarray]:
+    """(K, Q) of a factorised case (every kq-chain-rule case is drawn with both)."""
+    assert case.K is not None and case.Q is not None
+    return case.K, case.Q
+
+
 def _theta(case: Case) -> np.ndarray:
-    return np.concatenate([case.K.reshape(-1), case.Q.reshape(-1)])
+    K, Q = _factors(case)
+    return np.concatenate([K.reshape(-1), Q.reshape(-1)])
 
 
 def _kq_fun(case: Case):
-    d, m = case.K.shape
+    d, m = _factors(case)[0].shape
 
     def fun(theta: torch.Tensor) -> torch.Tensor:  # (B, 2 d m) -> (B,)
         K = theta[:, : d * m].reshape(-1, d, m)
@@ -107,13 +114,15 @@ def lib_grad_KQ(case: Case) -> np.ndarray:
 
 def swapped_grad_KQ(case: Case) -> np.ndarray:
     """The control's claim: grad_K = grad L(W)^T Q, grad_Q = grad L(W) K."""
-    G = lib_grad_W(case, case.K @ case.Q.T)
-    return np.concatenate([(G.T @ case.Q).reshape(-1), (G @ case.K).reshape(-1)])
+    K, Q = _factors(case)
+    G = lib_grad_W(case, K @ Q.T)
+    return np.concatenate([(G.T @ Q).reshape(-1), (G @ K).reshape(-1)])
 
 
 def _kq_scale(case: Case) -> float:
     """Term scale of the gradient times the factor norms (bounds every summand of grad_K, grad_Q)."""
-    return term_scale(case, case.K @ case.Q.T) * max(np.linalg.norm(case.K), np.linalg.norm(case.Q), 1.0)
+    K, Q = _factors(case)
+    return term_scale(case, K @ Q.T) * max(float(np.linalg.norm(K)), float(np.linalg.norm(Q)), 1.0)
 
 
 def kq_discrepancy(variant: str):

@@ -74,7 +74,7 @@ import math
 import numpy as np
 import torch
 
-from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
+from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, failed, held, register, undecided
 from checks import hypotheses as hyp
 from checks.strategies import b1_data, b2_data, valley_data
 from numerics import attention as att
@@ -156,6 +156,7 @@ def kq_fidelity(data, K, Q, device="cpu") -> float:
     """min over K, Q of corr(step taken, independent gradient) for one plain run_gd step (param="KQ")."""
     res = run_gd([data], GDConfig(steps=1, lr=ETA, geometry="plain", param="KQ"), init=(K[None], Q[None]),
                  device=device)
+    assert res.K is not None and res.Q is not None  # a param="KQ" run returns its factors (GDResult)
     G = independent_grad_W(data, K @ Q.T)
     out = 1.0
     for step, g in ((K - res.K[0], G @ Q), (Q - res.Q[0], G.T @ K)):
@@ -383,8 +384,8 @@ class KQDivergenceControl(KQDivergence):
         return valley_data(int(rng.integers(2, 7)), rng=rng)
 
     #: the control negates the feasibility hypothesis (None removes the inherited one)
-    assume_feasible_exact = None
-    check_no_stationary_point = None
+    assume_feasible_exact = WITHDRAWN
+    check_no_stationary_point = WITHDRAWN
 
     def assume_infeasible(self, inst, st, ctx):
         sol = st["sol"]

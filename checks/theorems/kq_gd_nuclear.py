@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import Criterion, Profile, Theorem, decide, held, register, undecided
+from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, held, register, undecided
 from checks.power.resolution import token_difference_span
 from checks.theorems._trends import corr_curve, judge_convergence
 from numerics.data import random_unit_sphere
@@ -335,7 +335,7 @@ class KQGDNuclearControl(KQGDNuclear):
         return self._converges(cf, m, "Frobenius")
 
     #: the theorem's separation prediction is replaced by its mirror image (None removes the inherited one)
-    check_beats_frobenius = None
+    check_beats_frobenius = WITHDRAWN
 
     def check_beats_nuclear(self, inst, st, ctx):
         cn, cf, m = self._curves(inst, st, ctx)

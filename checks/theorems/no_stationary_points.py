@@ -109,7 +109,7 @@ def _float_grad_signs(data, Wmm, loss, rng) -> tuple[int, int]:
     G = rng.standard_normal((4 * len(GRAD_NORMS), data.d, data.d))
     G *= np.repeat(GRAD_NORMS, 4)[:, None, None] / np.linalg.norm(G, axis=(1, 2), keepdims=True)
     b = att.batch_from_data([data] * len(G))
-    g = att.grad_W(b.X, b.Y, b.Z, torch.as_tensor(G), att.LinearHead(b.v), loss).numpy()  # (R, d, d)
+    g = att.grad_W(b.X, b.Y, b.Z, torch.as_tensor(G), b.linear_head(), loss).numpy()  # (R, d, d)
     ip = np.einsum("rde,de->r", g, Wmm)
     scale = np.linalg.norm(g, axis=(1, 2)) * np.linalg.norm(Wmm) * 1e-16 * GRAD_SIGN_FLOOR
     return len(G), int((ip >= scale).sum())

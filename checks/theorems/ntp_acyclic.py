@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import Criterion, decide, register
+from checks import WITHDRAWN, Criterion, decide, register
 from numerics import tolerances as tol
 
 from ._ntp import NTPGDBase, gd_criteria, judge_direction, judge_finite, tilt
@@ -50,7 +50,7 @@ class NTPAcyclic(_AcyclicBase):
     criteria = gd_criteria("W^svm", "—")[:2] + (
         Criterion("‖W^svm − W^1tok‖_F / ‖W^svm‖_F", "<=", tol.KKT_TOL),
     )
-    assume_fin_unique = None  # S_fin = {0}: nothing to be unique
+    assume_fin_unique = WITHDRAWN  # S_fin = {0}: nothing to be unique
 
     def assume_acyclic(self, inst, state, ctx):
         cyc = [k for k, g in state["graphs"].items() if g.cyclic]

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import Criterion, Profile, decide, register
+from checks import WITHDRAWN, Criterion, Profile, decide, register
 from numerics.ntp import PATH_KKT, regularization_path
 
 from ._ntp import (
@@ -57,7 +57,7 @@ HALF = 3
 class _PathBase(NTPGDBase):
     theorem_number = "Li et al. 2024, regularisation path"
     integrity = ()
-    check_is_gradient_descent = None
+    check_is_gradient_descent = WITHDRAWN
     profiles = {**PROFILES, "quick": Profile(instances=8, min_confirmed=6, batch=8)}
 
     def prepare(self, instances, ctxs):

@@ -58,10 +58,11 @@ numerics.svm.factorised (SLSQP multi-start), sympy (AM–GM).
 from __future__ import annotations
 
 import functools
+from typing import ClassVar
 
 import numpy as np
 
-from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
+from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, failed, held, register, undecided
 from numerics import tolerances as tol
 from numerics.data import AttentionData, random_unit_sphere
 from numerics.svm import certify_att_svm, solve_att_svm
@@ -154,7 +155,7 @@ class NuclearFactorisation(Theorem):
     )
     profiles = PROFILES
     plot_metric = "relaxation_gap"
-    criteria = (
+    criteria: ClassVar[tuple[Criterion, ...]] = (
         Criterion("SVD factorisation: |½(‖K‖² + ‖Q‖²) − ‖W‖_⋆| / ‖W‖_⋆", "<=", NUC_INDEP_RTOL),
         Criterion("AM–GM: ½(a² + b²) − ab − ½(a − b)² (sympy, exact, once)", "==", 0),
         Criterion("relaxation rank ≤ m → its m-column factorisation feasible and optimal", "to", OBJ_RTOL),
@@ -321,9 +322,9 @@ class NuclearFactorisationControl(NuclearFactorisation):
     def _matrices(self, inst, st):
         return {"W": inst["W"]}
 
-    assume_feasible = None
-    check_rank_constrained = None
-    check_certificate_rejects_wrong = None
+    assume_feasible = WITHDRAWN
+    check_rank_constrained = WITHDRAWN
+    check_certificate_rejects_wrong = WITHDRAWN
 
     def assume_rank_two(self, inst, st, ctx):
         s = np.linalg.svd(inst["W"], compute_uv=False)

@@ -213,6 +213,7 @@ class OverparamGlobal(Theorem):
             cell["missed"] += 1  # no W^mm to reach: not reached (the unconditioned share)
             return
         cell["feasible"] += 1
+        assert sol.W is not None  # a feasible (optimal) solution carries W
         cell[classify(1 - corr_curve(traj, sol.W))] += 1
 
     def _judged(self, st) -> list[dict]:

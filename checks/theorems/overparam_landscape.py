@@ -106,7 +106,7 @@ def identity_error(data, gamma, Wbar, loss, rng) -> float:
     Wt = torch.as_tensor(G)
     gam = torch.as_tensor(np.broadcast_to(gamma, (len(G),) + gamma.shape).copy())
     s = torch.softmax(att.logits(b.X, b.Z, Wt), dim=-1)  # (R, n, T)
-    margin, c = att.token_weights(b.X, b.Y, s, att.LinearHead(b.v), loss, gamma=gam)
+    margin, c = att.token_weights(b.X, b.Y, s, b.linear_head(), loss, gamma=gam)
     grad = att.grad_from_weights(b.X, b.Z, c).numpy()  # (R, d, d)
     ip = np.einsum("rde,de->r", grad, Wbar)
     sn, gn = s.numpy(), gam.numpy()

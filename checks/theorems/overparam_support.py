@@ -63,7 +63,7 @@ from functools import cache
 
 import numpy as np
 
-from checks import Criterion, Profile, Theorem, decide, held, register, undecided
+from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, held, register, undecided
 from checks import hypotheses as hyp
 from checks.experiments.sweep import Z95, wilson_interval
 from numerics.data import random_unit_sphere
@@ -410,8 +410,8 @@ class OverparamSupportControl(OverparamSupport):
     control_of = "overparam-support"
     draws = CONTROL_DRAWS
     share_curve = False
-    check_share_grows = None  # the control's false claim is the radius alone
-    check_share_no_dip = None
+    check_share_grows = WITHDRAWN  # the control's false claim is the radius alone
+    check_share_no_dip = WITHDRAWN
     #: the constructed perturbation just outside ρ_N, inside the control's radius
     sharp_factor = 1 + SHARP_EPS
 

@@ -113,7 +113,7 @@ def abandoned_opt_mechanism(result) -> bool:
                                     TREND_RTOL)
 
 
-def _corr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _corr(a: np.ndarray, b: np.ndarray) -> np.ndarray | float:
     """numerics.tokens.corr over b's axes (a may carry leading batch/record axes)."""
     return corr(a, b, axis=tuple(range(-np.ndim(b), 0)))
 

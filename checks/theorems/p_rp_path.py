@@ -64,7 +64,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from checks import Criterion, Profile, Theorem, decide, register
+from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, register
 from numerics import tolerances as tol
 from numerics.prompt_path import prompt_excess, prompt_reg_path
 from numerics.svm import solve_p_svm
@@ -279,7 +279,7 @@ class PRPPathControl(_RPBase):
         return float(rng.uniform(0.9, 0.98))
 
     #: the control drops local optimality (None removes the inherited hypothesis) and requires its negation
-    assume_locally_optimal = None
+    assume_locally_optimal = WITHDRAWN
 
     def check_direction(self, inst, state, ctx):
         """An exact refutation first: a point p of C_{μ,R0} with L(p) < L_∞(α) (E_α(p) < 0, computed without

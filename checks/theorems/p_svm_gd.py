@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import Criterion, Profile, Theorem, decide, register
+from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, register
 from checks import hypotheses as hyp
 from checks.strategies import b2_data
 from numerics import tolerances as tol
@@ -322,7 +322,7 @@ class PSvmGDControl(_PromptBase):
 
     #: the control drops local optimality (None removes the inherited hypothesis) and tests its negation at
     #: the boundary: a support token of p^mm_α ties with α
-    assume_locally_optimal = None
+    assume_locally_optimal = WITHDRAWN
 
     def assume_tied_support_token(self, inst, state, ctx):
         g, a, sup = inst["gamma"], inst["alpha"], state["sol"].support

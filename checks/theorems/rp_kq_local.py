@@ -32,7 +32,7 @@ profile, seed 0: 34 of 48 refuted, 2 confirmed, 2 inconclusive, 10 vacuous).
 
 from __future__ import annotations
 
-from checks import Criterion, Profile, decide, register, undecided
+from checks import WITHDRAWN, Criterion, Profile, decide, register, undecided
 
 from ._localpath import LocalPathBase
 from ._paths import NUC_RATIO_MIN, NUC_RATIO_SLACK, judge_nuclear_ratio, nuclear_ratio
@@ -129,7 +129,7 @@ class RPKQLocalControl(RPKQLocal):
     expected = "FAIL"
     control_of = "rp-kq-local"
     locally_optimal = False
-    check_nuclear_norm = None  # the control's false claim is the direction alone
+    check_nuclear_norm = WITHDRAWN  # the control's false claim is the direction alone
     # quick: 12 instances (as the theorem). A control is FAIL when one instance is refuted; the tied
     # token leaves the loss flat along one direction, so the path decides a stall on ~40 % of instances only
     # (118 refuted of 300 in a 50-seed quick sweep, 101 inconclusive, 61 vacuous): with 6, P(none refuted)

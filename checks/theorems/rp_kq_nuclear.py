@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import Criterion, Profile, decide, register
+from checks import WITHDRAWN, Criterion, Profile, decide, register
 
 from ._paths import (
     NUC_RATIO_MIN,
@@ -120,7 +120,7 @@ class RPKQNuclear(PathCheck):
 
     target_key, other_key = "nuc", "fro"
 
-    check_margin = None  # replaced by the nuclear-norm identity below
+    check_margin = WITHDRAWN  # replaced by the nuclear-norm identity below
 
     def check_nuclear_norm(self, inst, st, ctx):
         J = self.resolved(st)  # the resolved radii only, as every prediction (see rp-w-frobenius)
@@ -145,4 +145,4 @@ class RPKQNuclearControl(RPKQNuclear):
 
     target_key, other_key = "fro", "nuc"
 
-    check_nuclear_norm = None  # the control's false claim is the direction alone
+    check_nuclear_norm = WITHDRAWN  # the control's false claim is the direction alone

@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
+from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, failed, held, register, undecided
 from checks import hypotheses as hyp
 from numerics import tolerances as tol
 from numerics.data import random_unit_sphere
@@ -266,7 +266,7 @@ class RPKQRankControl(RPKQRank):
     expected = "FAIL"
     control_of = "rp-kq-rank"
     target_key, other_key = "relax", "best"
-    check_certified_value = None  # the control's false claim is the direction alone
+    check_certified_value = WITHDRAWN  # the control's false claim is the direction alone
 
     def check_direction(self, inst, st, ctx):
         """Certified first: no matrix of rank ≤ m has 1 − corr with W^mm_⋆ below the Eckart–Young bound

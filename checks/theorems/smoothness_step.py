@@ -71,10 +71,12 @@ Numerics: numerics.gd.run_gd (torch path, plain GD, record every step), numerics
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 import torch
 
-from checks import Criterion, Profile, Theorem, decide, register
+from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, register
 from checks import hypotheses as hyp
 from checks.strategies import b2_data, tight_curvature, tight_data, valley_data
 from numerics import attention as att
@@ -239,7 +241,7 @@ class SmoothnessStep(Theorem):
     )
     profiles = PROFILES
     plot_metric = "tightness"
-    criteria = (
+    criteria: ClassVar[tuple[Criterion, ...]] = (
         Criterion("max over pairs and Hessian Rayleigh quotients (adversarial) of measured / L_W", "<=",
                   f"1 + {LIP_RTOL:g}", plot_metric="tightness"),
         Criterion("production vs independent gradient, relative", "<=", GRAD_RTOL),
@@ -428,8 +430,8 @@ class SmoothnessStepControl(SmoothnessStep):
         return out
 
     #: the control keeps the ladder and drops the other predictions, which concern the true L_W
-    check_lipschitz = None
-    check_descent_lemma = None
+    check_lipschitz = WITHDRAWN
+    check_descent_lemma = WITHDRAWN
 
     def assume_gradient_on_top_eigenvector(self, inst, st, ctx):
         g = independent_grad_W(inst["data"], inst["W0"])

@@ -48,6 +48,7 @@ The former control ("feasible when d = 1") was far below the threshold.
 from __future__ import annotations
 
 import itertools
+from typing import ClassVar
 
 import numpy as np
 
@@ -126,7 +127,7 @@ class SVMFeasibility(Theorem):
     )
     profiles = PROFILES
     plot_metric = "feasible_share"
-    criteria = (
+    criteria: ClassVar[tuple[Criterion, ...]] = (
         Criterion(f"selections α (all when T^n ≤ {ENUM_MAX}, else {SAMPLE_ALPHAS} sampled) with Att-SVM(α) "
                   "infeasible (verified Farkas certificate)", "==", 0),
         Criterion("share of the tried α with Att-SVM(α) feasible", "==", 1.0, plot_metric="feasible_share"),

@@ -47,9 +47,11 @@ instances with n, d ≥ 2 the certified nuclear rank is often strictly lower.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
-from checks import Criterion, Profile, Theorem, decide, failed, held, register
+from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, failed, held, register
 from numerics import tolerances as tol
 from numerics.data import AttentionData, random_unit_sphere
 from numerics.svm import certify_att_svm, solve_att_svm
@@ -124,7 +126,7 @@ class SVMRankBound(Theorem):
     )
     profiles = PROFILES
     plot_metric = "span_residual"
-    criteria = (
+    criteria: ClassVar[tuple[Criterion, ...]] = (
         Criterion(
             "‖W(I − P_Z)‖_F / ‖W‖_F of the full-space Frobenius and nuclear solutions",
             "<=",
@@ -294,12 +296,12 @@ class SVMRankBoundControl(SVMRankBound):
         return out
 
     # the control keeps the hypothesis (feasible) and replaces every prediction by the false one
-    check_rows_in_query_span = None
-    check_columns_in_key_span = None
-    check_rank_bound = None
-    check_full_space_nuclear_agrees = None
-    check_independent_full_space_solve = None
-    check_certificates_reject_wrong_answers = None
+    check_rows_in_query_span = WITHDRAWN
+    check_columns_in_key_span = WITHDRAWN
+    check_rank_bound = WITHDRAWN
+    check_full_space_nuclear_agrees = WITHDRAWN
+    check_independent_full_space_solve = WITHDRAWN
+    check_certificates_reject_wrong_answers = WITHDRAWN
 
     def check_nuclear_rank_equals_frobenius_rank(self, inst, state, ctx):
         rf, rn = state["fro"].rank, state["nuc"].rank
