@@ -25,6 +25,7 @@ from numerics.gd import GDConfig, run_gd
 #: quantity with O(nTd) roundings each (~1e-15 relative); 1e-9 leaves six orders of margin for
 #: reduction order on any CPU while a wrong softmax, gradient or step (measured: corr ≤ 0.999) fails.
 FIDELITY_TOL = 1e-9
+EPS = float(np.finfo(float).eps)
 
 
 def independent_grad_W(data: AttentionData, W: np.ndarray, V: np.ndarray | None = None) -> np.ndarray:
@@ -73,17 +74,22 @@ def _corr(step: np.ndarray, grad: np.ndarray) -> float:
     return float(step @ grad / (ns * ng))
 
 
-def _agreement(step: np.ndarray, want: np.ndarray) -> float:
-    """corr(step, want) · min(r, 1/r), r = ‖step‖/‖want‖: 1 only for the step itself, direction AND length.
+def _agreement(step: np.ndarray, want: np.ndarray, scale: float) -> float:
+    """corr(step, want) · min(r, 1/r), r = ‖step‖/‖want‖ moved towards 1 by its rounding allowance: 1 for the
+    step itself, direction AND length.
 
     A step-size bug (the power analysis's lr-half / lr-double: a step along −∇L of half or twice the length)
-    has corr exactly 1 and was invisible to the direction alone; here it gives 0.5. Rounding: W − W⁺ carries
-    a relative error ≤ ~EPS ‖W‖ / ‖W − W⁺‖ (≤ 1e-13 at the starts judged, ‖W‖ ≤ 1 and steps ≥ 1e-3 long),
-    first order in r and second order in corr, far inside FIDELITY_TOL = 1e-9."""
+    has corr exactly 1 and was invisible to the direction alone; here it gives ~0.5. Rounding: the step is
+    read as W − W⁺ from parameters of norm ``scale``, which carries an error ≤ ~EPS·scale (W⁺ = fl(W − s)), so
+    r is known to δ = 4·EPS·scale/‖want‖ only (a step near saturation, where ‖∇L‖ ≪ ‖W‖, can make δ ~ 1e-8:
+    smoothness-step's near-saturated starts); |r − 1| within δ counts as 1, beyond it only the excess
+    counts."""
     ns, nw = np.linalg.norm(step), np.linalg.norm(want)
     if ns == 0 or nw == 0:
         return 1.0 if ns == nw else 0.0
     r = float(ns / nw)
+    allow = 4.0 * EPS * float(scale) / float(nw)
+    r = 1.0 if abs(r - 1.0) <= allow else (r - allow if r > 1.0 else r + allow)
     return _corr(step, want) * min(r, 1.0 / r)
 
 
@@ -100,7 +106,7 @@ def step_fidelity(data: AttentionData, W: np.ndarray, lr: float, *, normalized: 
     g = independent_grad_W(data, np.asarray(W), V).ravel()
     ng = float(np.linalg.norm(g))
     want = lr * (g / ng if normalized and ng > 0 else g)
-    return _agreement((np.asarray(W) - nxt).ravel(), want)
+    return _agreement((np.asarray(W) - nxt).ravel(), want, float(np.linalg.norm(W)))
 
 
 def init_fidelity(data: AttentionData, W0: np.ndarray, lr: float, **kw) -> float:
@@ -131,7 +137,7 @@ def step_fidelity_kq(
     gK, gQ = G @ Q + 2 * weight_decay * K, G.T @ K + 2 * weight_decay * Q
     want = np.concatenate([(gK / np.linalg.norm(gK)).ravel(), (gQ / np.linalg.norm(gQ)).ravel()])
     got = np.concatenate([(K - res.K[0]).ravel(), (Q - res.Q[0]).ravel()])
-    return _agreement(got, lr * want)
+    return _agreement(got, lr * want, float(np.hypot(np.linalg.norm(K), np.linalg.norm(Q))))
 
 
 def run_relu_gd_padded(datas, Vs, W0s, *, steps: int, lr: float, normalized: bool, record_every: int,
