@@ -60,14 +60,6 @@ BLIND_SPOTS: dict[tuple[str, str], str] = {
         "no effect on this family: the last inequality row of the directional SVM binds on no instance "
         "(counts identical to the clean run, 58 confirmed / 6 inconclusive of 64; where a dropped row binds, "
         "the certificate's full-row check turns the instance ERROR, as on every other SVM theorem)"),
-    # a temperature is a reparametrisation W -> W / 1.1: the directions, signs and limits these claims are
-    # about do not change (only the effective step, still within 1/L_W); gd-local and gen-svm catch it by
-    # their step-fidelity prediction (an independent gradient), which gd-global does not run (a fix to make)
-    ("gd-global", "softmax-temperature"): (
-        "invariant in direction: tempered GD on W is GD on W / 1.1 with a smaller step; no step-fidelity "
-        "prediction (gd-local's is_gradient_descent would catch it)"),
-    ("gd-global-normalized", "softmax-temperature"): (
-        "invariant in direction (normalised GD on W / 1.1); no step-fidelity prediction"),
     ("no-stationary-points", "softmax-temperature"): (
         "invariant by design: ⟨∇L_T(W), W^mm⟩ = ⟨∇L(W / 1.1), W^mm⟩ / 1.1 has the same sign"),
     ("no-stationary-points", "last-row-dropped-svm"): (

@@ -28,6 +28,7 @@ from numerics.tokens import optimal_tokens, scores
 from numerics.tolerances import TIE_TOL
 
 from ..power.resolution import token_difference_span
+from ._gd import init_fidelity, judge_fidelity
 from ._given import draw_candidate, given_metrics, need_head, switched_candidates
 from ._smoothness import smoothness_bound  # the proved bound, shared with smoothness-step
 
@@ -107,6 +108,10 @@ class GlobalGD(Theorem):
     it and set their id, title, reference, statement and hypotheses_text."""
 
     depends_on = ("gd", "svm-fro", "optimal-token", "softmax")
+    #: the engine's first step from W(0) and from W(0)/‖W(0)‖ against an independent gradient, direction and
+    #: length (checks/theorems/_gd.py): a step-size bug (lr-half / lr-double) changes no limit direction and
+    #: was invisible to this check before
+    integrity: ClassVar[tuple[str, ...]] = ("is_gradient_descent",)
     profiles = PROFILES
     plot_metric = "corr_err"
     criteria: ClassVar[tuple[Criterion, ...]] = (
@@ -177,7 +182,13 @@ class GlobalGD(Theorem):
                          device=ctxs[idx[0]].device)
             for col, j in enumerate(idx):
                 states[j].update(traj=res.W_traj[:, col], its=res.iterations)
+        for j in range(len(instances)):  # integrity: on every instance, hypotheses met or not
+            states[j]["fidelity"] = init_fidelity(instances[j]["data"], instances[j]["init"], self.lr,
+                                                  normalized=self.normalized, device=ctxs[j].device)
         return states
+
+    def check_is_gradient_descent(self, inst, st, ctx):
+        return judge_fidelity(st["fidelity"])
 
     def _hypotheses_hold(self, inst, st, ctx) -> bool:
         for _, fn in type(self)._methods("assume_"):
