@@ -109,6 +109,12 @@ class Geometry:
     def update(self, params: list, grads: list, lr: Any, tiny: float) -> None:
         raise NotImplementedError
 
+    def step_size(self, lr: Any, k: int, steps: int) -> Any:
+        """The step size of step ``k`` of ``steps`` (``lr``: the run's, a float or an (R, 1, 1) tensor): the
+        run's own here; a geometry with a schedule overrides it (numerics.regpath.Projected). The step hook
+        sees, and may change, what this returns."""
+        return lr
+
 
 def _descend(params: list, grads: list, lr: Any, tiny: float, norm_ord: float | None) -> None:
     """p <- p - lr g, or with ``norm_ord`` p <- p - lr g / ||g||_ord (per instance), in place."""
@@ -214,7 +220,13 @@ class Model:
     name = "model"
 
     def prepare(self, data: Any, head: Any, device: Any, dtype: Any) -> tuple[Any, Any]:
-        """(batch, head) of attention data (numerics.attention.batch_from_data; head None: data.v)."""
+        """(batch, head) of attention data (numerics.attention.batch_from_data; head None: data.v); an
+        attention.AttentionBatch with an explicit head is used as it is (the regularisation paths' batches of
+        candidates, numerics.regpath)."""
+        from . import attention as att
+
+        if isinstance(data, att.AttentionBatch) and head is not None:
+            return data, head
         return _prepare(data, head, device, dtype)
 
     def context(self, batch, head):

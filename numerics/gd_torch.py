@@ -276,8 +276,9 @@ def run_kq(batch, head, K, Q, cfg, lr, record_every) -> GDResult:
 def run_explicit(batch, head, model, params, cfg, lr, record_every, transform) -> GDResult:
     """The explicit loop (numerics.gd module doc): any model, any geometry, weight decay, the step hook.
 
-    Each step: g = model.grads (token weights rescaled to max |c| = 1 when the geometry is scale free and
-    wd = 0), plus 2 wd param with weight decay; then ``transform`` (the registered step hooks, or None)
+    Each step k: g = model.grads (token weights rescaled to max |c| = 1 when the geometry is scale free and
+    wd = 0), plus 2 wd param with weight decay; the step size ``geometry.step_size(lr, k, steps)``; then
+    ``transform`` (the registered step hooks, or None)
     may change (g, lr) or skip the step; then ``cfg.geometry.update``. The parameters ``params`` (a list
     of (R, ...) tensors) are moved in place."""
     steps, loss, wd, geometry = cfg.steps, cfg.loss, cfg.wd, cfg.geometry
@@ -286,11 +287,11 @@ def run_explicit(batch, head, model, params, cfg, lr, record_every, transform) -
     direction_only = geometry.scale_free and wd == 0
     P = list(params)
 
-    def step():
+    def step(k: int):
         gs = model.grads(batch, head, P, loss, gamma, direction_only)
         if wd > 0:
             gs = [g + 2.0 * wd * p for g, p in zip(gs, P, strict=True)]
-        step_lr = lr
+        step_lr = geometry.step_size(lr, k, steps)
         if transform is not None:
             gs, step_lr = transform(gs, step_lr)
             if gs is None:
@@ -298,8 +299,8 @@ def run_explicit(batch, head, model, params, cfg, lr, record_every, transform) -
         geometry.update(P, gs, step_lr, tiny)
 
     def steps_from(k: int, stop: int) -> None:
-        for _ in range(k, stop):
-            step()
+        for j in range(k, stop):
+            step(j)
 
     rec = _record_points(steps, record_every)
     its, Ws, Ls = _drive(steps_from, steps, rec, cfg.progress, lambda: model.W(P),

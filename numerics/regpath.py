@@ -1,11 +1,14 @@
 """The regularisation path W_R = argmin_{‖W‖ ≤ R} L(W) (and the (K, Q) path under ‖K‖² + ‖Q‖² ≤ 2R),
-globally or restricted to a cone around a direction: batched projected GD over radii × restarts
-(numerics.gd has GD itself; the path is re-exported there)."""
+globally or restricted to a cone around a direction: batched projected GD over radii × restarts, each radius
+one run of the GD engine (numerics.gd.run_gd) with the projected geometry :class:`Projected`, so the engine's
+step hook reaches the path's steps as it reaches every other GD."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,6 +18,7 @@ from . import attention as att
 from .data import AttentionData
 from .errors import InvalidInputError
 from .excess_loss import logistic_excess, reference_tokens
+from .gd import GDConfig, Geometry, run_gd
 from .gd_common import (
     ACTIVE_RTOL,
     RegPathResult,
@@ -22,15 +26,7 @@ from .gd_common import (
     _check_m,
     _np,
     _prepare,
-    _softmax_rows,
 )
-from .gd_torch import (
-    _kq_grads,
-    _maxabs,
-)
-
-# run_gd's pieces live in gd_common (results, checks, driver) and gd_torch (the tensor programs); every
-# name this module had before the split stays importable from here.
 
 
 def regularization_path(
@@ -69,7 +65,8 @@ def regularization_path(
     solution rescaled to R_j (warm start); the best final loss wins per instance. Step k of ``steps``
     moves each parameter by lr * scale * (1 - k/steps) along its normalised gradient, scale = R_j for W
     and sqrt(R_j) for K, Q (their norms at the boundary), a linearly decaying schedule so the last
-    iterate settles on the constrained minimiser instead of oscillating at the step size.
+    iterate settles on the constrained minimiser instead of oscillating at the step size. Each radius is one
+    run of numerics.gd.run_gd with the geometry :class:`Projected` (its explicit loop and step hook).
     """
     steps, lr = _check_common(param, loss, steps, lr)
     if steps < 1:
@@ -156,11 +153,65 @@ def _into_cone_start(P: torch.Tensor, centre: torch.Tensor, mu: torch.Tensor) ->
     return torch.linalg.matrix_norm(P, keepdim=True) * (c * centre + torch.sqrt(1.0 - c * c) * Uh)
 
 
-# C901: one projected-GD loop over radii x restarts for W and (K, Q), with and without the cone; exempt
-# until the cone variant gets its own step function.
-def _regpath(  # noqa: C901
+@dataclass(frozen=True, eq=False)
+class Projected(Geometry):
+    """The regularisation paths' geometry on the GD engine (numerics.gd.run_gd): projected normalised GD
+    onto the ball of the parametrisation, ``||W||_F <= radius`` for W, ``||K||_F^2 + ||Q||_F^2 <= 2 radius``
+    for (K, Q) (``param``: "W" or "KQ"), optionally intersected with the cone ``cone = (centre, mu)``
+    (:func:`regularization_path`).
+
+    Step k of ``steps``: each parameter moves by eta_k = lr * scale * (1 - k/steps) along its normalised
+    gradient (scale = radius for W, sqrt(radius) for K and Q: their norms at the boundary; a linearly
+    decaying schedule, :meth:`step_size`), then the parameters are projected: onto the cone (W exactly by
+    :func:`project_cone`; (K, Q) by :func:`_cone_factors`), then radially into the ball. ``radius`` is a
+    float, or an (R, 1, 1) tensor with one radius per instance; ``cone`` (unit centres (R, d, d), mu (R,))
+    or None. ``after``: called with the parameters after
+    every projected step (the (K, Q) cone path keeps its best iterate through it), or None."""
+
+    radius: Any
+    cone: Any = None
+    after: Any = None
+    param: str = "W"
+
+    name = "projected"
+    scale_free = True
+
+    def step_size(self, lr, k, steps):
+        rad = self.radius
+        if self.param == "W":
+            return lr * rad * (1.0 - k / steps)
+        return lr * (math.sqrt(rad) if isinstance(rad, float) else rad.sqrt()) * (1.0 - k / steps)
+
+    def update(self, params, grads, lr, tiny):
+        for P, G in zip(params, grads, strict=True):  # P -= eta G / ||G|| (addcdiv_'s arithmetic for a float)
+            nrm = torch.linalg.matrix_norm(G, keepdim=True).clamp_min_(tiny)
+            if isinstance(lr, float):
+                P.addcdiv_(G, nrm, value=-lr)
+            else:
+                P.add_(-lr * G / nrm)
+        rad = self.radius
+        if self.param == "W":
+            W = params[0]
+            if self.cone is not None:
+                W = params[0] = project_cone(W, *self.cone)
+            W.mul_(torch.clamp(rad / torch.linalg.matrix_norm(W, keepdim=True).clamp_min_(tiny), max=1.0))
+        else:
+            K, Q = params
+            if self.cone is not None:
+                K, Q = params[0], params[1] = _cone_factors(K, Q, *self.cone, K.shape[-1])
+            tot = K.square().sum((1, 2), keepdim=True) + Q.square().sum((1, 2), keepdim=True)
+            sc = torch.clamp(torch.sqrt(2 * rad / tot.clamp_min_(tiny)), max=1.0)
+            K.mul_(sc)
+            Q.mul_(sc)
+        if self.after is not None:
+            self.after(params)
+
+
+def _regpath(
     batch, head, radii, param, loss, steps, lr, restarts, seed, m, dtype, cone=None
 ) -> RegPathResult:
+    """The path: per radius one projected GD run (:class:`Projected` on numerics.gd.run_gd, so the engine's
+    step hook reaches it) of every candidate of every instance, then the best candidate per instance."""
     X, Y, Z = batch.X, batch.Y, batch.Z
     R, n, T, d = X.shape
     dev = X.device
@@ -186,7 +237,7 @@ def _regpath(  # noqa: C901
     if cone is not None and loss == "logistic" and gamma0 is not None:
         ref0 = reference_tokens(X, Z, cone[0])
 
-    def select_loss(Xc, Yc, Zc, W, hc, C):
+    def select_loss(Xc, Yc, Zc, W, *, hc, C):
         if ref0 is None:
             return att.loss(Xc, Yc, Zc, W, hc, loss)
         return logistic_excess(Xc, Zc, W, gamma0.repeat(C, 1, 1), ref0.repeat(C, 1))
@@ -198,16 +249,12 @@ def _regpath(  # noqa: C901
     norms: list[Any] = []
     prev = None  # previous radius's solution: W (R,d,d) or (K, Q)
     per = radii.ndim == 2  # per-instance radii: rad is a (C*R, 1, 1) tensor, else a float
+    cfg = GDConfig(steps=steps, lr=lr, loss=loss, param=param, m=m if param == "KQ" else None, dtype=dtype)
 
     def rad_of(j: int, copies: int):  # radius j for ``copies`` blocks of R candidates
         if not per:
             return float(radii[j])
         return torch.as_tensor(np.tile(radii[j], copies), dtype=dtype, device=dev)[:, None, None]
-
-    def step_(P, G, nrm, eta):  # P -= eta G / nrm (addcdiv_'s arithmetic: (-eta * G) / nrm)
-        if per:
-            return P.add_(-eta * G / nrm)
-        return P.addcdiv_(G, nrm, value=-eta)
 
     for j in range(len(radii)):
         C = restarts + (prev is not None)
@@ -216,78 +263,37 @@ def _regpath(  # noqa: C901
         # (C*R, ...) batch: candidate c of instance r sits at index c*R + r
         Xc, Yc, Zc = X.repeat(C, 1, 1, 1), Y.repeat(C, 1), Z.repeat(C, 1, 1)
         hc = head.repeat(C)
-        gamma = hc.fixed_scores(Xc, Yc)
         cc = None if cone is None else (cone[0].repeat(C, 1, 1), cone[1].repeat(C))
         if param == "W":
-            P = draw((d, d)).to(dev, dtype)
-            if cone is not None:
-                P = _into_cone_start(P, cone[0].repeat(restarts, 1, 1), cone[1].repeat(restarts))
-            P = P * (rad_s / torch.linalg.matrix_norm(P, keepdim=True))
-            if prev is not None:
-                P = torch.cat(
-                    [P, prev * (rad_p / torch.linalg.matrix_norm(prev, keepdim=True).clamp_min(tiny))]
-                )
-            W = P
-            for k in range(steps):
-                eta = lr * rad * (1.0 - k / steps)
-                G = _grad_dir(Xc, Yc, Zc, W, hc, loss, gamma)  # (C*R, d, d)
-                step_(W, G, torch.linalg.matrix_norm(G, keepdim=True).clamp_min_(tiny), eta)
-                if cc is not None:
-                    W = project_cone(W, *cc)
-                W.mul_(torch.clamp(rad / torch.linalg.matrix_norm(W, keepdim=True).clamp_min_(tiny), max=1.0))
-            Lc = select_loss(Xc, Yc, Zc, W, hc, C).view(C, R)  # (C, R)
-            best = Lc.argmin(0)  # (R,)
-            Lc = att.loss(Xc, Yc, Zc, W, hc, loss).view(C, R)
-            Wb = W.view(C, R, d, d)[best, torch.arange(R, device=dev)]  # (R, d, d)
+            init: Any = _w_starts(draw((d, d)).to(dev, dtype), prev, rad_s, rad_p, cone, restarts, tiny)
+        else:
+            sp = None if prev is None else (
+                math.sqrt(rad / radii[j - 1]) if not per else torch.sqrt(rad_p / rad_of(j - 1, 1)))
+            init = _kq_starts(draw((d, m)).to(dev, dtype), draw((d, m)).to(dev, dtype), prev, rad_s, sp, cone,
+                              restarts, m)
+        sel = functools.partial(select_loss, Xc, Yc, Zc, hc=hc, C=C)
+        # the (K, Q) cone step is not an exact projection in factor space: keep the best iterate
+        keep = None if param == "W" or cc is None else _BestIterate(init[0].clone(), init[1].clone(), sel)
+        res = run_gd(att.AttentionBatch(Xc, Yc, Zc, None), cfg.but(geometry=Projected(rad, cc, keep, param)),
+                     init=init, head=hc, device=dev)
+        if param == "W":
+            W = torch.as_tensor(res.W).to(dev, dtype)
+        else:
+            K, Q = (keep.K, keep.Q) if keep is not None else \
+                (torch.as_tensor(res.K).to(dev, dtype), torch.as_tensor(res.Q).to(dev, dtype))
+            W = torch.bmm(K, Q.mT)
+        Lc = sel(W).view(C, R)  # (C, R)
+        best = Lc.argmin(0)  # (R,)
+        Lc = att.loss(Xc, Yc, Zc, W, hc, loss).view(C, R)
+        idx = torch.arange(R, device=dev)
+        if param == "W":
+            Wb = W.view(C, R, d, d)[best, idx]  # (R, d, d)
             prev = Wb
             Ws.append(Wb)
             nrm = torch.linalg.matrix_norm(Wb)
             Ks.append(None)
             Qs.append(None)
         else:
-            K = draw((d, m)).to(dev, dtype)
-            Q = draw((d, m)).to(dev, dtype)
-            if cone is not None:  # balanced factors of a start on the cone boundary (see _into_cone_start)
-                W0 = _into_cone_start(
-                    torch.bmm(K, Q.mT), cone[0].repeat(restarts, 1, 1), cone[1].repeat(restarts)
-                )
-                U0, S0, Vh0 = torch.linalg.svd(W0)
-                K, Q = U0[:, :, :m] * S0[:, None, :m].sqrt(), Vh0.mT[:, :, :m] * S0[:, None, :m].sqrt()
-            s0 = torch.sqrt(
-                2 * rad_s / (K.square().sum((1, 2), keepdim=True) + Q.square().sum((1, 2), keepdim=True))
-            )
-            K, Q = K * s0, Q * s0
-            if prev is not None:
-                Kp, Qp = prev
-                sp = math.sqrt(rad / radii[j - 1]) if not per else torch.sqrt(rad_p / rad_of(j - 1, 1))
-                K, Q = torch.cat([K, Kp * sp]), torch.cat([Q, Qp * sp])
-            if (
-                cc is not None
-            ):  # the cone step is not an exact projection in factor space: keep the best iterate
-                Kb_, Qb_ = K.clone(), Q.clone()
-                Lb_ = select_loss(Xc, Yc, Zc, torch.bmm(K, Q.mT), hc, C)
-            for k in range(steps):
-                eta = lr * (math.sqrt(rad) if not per else rad.sqrt()) * (1.0 - k / steps)
-                gK, gQ = _kq_grads(Xc, Yc, Zc, K, Q, hc, loss, gamma, direction_only=True)
-                step_(K, gK, torch.linalg.matrix_norm(gK, keepdim=True).clamp_min_(tiny), eta)
-                step_(Q, gQ, torch.linalg.matrix_norm(gQ, keepdim=True).clamp_min_(tiny), eta)
-                if cc is not None:
-                    K, Q = _cone_factors(K, Q, *cc, m)
-                tot = K.square().sum((1, 2), keepdim=True) + Q.square().sum((1, 2), keepdim=True)
-                sc = torch.clamp(torch.sqrt(2 * rad / tot.clamp_min_(tiny)), max=1.0)
-                K.mul_(sc)
-                Q.mul_(sc)
-                if cc is not None:
-                    Lk = select_loss(Xc, Yc, Zc, torch.bmm(K, Q.mT), hc, C)
-                    better = Lk < Lb_
-                    Kb_[better], Qb_[better], Lb_ = K[better], Q[better], torch.minimum(Lk, Lb_)
-            if cc is not None:
-                K, Q = Kb_, Qb_
-            W = torch.bmm(K, Q.mT)
-            Lc = select_loss(Xc, Yc, Zc, W, hc, C).view(C, R)
-            best = Lc.argmin(0)
-            Lc = att.loss(Xc, Yc, Zc, W, hc, loss).view(C, R)
-            idx = torch.arange(R, device=dev)
             Kb, Qb = K.view(C, R, d, m)[best, idx], Q.view(C, R, d, m)[best, idx]
             prev = (Kb, Qb)
             Wb = torch.bmm(Kb, Qb.mT)
@@ -310,6 +316,48 @@ def _regpath(  # noqa: C901
     )
 
 
+def _w_starts(P, prev, rad_s, rad_p, cone, restarts, tiny):
+    """The W candidates at one radius: the random draws P (restarts*R, d, d) (moved onto the cone's boundary
+    with a cone) on the sphere of radius rad_s, then the previous radius's solution rescaled (warm start)."""
+    if cone is not None:
+        P = _into_cone_start(P, cone[0].repeat(restarts, 1, 1), cone[1].repeat(restarts))
+    P = P * (rad_s / torch.linalg.matrix_norm(P, keepdim=True))
+    if prev is not None:
+        P = torch.cat([P, prev * (rad_p / torch.linalg.matrix_norm(prev, keepdim=True).clamp_min(tiny))])
+    return P
+
+
+def _kq_starts(K, Q, prev, rad_s, sp, cone, restarts, m):
+    """The (K, Q) candidates at one radius: the random draws (balanced factors of a start on the cone's
+    boundary with a cone) scaled onto ||K||^2 + ||Q||^2 = 2 rad_s, then the previous radius's solution
+    scaled by ``sp`` (warm start)."""
+    if cone is not None:  # balanced factors of a start on the cone boundary (see _into_cone_start)
+        W0 = _into_cone_start(torch.bmm(K, Q.mT), cone[0].repeat(restarts, 1, 1), cone[1].repeat(restarts))
+        U0, S0, Vh0 = torch.linalg.svd(W0)
+        K, Q = U0[:, :, :m] * S0[:, None, :m].sqrt(), Vh0.mT[:, :, :m] * S0[:, None, :m].sqrt()
+    s0 = torch.sqrt(2 * rad_s / (K.square().sum((1, 2), keepdim=True) + Q.square().sum((1, 2), keepdim=True)))
+    K, Q = K * s0, Q * s0
+    if prev is not None:
+        Kp, Qp = prev
+        K, Q = torch.cat([K, Kp * sp]), torch.cat([Q, Qp * sp])
+    return K, Q
+
+
+class _BestIterate:
+    """The (K, Q) cone path's best iterate per candidate by ``select(K Q^T)``, starting from (K, Q) (a
+    :class:`Projected` ``after`` callback)."""
+
+    def __init__(self, K, Q, select):
+        self.K, self.Q, self.select = K, Q, select
+        self.L = select(torch.bmm(K, Q.mT))
+
+    def __call__(self, params):
+        K, Q = params
+        Lk = self.select(torch.bmm(K, Q.mT))
+        better = Lk < self.L
+        self.K[better], self.Q[better], self.L = K[better], Q[better], torch.minimum(Lk, self.L)
+
+
 def _cone_factors(K, Q, centre, mu, m):
     """(K, Q) with W = K Q^T kept where W is in the cone; elsewhere the balanced factors (U sqrt(S), V
     sqrt(S), first m singular triplets) of the cone projection of W (see :func:`regularization_path`)."""
@@ -330,10 +378,3 @@ def _cone_factors(K, Q, centre, mu, m):
     Q[out] = Vh.mT[:, :, :m] * r[:, None, :]
     return K, Q
 
-
-def _grad_dir(X, Y, Z, W, head, loss, gamma):
-    """A positive per-instance multiple of grad L(W) (R, d, d), rescaled so max |c| = 1 (see _kq_grads)."""
-    s = _softmax_rows(torch.matmul(X, torch.bmm(Z, W.mT).unsqueeze(-1)).squeeze(-1))  # (R, n, T)
-    _, c = att.token_weights(X, Y, s, head, loss, gamma)
-    c = c / _maxabs(c, torch.finfo(c.dtype).tiny)
-    return att.grad_from_weights(X, Z, c)

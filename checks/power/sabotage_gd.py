@@ -2,9 +2,10 @@
 GD, which run on it) is broken through its one step hook (:func:`numerics.gd.step_hook`): the hook
 replaces each step's direction by a broken one (no-op, ascent, random), scales its step size (0.5x, 2x),
 or changes nothing and only sends the run down the explicit path, whose steps are built from the pieces
-another sabotage breaks (the softmax, the gradient). The regularisation paths (W / (K, Q) and the
-prompt's; their own projected loops still) get their gradient function broken for the duration of the
-call, and the joint (v, p) path is replaced by its random start. The catalogue, the components and the
+another sabotage breaks (the softmax, the gradient). The W / (K, Q) regularisation paths run on run_gd
+(numerics.regpath.Projected) and are broken by the same hook; the prompt's paths (their own loops still)
+get their gradient function broken for the duration of the call, and the joint (v, p) path (Adam and
+L-BFGS, not GD) is replaced by its random start. The catalogue, the components and the
 injection machinery live in :mod:`checks.power.sabotage`. Never import these into normal code paths:
 they are for power analysis only."""
 
@@ -105,20 +106,6 @@ def _within(module_name: str, attr: str, mode: str) -> Callable[[Any], Callable]
     return factory
 
 
-def _regpath(mode: str) -> Callable[[Any], Callable]:
-    def factory(original):
-        def regularization_path(*args, **kwargs):
-            from numerics import regpath as rp
-
-            with _swapped(rp, "_grad_dir", _grad_transform(mode, rp._grad_dir)), \
-                    _swapped(rp, "_kq_grads", _grad_transform(mode, rp._kq_grads)):
-                return original(*args, **kwargs)
-
-        return regularization_path
-
-    return factory
-
-
 def _vp_noop(original):
     """joint_vp_path that returns its first random start on the spheres (no Adam, no L-BFGS)."""
     import numpy as np
@@ -161,7 +148,6 @@ def _vp_noop(original):
 def _gd_patches(mode: str) -> list[Patch]:
     noop = mode == "noop"
     out: list[Patch] = [
-        ("numerics.regpath", "regularization_path", _regpath(mode)),
         ("numerics.prompt_path", "prompt_reg_path", _within("numerics.prompt_path", "prompt_grad", mode)),
         ("numerics.prompt_path", "prompt_head_reg_path",
          _within("numerics.prompt_path", "prompt_head_grad", mode)),
