@@ -1,0 +1,81 @@
+"""The regularisation paths on the GD engine (numerics.regpath.Projected through numerics.gd.run_gd): one
+projected step against an independent computation (autograd gradient, explicit projection), the decaying
+schedule the step hook sees, and the hook reaching every step of every radius (the seam the power
+sabotages use)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from numerics import attention as att
+from numerics import gd
+from numerics.data import random_unit_sphere
+from numerics.regpath import Projected, regularization_path
+
+DATA = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(21), R=2)
+
+
+def _autograd(W0: np.ndarray) -> np.ndarray:
+    """grad L(W) (R, d, d) by autograd of numerics.attention.loss (not the engine's closed form)."""
+    batch = att.batch_from_data(DATA)
+    W = torch.tensor(W0, requires_grad=True)
+    att.loss(batch.X, batch.Y, batch.Z, W, batch.linear_head(), "logistic").sum().backward()
+    return W.grad.numpy()
+
+
+def test_one_projected_step_is_normalised_step_then_ball():
+    """W1 = P_B(W0 - eta G/||G||), eta = lr R (step 0 of the schedule), P_B the radial map into ||W|| <= R;
+    from a point inside the ball whose step leaves it, so the projection acts."""
+    R, lr = 2.0, 0.3
+    W0 = np.random.default_rng(3).standard_normal((2, 5, 5))
+    W0 *= 1.9 / np.linalg.norm(W0, axis=(1, 2), keepdims=True)
+    res = gd.run_gd(DATA, gd.GDConfig(steps=1, lr=lr, geometry=Projected(R)), init=W0)
+    G = _autograd(W0)
+    step = W0 - lr * R * G / np.linalg.norm(G, axis=(1, 2), keepdims=True)
+    want = step * np.minimum(1.0, R / np.linalg.norm(step, axis=(1, 2), keepdims=True))
+    np.testing.assert_allclose(res.W, want, rtol=1e-12, atol=1e-12)  # a few roundings of O(1) numbers
+    assert np.all(np.linalg.norm(want, axis=(1, 2)) > 1.9)  # the step moved outward: a real projection
+
+
+def test_kq_step_stays_in_the_factor_ball():
+    """(K, Q) after any projected step: ||K||^2 + ||Q||^2 <= 2R, equal when the step left the ball."""
+    R = 3.0
+    K0, Q0 = (np.random.default_rng(s).standard_normal((2, 5, 5)) for s in (4, 5))
+    s = np.sqrt(2 * R / (np.square(K0).sum((1, 2)) + np.square(Q0).sum((1, 2))))[:, None, None]
+    res = gd.run_gd(DATA, gd.GDConfig(steps=5, lr=0.5, param="KQ", geometry=Projected(R, param="KQ")),
+                    init=(K0 * s, Q0 * s))
+    tot = np.square(res.K).sum((1, 2)) + np.square(res.Q).sum((1, 2))
+    np.testing.assert_allclose(tot, 2 * R, rtol=1e-12)
+
+
+@pytest.mark.parametrize("param", ["W", "KQ"])
+def test_step_hook_sees_every_step_of_every_radius_with_the_schedule(param):
+    """One hook run per radius, one call per step, with the step size lr * scale * (1 - k/steps): scale = R
+    for W, sqrt(R) for (K, Q)."""
+    radii, steps, lr = [1.0, 4.0], 3, 0.05
+    seen: list = []
+
+    def factory():
+        seen.append([])
+        return lambda grads, step_lr: (seen[-1].append(step_lr) or grads, step_lr)
+
+    with gd.step_hook(factory):
+        regularization_path(DATA, radii, param=param, steps=steps, lr=lr, restarts=1)
+    assert gd.step_hooks() == ()
+    for R, got in zip(radii, seen, strict=True):
+        scale = R if param == "W" else math.sqrt(R)
+        assert got == [lr * scale * (1.0 - k / steps) for k in range(steps)]
+    assert len(seen) == len(radii)
+
+
+def test_an_ascending_hook_breaks_the_path():
+    """A hook that climbs (the power sabotage ascent-gd) reaches the path: a higher loss at every radius."""
+    radii = [1.0, 2.0, 4.0]
+    good = regularization_path(DATA, radii, steps=40, restarts=1)
+    with gd.step_hook(lambda: lambda grads, lr: ([-g for g in grads], lr)):
+        bad = regularization_path(DATA, radii, steps=40, restarts=1)
+    assert np.all(bad.loss > good.loss)
