@@ -13,6 +13,7 @@ import torch
 
 from .attention import softmax_logits
 from .errors import InvalidInputError
+from .gd import GDConfig, Geometry, Model, run_gd
 
 #: Catalogue losses ℓ(u) and ℓ'(u) (THEORY.md §1), torch, elementwise.
 from .prompt import _centred, prompt_grad
@@ -67,7 +68,11 @@ def _cone_project(u: torch.Tensor, c: torch.Tensor, cos_max: float) -> torch.Ten
 def _tangent_step(grad, P, R, cone, cos_max):
     """Descent direction on the sphere (unit, tangent; projected at the cone boundary) and the stationarity
     ratio ‖it‖/|radial gradient| for points P (M, dk) of norm R; ``grad(P)`` is ∇L at P."""
-    G = grad(P)
+    return _tangent_dir(grad(P), P, R, cone, cos_max)
+
+
+def _tangent_dir(G, P, R, cone, cos_max):
+    """:func:`_tangent_step` from the gradient G = ∇L(P) (M, dk)."""
     u = P / R
     rad = (G * u).sum(-1, keepdim=True)
     D = -(G - rad * u)  # the descent direction in the tangent space
@@ -103,11 +108,82 @@ def _check_path_args(B, n, T, dk, radii, ref, steps, lr, restarts, cone, cone_mu
     return r_arr, refs, c, cos_max
 
 
-def _sphere_path(B, dk, r_arr, grad, excess, rng, restarts, steps, lr, c, cos_max) -> PromptPath:
+@dataclass(frozen=True, eq=False)
+class OnSphere(Geometry):
+    """The prompt paths' geometry on the GD engine (numerics.gd.run_gd): normalised Riemannian GD on the
+    sphere ‖p‖ = ``radius``. The parameter is the unit direction u (M, dk) of p = radius·u; step k of
+    ``steps`` rotates u by the angle lr·(1 − k/steps) (:meth:`step_size`, a decaying schedule) along the
+    tangential descent direction of the gradient at p (projected at the boundary of the cone {corr(u, cone) ≥
+    cos_max} when ``cone``, unit axes (M, dk), is given), renormalises it and moves it back onto the cone."""
+
+    radius: float
+    cone: Any = None
+    cos_max: float | None = None
+
+    name = "sphere"
+    scale_free = True
+
+    def step_size(self, lr, k, steps):
+        return lr * (1.0 - k / steps)
+
+    def update(self, params, grads, lr, tiny):
+        u = params[0]
+        D, dn, _ = _tangent_dir(grads[0], self.radius * u, self.radius, self.cone, self.cos_max)
+        move = dn[:, 0] > 0
+        d_unit = torch.where(move[:, None], D / torch.where(move[:, None], dn, 1.0), torch.zeros_like(D))
+        u = np.cos(lr) * u + np.sin(lr) * d_unit
+        u = u / torch.linalg.vector_norm(u, dim=-1, keepdim=True)
+        if self.cone is not None:
+            u = _cone_project(u, self.cone, self.cos_max)
+        params[0] = u
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    """The data of a prompt path's run on the engine: the candidates' keys X (M, n, T, dk) (the engine reads
+    the run's shape from them; the gradient and the objective are the model's closures)."""
+
+    X: torch.Tensor
+
+
+@dataclass(frozen=True, eq=False)
+class _SphereModel(Model):
+    """A prompt path's points p = radius·u as a model of the GD engine: the parameter u (M, dk), ∇L from
+    ``grad(p)``; its loss is the path's objective ``excess(p)`` (the candidates' E_ref)."""
+
+    grad: Any
+    excess: Any
+    radius: float
+
+    name = "prompt-path"
+
+    def prepare(self, data, head, device, dtype):
+        return data, None
+
+    def context(self, batch, head):
+        return None
+
+    def loss(self, batch, head, W, loss):
+        return self.excess(self.radius * W)
+
+    def start(self, init, R, d, m, device, dtype):
+        return [init.clone()]
+
+    def grads(self, batch, head, params, loss, gamma, direction_only):
+        return [self.grad(self.radius * params[0])]
+
+    def W(self, params):
+        return params[0].clone()
+
+
+def _sphere_path(keys, B, dk, r_arr, grad, excess, rng, restarts, steps, lr, c, cos_max) -> PromptPath:
     """The path loop shared by :func:`prompt_reg_path` and :func:`prompt_head_reg_path`: ``grad(P)`` and
-    ``excess(P)`` act on the B·C candidate points P (B·C, dk), candidate c of instance b at row b·C + c."""
+    ``excess(P)`` act on the B·C candidate points P (B·C, dk), candidate c of instance b at row b·C + c,
+    keys (B·C, n, T, dk). Each radius is one run of numerics.gd.run_gd (:class:`OnSphere`; its explicit
+    loop and step hook)."""
     C = restarts + 1
     ct = None if c is None else torch.as_tensor(np.repeat(c, C, axis=0))
+    batch = _Candidates(keys)
     prev = None
     Ps, Es, E0s, STs = [], [], [], []
     with torch.no_grad():
@@ -123,18 +199,11 @@ def _sphere_path(B, dk, r_arr, grad, excess, rng, restarts, steps, lr, c, cos_ma
                 U[:, 0] = prev
             u = torch.as_tensor(U.reshape(B * C, dk))
             e0 = excess(R * u).numpy().reshape(B, C)
-            for k in range(steps):
-                D, dn, _ = _tangent_step(grad, R * u, R, ct, cos_max)
-                th = lr * (1.0 - k / steps)
-                move = dn[:, 0] > 0
-                d_unit = torch.where(
-                    move[:, None], D / torch.where(move[:, None], dn, 1.0), torch.zeros_like(D)
-                )
-                u = np.cos(th) * u + np.sin(th) * d_unit
-                u = u / torch.linalg.vector_norm(u, dim=-1, keepdim=True)
-                if ct is not None:
-                    u = _cone_project(u, ct, cos_max)
-            e = excess(R * u).numpy().reshape(B, C)
+            model = _SphereModel(grad, excess, R)
+            res = run_gd(batch, GDConfig(steps=steps, lr=lr, geometry=OnSphere(R, ct, cos_max), param=model),
+                         init=u)
+            u = torch.as_tensor(res.W)
+            e = res.loss.reshape(B, C)  # excess(R * u)
             _, _, st = _tangent_step(grad, R * u, R, ct, cos_max)
             j = np.argmin(e, axis=1)
             rows = np.arange(B)
@@ -185,6 +254,7 @@ def prompt_reg_path(
     gt = torch.as_tensor(np.repeat(g, C, axis=0))
     rt = torch.as_tensor(np.repeat(refs, C, axis=0), dtype=torch.int64)
     return _sphere_path(
+        Kt,
         B,
         dk,
         r_arr,
@@ -265,6 +335,7 @@ def prompt_head_reg_path(keys: Any, tokens: Any, Y: Any, V: Any, a: Any, radii: 
     Kt, Xt, Yt, Vt, at = (torch.as_tensor(np.repeat(x, C, axis=0)) for x in (K, X, Yb, Vb, ab))
     rt = torch.as_tensor(np.repeat(refs, C, axis=0), dtype=torch.int64)
     return _sphere_path(
+        Kt,
         B,
         dk,
         r_arr,

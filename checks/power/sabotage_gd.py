@@ -2,18 +2,15 @@
 GD, which run on it) is broken through its one step hook (:func:`numerics.gd.step_hook`): the hook
 replaces each step's direction by a broken one (no-op, ascent, random), scales its step size (0.5x, 2x),
 or changes nothing and only sends the run down the explicit path, whose steps are built from the pieces
-another sabotage breaks (the softmax, the gradient). The W / (K, Q) regularisation paths run on run_gd
-(numerics.regpath.Projected) and are broken by the same hook; the prompt's paths (their own loops still)
-get their gradient function broken for the duration of the call, and the joint (v, p) path (Adam and
-L-BFGS, not GD) is replaced by its random start. The catalogue, the components and the
-injection machinery live in :mod:`checks.power.sabotage`. Never import these into normal code paths:
-they are for power analysis only."""
+another sabotage breaks (the softmax, the gradient). The regularisation paths run on run_gd too (W / (K, Q):
+numerics.regpath.Projected; the prompt's: numerics.prompt_path.OnSphere) and are broken by the same hook;
+the joint (v, p) path (Adam and L-BFGS, not GD) is replaced by its random start (noop-gd). The catalogue,
+the components and the injection machinery live in :mod:`checks.power.sabotage`. Never import these into
+normal code paths: they are for power analysis only."""
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 #: The random-direction sabotage draws from this fixed seed (a reproducible bug).
@@ -65,47 +62,6 @@ def gd_hook(mode: str) -> Callable[[], Callable]:
     return factory
 
 
-@contextlib.contextmanager
-def _swapped(module, attr: str, value) -> Iterator[None]:
-    """Call-scoped replacement of one module attribute (restored on exit)."""
-    old = getattr(module, attr)
-    setattr(module, attr, value)
-    try:
-        yield
-    finally:
-        setattr(module, attr, old)
-
-
-def _grad_transform(mode: str, fn: Callable) -> Callable:
-    """A gradient function whose result (a tensor or a tuple of tensors) is replaced by the broken
-    direction."""
-    import torch
-
-    gen = torch.Generator(device="cpu").manual_seed(RANDOM_SEED)
-
-    def broken(*args, **kwargs):
-        out = fn(*args, **kwargs)
-        if isinstance(out, tuple):
-            return tuple(_direction(mode, g, gen) for g in out)
-        return _direction(mode, out, gen)
-
-    return broken
-
-
-def _within(module_name: str, attr: str, mode: str) -> Callable[[Any], Callable]:
-    """Factory: the optimiser runs with ``module.attr`` (its gradient) broken for the duration of the call."""
-
-    def factory(original):
-        def optimiser(*args, **kwargs):
-            mod = importlib.import_module(module_name)
-            with _swapped(mod, attr, _grad_transform(mode, getattr(mod, attr))):
-                return original(*args, **kwargs)
-
-        return optimiser
-
-    return factory
-
-
 def _vp_noop(original):
     """joint_vp_path that returns its first random start on the spheres (no Adam, no L-BFGS)."""
     import numpy as np
@@ -146,12 +102,6 @@ def _vp_noop(original):
 
 
 def _gd_patches(mode: str) -> list[Patch]:
-    noop = mode == "noop"
-    out: list[Patch] = [
-        ("numerics.prompt_path", "prompt_reg_path", _within("numerics.prompt_path", "prompt_grad", mode)),
-        ("numerics.prompt_path", "prompt_head_reg_path",
-         _within("numerics.prompt_path", "prompt_head_grad", mode)),
-    ]
-    if noop:
-        out.append(("numerics.prompt", "joint_vp_path", _vp_noop))
-    return out
+    """The patches of a GD sabotage besides its step hook: the joint (v, p) path, the one optimiser not on
+    run_gd, returns its random start under noop-gd."""
+    return [("numerics.prompt", "joint_vp_path", _vp_noop)] if mode == "noop" else []

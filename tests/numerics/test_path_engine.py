@@ -1,7 +1,7 @@
-"""The regularisation paths on the GD engine (numerics.regpath.Projected through numerics.gd.run_gd): one
-projected step against an independent computation (autograd gradient, explicit projection), the decaying
-schedule the step hook sees, and the hook reaching every step of every radius (the seam the power
-sabotages use)."""
+"""The regularisation paths on the GD engine (numerics.regpath.Projected, numerics.prompt_path.OnSphere
+through numerics.gd.run_gd): one step against an independent computation (autograd gradient, explicit
+projection or rotation), the decaying schedule the step hook sees, and the hook reaching every step of every
+radius (the seam the power sabotages use)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import torch
 from numerics import attention as att
 from numerics import gd
 from numerics.data import random_unit_sphere
+from numerics.prompt import PromptBatch, PromptModel, prompt_loss
+from numerics.prompt_path import OnSphere, prompt_reg_path
 from numerics.regpath import Projected, regularization_path
 
 DATA = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(21), R=2)
@@ -79,3 +81,51 @@ def test_an_ascending_hook_breaks_the_path():
     with gd.step_hook(lambda: lambda grads, lr: ([-g for g in grads], lr)):
         bad = regularization_path(DATA, radii, steps=40, restarts=1)
     assert np.all(bad.loss > good.loss)
+
+
+# -- the prompt paths (normalised Riemannian GD on the sphere) ------------------------------------------
+
+_rng = np.random.default_rng(31)
+KEYS, SCORES = _rng.standard_normal((2, 3, 4, 3)), _rng.standard_normal((2, 3, 4))
+
+
+def test_one_sphere_step_rotates_along_the_tangential_descent_direction():
+    """u1 = cos(lr) u0 + sin(lr) t, t the unit tangential part of -grad L(R u0) (autograd of prompt_loss)."""
+    R, lr = 3.0, 0.2
+    u0 = _rng.standard_normal((2, 3))
+    u0 /= np.linalg.norm(u0, axis=-1, keepdims=True)
+    p = torch.tensor(R * u0, requires_grad=True)
+    prompt_loss(torch.as_tensor(KEYS), torch.as_tensor(SCORES), p).sum().backward()
+    G = p.grad.numpy()
+    t = -(G - (G * u0).sum(-1, keepdims=True) * u0)
+    t /= np.linalg.norm(t, axis=-1, keepdims=True)
+    want = np.cos(lr) * u0 + np.sin(lr) * t
+
+    class OnR(PromptModel):  # the prompt model at p = R u (the path's parametrisation)
+        def grads(self, batch, head, params, loss, gamma, direction_only):
+            return super().grads(batch, head, [R * params[0]], loss, gamma, direction_only)
+
+    batch = PromptBatch(torch.as_tensor(KEYS), torch.as_tensor(SCORES))
+    res = gd.run_gd(batch, gd.GDConfig(steps=1, lr=lr, geometry=OnSphere(R), param=OnR()), init=u0)
+    np.testing.assert_allclose(res.W, want, rtol=0, atol=1e-12)
+
+
+def test_step_hook_reaches_the_prompt_path():
+    """One hook run per radius, one call per step with the angle lr (1 - k/steps); a climbing hook leaves
+    a path of higher excess loss at every radius."""
+    radii, steps, lr = [1.0, 4.0], 3, 0.1
+    ref = np.argmax(SCORES, -1)
+    seen: list = []
+
+    def factory():
+        seen.append([])
+        return lambda grads, step_lr: (seen[-1].append(step_lr) or grads, step_lr)
+
+    with gd.step_hook(factory):
+        prompt_reg_path(KEYS, SCORES, radii, ref=ref, rng=np.random.default_rng(0), steps=steps, lr=lr)
+    assert seen == [[lr * (1.0 - k / steps) for k in range(steps)]] * len(radii)
+    kw = dict(ref=ref, steps=40, restarts=1)
+    good = prompt_reg_path(KEYS, SCORES, radii, rng=np.random.default_rng(0), **kw)
+    with gd.step_hook(lambda: lambda grads, lr: ([-g for g in grads], lr)):
+        bad = prompt_reg_path(KEYS, SCORES, radii, rng=np.random.default_rng(0), **kw)
+    assert np.all(bad.excess > good.excess)
