@@ -324,6 +324,8 @@ class PathCheck(Theorem):
     #: 10 vacuous through it, INCONCLUSIVE under the 25 % vacuous rule)
     redraw_on = ("solutions_separated",)
     n, T, d = 3, 4, 6
+    #: the family's queries: cross-attention (unit z_i), or self-attention z_i = x_i1 (the ``-self`` variants)
+    self_attention = False
     accepts_data = True
     given_radii = GIVEN_RADII
 
@@ -333,7 +335,8 @@ class PathCheck(Theorem):
     def instance(self, rng, ctx):
         if ctx.data is not None:
             return {"data": class_subset(ctx.data, GIVEN_PER_CLASS), "seed": int(rng.integers(2**31))}
-        return {"data": random_unit_sphere(self.n, self.T, self.d, rng=rng), "seed": int(rng.integers(2**31))}
+        data = random_unit_sphere(self.n, self.T, self.d, rng=rng, self_attention=self.self_attention)
+        return {"data": data, "seed": int(rng.integers(2**31))}
 
     def prepare(self, instances, ctxs):
         if ctxs[0].data is not None:  # given data: one path per instance, restarts from its own seed

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import WITHDRAWN, Criterion, Profile, decide, register
+from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, register
 
 from ._paths import (
     NUC_RATIO_MIN,
@@ -146,3 +146,36 @@ class RPKQNuclearControl(RPKQNuclear):
     target_key, other_key = "fro", "nuc"
 
     check_nuclear_norm = WITHDRAWN  # the control's false claim is the direction alone
+
+
+@register
+class RPKQNuclearSelf(RPKQNuclear):
+    """The self-attention variant (module docstring): the same check on the family with z_i = x_i1."""
+
+    id = "rp-kq-nuclear-self"
+    title = ("The (K, Q) regularisation path converges in direction to the nuclear-norm Att-SVM⋆ solution "
+             "(self-attention, z_i = x_i1)")
+    hypotheses_text = (
+        "self-attention z_i = x_i1; logistic loss (Assumption A); unique optimal tokens; Att-SVM and "
+        "Att-SVM⋆ "
+        "feasible; m = d ≥ n; R = 1..64 (log grid), 1500 path steps, 4 restarts"
+    )
+    self_attention = True
+    accepts_data = False
+
+    def not_applicable(self, data):
+        return Theorem.not_applicable(self, data)
+
+
+@register
+class RPKQNuclearSelfControl(RPKQNuclearControl):
+    id = "rp-kq-nuclear-self-control"
+    title = ("Control: the (K, Q) regularisation path converges to the Frobenius solution (self-attention; "
+             "false)")
+    hypotheses_text = RPKQNuclearSelf.hypotheses_text + "; threshold sep/4 (the theorem's, see SEPARATION_K)"
+    control_of = "rp-kq-nuclear-self"
+    self_attention = True
+    accepts_data = False
+
+    def not_applicable(self, data):
+        return Theorem.not_applicable(self, data)

@@ -56,7 +56,7 @@ refuted without tightening past what the path optimiser certifies.
 
 from __future__ import annotations
 
-from checks import WITHDRAWN, register
+from checks import WITHDRAWN, Theorem, register
 
 from ._paths import CORR_ERR_MAX, PathCheck, control_not_applicable, path_criteria
 
@@ -93,3 +93,35 @@ class RPWFrobeniusControl(RPWFrobenius):
     target_key, other_key = "nuc", "fro"
 
     check_margin = WITHDRAWN  # the control's false claim is the direction alone
+
+
+@register
+class RPWFrobeniusSelf(RPWFrobenius):
+    """The self-attention variant (module docstring): the same check on the family with z_i = x_i1."""
+
+    id = "rp-w-frobenius-self"
+    title = ("The W regularisation path converges in direction to the Frobenius Att-SVM solution "
+             "(self-attention, z_i = x_i1)")
+    hypotheses_text = (
+        "self-attention z_i = x_i1; logistic loss (Assumption A); unique optimal tokens; Att-SVM(opt) "
+        "feasible; R = 1..128 (log grid)"
+    )
+    self_attention = True
+    accepts_data = False
+
+    def not_applicable(self, data):
+        return Theorem.not_applicable(self, data)
+
+
+@register
+class RPWFrobeniusSelfControl(RPWFrobeniusControl):
+    id = "rp-w-frobenius-self-control"
+    title = ("Control: the W regularisation path converges to the nuclear-norm solution (self-attention; "
+             "false)")
+    hypotheses_text = RPWFrobeniusSelf.hypotheses_text + "; threshold sep/4 (the theorem's, see SEPARATION_K)"
+    control_of = "rp-w-frobenius-self"
+    self_attention = True
+    accepts_data = False
+
+    def not_applicable(self, data):
+        return Theorem.not_applicable(self, data)
