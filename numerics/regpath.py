@@ -323,7 +323,10 @@ def _w_starts(P, prev, rad_s, rad_p, cone, restarts, tiny):
         P = _into_cone_start(P, cone[0].repeat(restarts, 1, 1), cone[1].repeat(restarts))
     P = P * (rad_s / torch.linalg.matrix_norm(P, keepdim=True))
     if prev is not None:
-        P = torch.cat([P, prev * (rad_p / torch.linalg.matrix_norm(prev, keepdim=True).clamp_min(tiny))])
+        # a zero solution (a cone path's projection can be 0) stays 0: rad_p / tiny overflows for rad_p >= 4,
+        # and 0 * inf made the warm start NaN (measured: a random cone centre, R = 4; silent NaN paths before)
+        nrm = torch.linalg.matrix_norm(prev, keepdim=True)
+        P = torch.cat([P, torch.where(nrm > 0, prev * (rad_p / nrm.clamp_min(tiny)), prev)])
     return P
 
 

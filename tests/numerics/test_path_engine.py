@@ -129,3 +129,15 @@ def test_step_hook_reaches_the_prompt_path():
     with gd.step_hook(lambda: lambda grads, lr: ([-g for g in grads], lr)):
         bad = prompt_reg_path(KEYS, SCORES, radii, rng=np.random.default_rng(0), **kw)
     assert np.all(bad.excess > good.excess)
+
+
+def test_a_zero_path_point_warm_starts_as_zero():
+    """A cone path's point can be exactly 0 (the projection of a point in the polar cone); its warm start at
+    the next radius stays 0, not 0 * (R / tiny) = 0 * inf = NaN for R >= 4 (a silent NaN path before)."""
+    from numerics.regpath import _w_starts
+
+    P = torch.ones((2, 3, 3), dtype=torch.float64)
+    prev = torch.zeros((1, 3, 3), dtype=torch.float64)
+    out = _w_starts(P, prev, 4.0, 4.0, None, 2, torch.finfo(torch.float64).tiny)
+    assert torch.isfinite(out).all() and torch.equal(out[2], prev[0])
+    np.testing.assert_allclose(torch.linalg.matrix_norm(out[:2]).numpy(), 4.0, rtol=1e-15)
