@@ -194,13 +194,13 @@ class Projected(Geometry):
             W = params[0]
             if self.cone is not None:
                 W = params[0] = project_cone(W, *self.cone)
-            W.mul_(torch.clamp(rad / torch.linalg.matrix_norm(W, keepdim=True).clamp_min_(tiny), max=1.0))
+            W.mul_((rad / torch.linalg.matrix_norm(W, keepdim=True).clamp_min_(tiny)).clamp_(max=1.0))
         else:
             K, Q = params
             if self.cone is not None:
                 K, Q = params[0], params[1] = _cone_factors(K, Q, *self.cone, K.shape[-1])
             tot = K.square().sum((1, 2), keepdim=True) + Q.square().sum((1, 2), keepdim=True)
-            sc = torch.clamp(torch.sqrt(2 * rad / tot.clamp_min_(tiny)), max=1.0)
+            sc = (2 * rad / tot.clamp_min_(tiny)).sqrt_().clamp_(max=1.0)
             K.mul_(sc)
             Q.mul_(sc)
         if self.after is not None:
