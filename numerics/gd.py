@@ -13,7 +13,11 @@ A run is three parts, each pluggable, and one driver:
   (W <- W - lr grad), :data:`NORMALIZED` (each parameter moves by lr grad / ||grad||_F, per instance; the
   authors' protocol) and :class:`Mirror` (the l_p mirror map psi(W) = (1/p) sum |W_ab|^p: grad psi(W+) =
   grad psi(W) - lr grad L(W), or with ``normalized=True`` the gradient divided by its dual (l_q, 1/p + 1/q
-  = 1) norm; p = 2 is plain (resp. normalised) GD exactly).
+  = 1) norm; p = 2 is plain (resp. normalised) GD exactly). A geometry may also schedule the step size
+  (:meth:`Geometry.step_size`, step k of n): the regularisation paths' geometries do,
+  numerics.regpath.Projected (projected normalised GD onto the ball of W or (K, Q), optionally a cone) and
+  numerics.prompt_path.OnSphere (normalised GD on the prompt's sphere), so the paths' steps run on this
+  driver and its step hook.
 * the **step size** ``cfg.lr``: one number, or one per instance (an array of R numbers): a batch of
   instances with their own step sizes is one run.
 
