@@ -247,7 +247,7 @@ def _regpath(
     Qs: list[Any] = []
     losses: list[Any] = []
     norms: list[Any] = []
-    prev = None  # previous radius's solution: W (R,d,d) or (K, Q)
+    prev: Any = None  # previous radius's solution: W (R,d,d) or (K, Q)
     per = radii.ndim == 2  # per-instance radii: rad is a (C*R, 1, 1) tensor, else a float
     cfg = GDConfig(steps=steps, lr=lr, loss=loss, param=param, m=m if param == "KQ" else None, dtype=dtype)
 
