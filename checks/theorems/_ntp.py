@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from checks import Criterion, Profile, Theorem, decide, failed, held, undecided
+from checks.power.resolution import TILT, tilt_fin
 from numerics.ntp import (
     FAMILY_CONFIGS,
     NTPData,
@@ -37,9 +38,6 @@ STEPS = 20000
 #: The second half of the run is recorded on a linear grid of this many points (the finite part's tail rule
 #: compares the motion and the suppressed mass between its ends); the rest on a log grid (the curves).
 HALF_POINTS = 17
-#: The finite part is resolved at this relative size: confirmed only where the run tells W^fin from W^fin
-#: tilted by TILT·‖W^fin‖ inside S_fin, from 0 and from −W^fin (gen-svm's rule).
-TILT = 0.10
 #: Tail bound: the finite part's remaining motion is taken as TAIL_SAFETY × its motion over the second half /
 #: min(f − 1, 1), f the suppressed mass's fall over it (the finite part's distance to its limit is
 #: proportional to that mass, the proof's rate; 2 covers any power law k^-p with p ≥ 0.58, gen-svm).
@@ -144,21 +142,6 @@ def judge_direction(traj: np.ndarray, half: np.ndarray, predicted: np.ndarray,
 
 
 # -- the finite-part rule ---------------------------------------------------------------------------
-def tilt(W_fin: np.ndarray, basis: np.ndarray, sign: float, size: float = TILT) -> np.ndarray:
-    """W^fin moved by size·‖W^fin‖ inside S_fin: perpendicular to it where dim S_fin ≥ 2,
-    along it on a line."""
-    nw = float(np.linalg.norm(W_fin))
-    if nw == 0 or not len(basis):
-        return W_fin.copy()
-    w = W_fin / nw
-    u = w
-    if len(basis) >= 2:
-        B = basis[int(np.argmin(np.abs(np.einsum("kde,de->k", basis, w))))]
-        u = B - np.sum(B * w) * w
-        u /= np.linalg.norm(u)
-    return W_fin + sign * size * nw * u
-
-
 def judge_finite(traj: np.ndarray, half: np.ndarray, basis: np.ndarray, predicted: np.ndarray,
                  candidates: Sequence[np.ndarray], masses: np.ndarray, steps: int = STEPS,
                  accuracy: float = 0.0) -> Any:
@@ -229,12 +212,12 @@ class NTPGDBase(Theorem):
     plot_metric = "dir_err"
     redraw_on = ()
     kind = "cyclic"
+    #: The GD steps behind the trajectory, counted in the finite-part rule's rounding floor
+    #: (``judge_finite``'s ``steps``; 0 for a regularisation path).
+    gd_steps: ClassVar[int] = STEPS
 
     def sizes(self, inst):
         return ntp_sizes(inst)
-
-    def not_applicable(self, data):
-        return None if isinstance(data, NTPData) else "needs an NTP dataset (E, tokens, labels)"
 
     def instance(self, rng, ctx):
         if ctx.data is not None:
@@ -271,6 +254,25 @@ class NTPGDBase(Theorem):
         u = Ws / np.linalg.norm(Ws)
         R = float(np.sum(W * u))
         return {"R": R, "corr_svmeq": float(corr(W, Wf + R * u))}
+
+
+class WrongPartitionControl(NTPGDBase):
+    """The wrong-SCC-partition controls (ntp-gd-finite-control, ntp-regpath-control): "Π_{S_fin} W(k) → the
+    minimiser on S_fin of the loss with every position kept", judged by the finite-part rule with that
+    prediction and the true W^fin among the candidates; vacuous unless the two differ by more than
+    TILT·‖W^fin‖ (no resolvable difference)."""
+
+    def assume_wrong_part_resolvable(self, inst, state, ctx):
+        fw, fp = state["fin_wrong"], state["fin"]
+        gap = float(np.linalg.norm(fw.W - fp.W))
+        return decide(fw.unique and gap > TILT * np.linalg.norm(fp.W),
+                      f"the wrong partition's finite part is within {gap:.3g} of W^fin (or not unique)")
+
+    def check_finite_part(self, inst, state, ctx):
+        fp, W = state["fin"], state["fin_wrong"].W
+        cands = [fp.W, tilt_fin(W, fp.basis, sign=1.0), tilt_fin(W, fp.basis, sign=-1.0)]
+        return judge_finite(state["traj"], state["half"], fp.basis, W, cands, self._masses(inst, state),
+                            steps=self.gd_steps, accuracy=fin_accuracy(state["fin_wrong"]))
 
 
 def gd_criteria(direction: str, finite: str) -> tuple[Criterion, ...]:

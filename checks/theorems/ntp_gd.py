@@ -55,8 +55,17 @@ from __future__ import annotations
 import numpy as np
 
 from checks import decide, held, register
+from checks.power.resolution import TILT, tilt_fin
 
-from ._ntp import STEPS, TILT, NTPGDBase, fin_accuracy, gd_criteria, judge_direction, judge_finite, tilt
+from ._ntp import (
+    STEPS,
+    NTPGDBase,
+    WrongPartitionControl,
+    fin_accuracy,
+    gd_criteria,
+    judge_direction,
+    judge_finite,
+)
 
 
 @register
@@ -83,7 +92,7 @@ class NTPGD(NTPGDBase):
         if not len(fp.basis):
             return held(fin_dim=0)  # acyclic: S_fin = {0}, Π W = 0 = W^fin identically
         W = fp.W
-        cands = [tilt(W, fp.basis, 1.0), tilt(W, fp.basis, -1.0), np.zeros_like(W), -W]
+        cands = [tilt_fin(W, fp.basis, sign=1.0), tilt_fin(W, fp.basis, sign=-1.0), np.zeros_like(W), -W]
         return judge_finite(state["traj"], state["half"], fp.basis, W, cands,
                             self._masses(inst, state), accuracy=fin_accuracy(fp))
 
@@ -106,7 +115,7 @@ class NTPGDControl(NTPGDBase):
 
 
 @register
-class NTPGDFiniteControl(NTPGDBase):
+class NTPGDFiniteControl(WrongPartitionControl):
     id = "ntp-gd-finite-control"
     expected = "FAIL"
     control_of = "ntp-gd"
@@ -115,15 +124,3 @@ class NTPGDFiniteControl(NTPGDBase):
     hypotheses_text = ("as ntp-gd; the wrong partition's finite part unique and farther than "
                        f"{TILT:.0%}·‖W^fin‖ from W^fin")
     criteria = gd_criteria("—", "the wrong partition's minimiser")[::2]
-
-    def assume_wrong_part_resolvable(self, inst, state, ctx):
-        fw, fp = state["fin_wrong"], state["fin"]
-        gap = float(np.linalg.norm(fw.W - fp.W))
-        return decide(fw.unique and gap > TILT * np.linalg.norm(fp.W),
-                      f"the wrong partition's finite part is within {gap:.3g} of W^fin (or not unique)")
-
-    def check_finite_part(self, inst, state, ctx):
-        fp, W = state["fin"], state["fin_wrong"].W
-        cands = [fp.W, tilt(W, fp.basis, 1.0), tilt(W, fp.basis, -1.0)]
-        return judge_finite(state["traj"], state["half"], fp.basis, W, cands,
-                            self._masses(inst, state), accuracy=fin_accuracy(state["fin_wrong"]))

@@ -41,6 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
+from checks.power.resolution import tilt_fin
 from numerics.ntp_linear import (
     LinearNTP,
     ce,
@@ -54,7 +55,7 @@ from numerics.ntp_linear import (
     w_star,
 )
 
-from ._ntp import EPS, judge_direction, judge_finite, tilt
+from ._ntp import EPS, judge_direction, judge_finite
 
 REFERENCE = "Thrampoulidis (NeurIPS 2024, arXiv 2402.18551), implicit bias of NTP in linear models"
 #: (m, d, V) of the family, cycled by instance (d > m).
@@ -263,7 +264,7 @@ class NTPLinearGD(_LinearGD):
         if not len(B):
             return decide(not np.any(W), "W⋆ ≠ 0 with F = {0}")
         masses = np.array([off_support_mass(inst["prob"], state["traj"][k]) for k in state["half"]])
-        cands = [tilt(W, B, 1.0), tilt(W, B, -1.0), np.zeros_like(W), -W]
+        cands = [tilt_fin(W, B, sign=1.0), tilt_fin(W, B, sign=-1.0), np.zeros_like(W), -W]
         return judge_finite(state["traj"], state["half"], B, W, cands, masses)
 
 
@@ -328,7 +329,7 @@ class NTPLinearRegPath(_LinearPath):
     def check_finite_part(self, inst, state, ctx):
         W, B = state["star"], state["basis"]
         masses = np.array([off_support_mass(inst["prob"], state["traj"][k]) for k in state["half"]])
-        cands = [tilt(W, B, 1.0), tilt(W, B, -1.0), np.zeros_like(W), -W]
+        cands = [tilt_fin(W, B, sign=1.0), tilt_fin(W, B, sign=-1.0), np.zeros_like(W), -W]
         return judge_finite(state["traj"], state["half"], B, W, cands, masses, steps=0)
 
 
