@@ -205,9 +205,9 @@ class NTPGDBase(Theorem):
     profiles = PROFILES
     accepts_data = True
     data_kind = "ntp"
-    # W^svm from the graph-SVM's Frobenius core; the NTP loss's softmax through attention.softmax_logits. The
-    # NTP GD loop is not on the engine yet, so the GD sabotages do not reach it: "gd" is not declared
-    depends_on = ("svm-fro", "softmax")
+    # W^svm from the graph-SVM's Frobenius core; the NTP loss's softmax through attention.softmax_logits; GD
+    # through run_gd's NTP model (its step hook: the GD sabotages reach it)
+    depends_on: ClassVar[tuple[str, ...]] = ("svm-fro", "softmax", "ntp-gd")
     integrity: ClassVar[tuple[str, ...]] = ("is_gradient_descent",)
     plot_metric = "dir_err"
     redraw_on = ()

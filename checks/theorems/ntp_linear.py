@@ -38,6 +38,8 @@ Controls: ``ntp-linear-conditions-control`` (below the dimension, d = 2 < m = 6,
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
@@ -50,7 +52,7 @@ from numerics.ntp_linear import (
     off_support_mass,
     random_linear_ntp,
     regularization_path,
-    run_gd,
+    run_linear_gd,
     smoothness,
     w_star,
 )
@@ -82,10 +84,8 @@ class _Linear(Theorem):
     reference = REFERENCE
     profiles = PROFILES
     data_kind = "ntp"  # about NTP; it draws its own (linear-model) instances, so given data are n/a
-    # the certified SVM rows go through the Frobenius core (numerics.svm.att._solve_rows). Not declared, and a
-    # known gap: the linear model's GD and CE gradient are its own numpy code, which no sabotage reaches
-    # (softmax-no-normaliser and softmax-temperature leave ntp-linear-gd PASS, measured quick seed 0)
-    depends_on = ("svm-fro",)
+    # the certified SVM rows go through the Frobenius core (numerics.svm.att._solve_rows)
+    depends_on: ClassVar[tuple[str, ...]] = ("svm-fro",)
     full_support = False
     below_dimension = False
 
@@ -180,16 +180,27 @@ class NTPLinearOneHotControl(_Linear):
 
 class _LinearGD(_Linear):
     integrity = ("ce_to_entropy",)
+    # GD through run_gd's linear-NTP model (its step hook: the GD sabotages reach it), its gradient's softmax
+    # through attention.softmax_logits
+    depends_on: ClassVar[tuple[str, ...]] = ("svm-fro", "softmax", "ntp-gd")
 
     def prepare(self, instances, ctxs):
+        """Plain GD (η = 1/(2L) each) on the GD engine, one batched run per shape (m, d, V)."""
         rec = np.union1d([0, 1, 10, 100, 1000], np.linspace(STEPS // 2, STEPS, HALF_POINTS).astype(int))
-        out = []
-        for inst in instances:
-            p = inst["prob"]
-            its, traj = run_gd(p, steps=STEPS, lr=1.0 / (2 * smoothness(p)), record_at=rec)
-            Ws, res = w_star(p)
-            out.append({"its": its, "traj": traj, "half": np.flatnonzero(its >= STEPS // 2), "star": Ws,
-                        "compat": res, "svm": ntp_svm(p), "basis": f_basis(p)})
+        probs = [inst["prob"] for inst in instances]
+        groups: dict[tuple[int, int, int], list[int]] = {}
+        for b, p in enumerate(probs):
+            groups.setdefault((p.m, p.d, p.V), []).append(b)
+        out: list[dict] = [{} for _ in probs]
+        device = ctxs[0].device if ctxs else "cpu"
+        for idx in groups.values():
+            lrs = [1.0 / (2 * smoothness(probs[b])) for b in idx]
+            r = run_linear_gd([probs[b] for b in idx], steps=STEPS, lr=lrs, record_at=rec, device=device)
+            for j, b in enumerate(idx):
+                p, its = probs[b], r.iterations
+                Ws, res = w_star(p)
+                out[b] = {"its": its, "traj": r.W_traj[:, j], "half": np.flatnonzero(its >= STEPS // 2),
+                          "star": Ws, "compat": res, "svm": ntp_svm(p), "basis": f_basis(p)}
         return out
 
     def check_ce_to_entropy(self, inst, state, ctx):
