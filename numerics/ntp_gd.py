@@ -8,9 +8,10 @@ positions holding the label,
     −log ŷ_{i,y_i} = LSE(a_i) − LSE(a_i restricted to label positions),
     ∇_W = (1/n) Σ_i X_i^T (s_i − r_i) x̄_i^T
 
-(tests/numerics/test_ntp.py checks it against autograd). The softmaxes go through the torch softmax seam
-(numerics.attention.softmax_logits) and every step through the engine's explicit loop, so the step hook
-(numerics.gd.step_hook) reaches NTP GD as it reaches every other run.
+(tests/numerics/test_ntp.py checks it against autograd); r_i is uniform on the label's positions (they hold
+one token, so one score). The softmax is the GD steps' seam (numerics.gd_common._softmax_rows) and every step
+runs the engine's explicit loop, so what replaces that seam or registers a step hook (numerics.gd.step_hook)
+reaches NTP GD as it reaches every other run.
 
 :func:`run_ntp_gd` is the entry every NTP check, path and reproduction drives: plain GD from W(0) (zeros by
 default) with one step size per dataset, recorded at given iterations (a log grid by default:
@@ -33,20 +34,23 @@ from typing import Any
 import numpy as np
 import torch
 
-from .attention import softmax_logits
 from .errors import InvalidInputError
 from .gd import W_MODEL, GDConfig, Model, run_gd
+from .gd_common import _softmax_rows
 from .ntp import NTPData
 
 
 @dataclass(frozen=True)
 class NTPBatch:
     """R NTP datasets of one shape stacked: X (R, n, T, d) the token embeddings, q (R, n, d) the queries
-    (the last tokens), label (R, n, T) whether a position holds the sequence's label."""
+    (the last tokens), label (R, n, T) whether a position holds the sequence's label, and ``share`` (R, n, T)
+    = label / (the number of label positions): the softmax over the label's positions, which is uniform since
+    they all hold the same token (the same score)."""
 
     X: torch.Tensor
     q: torch.Tensor
     label: torch.Tensor
+    share: torch.Tensor
 
     @classmethod
     def of(cls, datas: Sequence[NTPData], device: Any = "cpu", dtype: Any = torch.float64) -> NTPBatch:
@@ -61,13 +65,15 @@ class NTPBatch:
         dev = torch.device(device)
         X = torch.as_tensor(np.stack([x.X for x in datas]), dtype=dtype, device=dev)
         q = torch.as_tensor(np.stack([x.query for x in datas]), dtype=dtype, device=dev)
-        lab = torch.as_tensor(np.stack([x.tokens == x.labels[:, None] for x in datas]), device=dev)
-        return cls(X, q, lab)
+        lab = np.stack([x.tokens == x.labels[:, None] for x in datas])
+        share = torch.as_tensor(lab / lab.sum(-1, keepdims=True), dtype=dtype, device=dev)
+        return cls(X, q, torch.as_tensor(lab, device=dev), share)
 
 
 def ntp_scores(batch: NTPBatch, W: torch.Tensor) -> torch.Tensor:
-    """a_iτ = x_iτ^T W x̄_i, (R, n, T)."""
-    return torch.einsum("bitd,bde,bie->bit", batch.X, W, batch.q)
+    """a_iτ = x_iτ^T W x̄_i, (R, n, T): u_i = W x̄_i (one batched product), then x_iτ^T u_i."""
+    u = torch.bmm(batch.q, W.mT)  # rows (W x̄_i)^T, (R, n, d)
+    return torch.matmul(batch.X, u[..., None])[..., 0]
 
 
 def ntp_loss(batch: NTPBatch, W: torch.Tensor) -> torch.Tensor:
@@ -78,11 +84,12 @@ def ntp_loss(batch: NTPBatch, W: torch.Tensor) -> torch.Tensor:
 
 
 def ntp_grad(batch: NTPBatch, W: torch.Tensor) -> torch.Tensor:
-    """∇L_r(W_r), (R, d, d), in closed form (module docstring)."""
-    a = ntp_scores(batch, W)
-    s = softmax_logits(a)  # the softmax seam (numerics.attention)
-    r = softmax_logits(a.masked_fill(~batch.label, -torch.inf))
-    return torch.einsum("bitd,bit,bie->bde", batch.X, s - r, batch.q) / batch.X.shape[1]
+    """∇L_r(W_r), (R, d, d), in closed form (module docstring): c_i = s_i − r_i with r_i = ``batch.share``
+    (exactly the softmax over the label's positions), g_i = X_i^T c_i, ∇L = (1/n) Σ_i g_i x̄_i^T. The softmax
+    is the GD steps' seam (numerics.gd_common._softmax_rows; the power analysis reaches it)."""
+    c = _softmax_rows(ntp_scores(batch, W)).sub_(batch.share)
+    g = (c[..., None] * batch.X).sum(2)  # rows X_i^T c_i, (R, n, d)
+    return torch.bmm(g.mT, batch.q).div_(batch.X.shape[1])
 
 
 @dataclass(frozen=True)

@@ -270,14 +270,15 @@ class LinearNTPModel(Model):
 LINEAR_NTP_MODEL = LinearNTPModel()
 
 
-def run_linear_gd(probs: Any, *, steps: int, lr: Any, record_at: Any, device: Any = "cpu") -> NTPGDResult:
-    """Plain GD on CE from W = 0 for linear NTP problems of one shape, one step size each (or one for all), on
-    the GD engine (:class:`LinearNTPModel`); recorded at ``record_at`` and the last iteration (W_traj
-    (S, R, V, d))."""
+def run_linear_gd(probs: Any, *, steps: int, lr: Any, record_at: Any, init: Any = None,
+                  device: Any = "cpu") -> NTPGDResult:
+    """Plain GD on CE from ``init`` (R, V, d) (default W = 0) for linear NTP problems of one shape, one step
+    size each (or one for all), on the GD engine (:class:`LinearNTPModel`); recorded at ``record_at`` and the
+    last iteration (W_traj (S, R, V, d))."""
     batch = LinearNTPBatch.of(probs, device)
     R, V, d = batch.H.shape[0], batch.P.shape[-1], batch.H.shape[-1]
     return run_model_gd(LINEAR_NTP_MODEL, batch, steps=steps, lr=lr, record_at=record_at,
-                        init=np.zeros((R, V, d)), device=device)
+                        init=np.zeros((R, V, d)) if init is None else init, device=device)
 
 
 #: Family rule (a design margin): every support probability ≥ P_MIN, so the log-ratios W⋆ fits are at most

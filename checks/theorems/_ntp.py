@@ -29,7 +29,7 @@ from numerics.ntp import (
 from numerics.ntp_gd import record_grid, run_ntp_gd
 from numerics.tokens import corr
 
-from ._gd import FIDELITY_TOL, judge_fidelity
+from ._gd import FIDELITY_TOL, _agreement, judge_fidelity
 
 #: GD budget: plain GD at η = 1/L (L the smoothness bound of numerics.ntp.smoothness_bound: the step of the
 #: paper's descent lemma), STEPS steps from W(0) = 0. Measured on quick seed 0: the suppressed tokens' mass
@@ -81,14 +81,13 @@ def run_block(datas: Sequence[NTPData], device: str, steps: int = STEPS) -> list
 
 
 def step_fidelity(data: NTPData, W: np.ndarray, lr: float, device: str) -> float:
-    """corr(W − W⁺, ∇L(W)) of one step of the GD loop from W, ∇L from numpy (numerics.ntp.loss_np)."""
+    """Agreement of one step W − W⁺ of NTP GD from W with the step lr ∇L(W), ∇L from numpy
+    (numerics.ntp.loss_np): direction and length (checks/theorems/_gd.py ``_agreement``; a step-size bug,
+    lr-half / lr-double, gives ~0.5)."""
     nxt = run_ntp_gd([data], steps=1, lr=lr, init=np.asarray(W)[None], record_at=[1], device=device)
     step = (W - nxt.W_traj[-1, 0]).ravel()
     g = loss_np(data, W)[1].ravel()
-    ns, ng = np.linalg.norm(step), np.linalg.norm(g)
-    if ns == 0 or ng == 0:
-        return 1.0 if ns == ng else 0.0
-    return float(step @ g / (ns * ng))
+    return _agreement(step, lr * g, float(np.linalg.norm(W)))
 
 
 def fidelity(data: NTPData, run: dict[str, Any], device: str) -> float:
@@ -277,7 +276,8 @@ class WrongPartitionControl(NTPGDBase):
 
 def gd_criteria(direction: str, finite: str) -> tuple[Criterion, ...]:
     return (
-        Criterion("1 − corr(one GD step, −∇L from numpy) at W = 0 and at a unit-norm W", "<", FIDELITY_TOL),
+        Criterion("1 − agreement (direction and length) of one GD step with −η∇L from numpy at W = 0 and "
+                  "at a unit-norm W", "<", FIDELITY_TOL),
         Criterion(f"direction ({direction}): 1 − corr(W(k), ·) fell over k ∈ [S/2, S] and is below every "
                   "competitor's at S (refuted: a competitor better while it did not fall)", "<",
                   "competitors", plot_metric="dir_err"),

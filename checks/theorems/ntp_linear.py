@@ -57,6 +57,7 @@ from numerics.ntp_linear import (
     w_star,
 )
 
+from ._gd import FIDELITY_TOL, _agreement, judge_fidelity
 from ._ntp import EPS, judge_direction, judge_finite
 
 REFERENCE = "Thrampoulidis (NeurIPS 2024, arXiv 2402.18551), implicit bias of NTP in linear models"
@@ -178,8 +179,21 @@ class NTPLinearOneHotControl(_Linear):
         return decide(sv.feasible, f"the one-hot multiclass SVM is infeasible ({sv.certificate.summary()})")
 
 
+def _linear_fidelity(prob: LinearNTP, lr: float, device: str) -> float:
+    """The worse agreement (direction and length: checks/theorems/_gd.py ``_agreement``) of one step of
+    run_linear_gd with lr ∇CE from numpy (:func:`numerics.ntp_linear.ce`), at W = 0 and at a unit-norm random
+    W (where the softmax is far from one-hot)."""
+    W1 = np.random.default_rng(0).standard_normal((prob.V, prob.d))
+    out = []
+    for W in (np.zeros((prob.V, prob.d)), W1 / np.linalg.norm(W1)):
+        W = np.ascontiguousarray(W)
+        nxt = run_linear_gd([prob], steps=1, lr=lr, record_at=[1], init=W[None], device=device).W_traj[-1, 0]
+        out.append(_agreement((W - nxt).ravel(), lr * ce(prob, W)[1].ravel(), float(np.linalg.norm(W))))
+    return min(out)
+
+
 class _LinearGD(_Linear):
-    integrity = ("ce_to_entropy",)
+    integrity = ("ce_to_entropy", "is_gradient_descent")
     # GD through run_gd's linear-NTP model (its step hook: the GD sabotages reach it), its gradient's softmax
     # through attention.softmax_logits
     depends_on: ClassVar[tuple[str, ...]] = ("svm-fro", "softmax", "ntp-gd")
@@ -200,8 +214,12 @@ class _LinearGD(_Linear):
                 p, its = probs[b], r.iterations
                 Ws, res = w_star(p)
                 out[b] = {"its": its, "traj": r.W_traj[:, j], "half": np.flatnonzero(its >= STEPS // 2),
-                          "star": Ws, "compat": res, "svm": ntp_svm(p), "basis": f_basis(p)}
+                          "star": Ws, "compat": res, "svm": ntp_svm(p), "basis": f_basis(p),
+                          "fidelity": _linear_fidelity(p, lrs[j], device)}
         return out
+
+    def check_is_gradient_descent(self, inst, state, ctx):
+        return judge_fidelity(state["fidelity"])
 
     def check_ce_to_entropy(self, inst, state, ctx):
         p, traj, half = inst["prob"], state["traj"], state["half"]
@@ -253,6 +271,8 @@ class NTPLinearGD(_LinearGD):
     hypotheses_text = ("d > m, rank m; compatible and separable (certified); plain GD η = 1/(2L), "
                        f"{STEPS} steps from 0")
     criteria = (
+        Criterion("1 − agreement (direction and length) of one GD step with −η∇CE from numpy at W = 0 and "
+                  "at a unit-norm W", "<", FIDELITY_TOL),
         Criterion("CE − 𝓗 at every record of the second half", ">=", "−64ε"),
         Criterion("CE(W⋆) − 𝓗 (a finite minimiser at or below: ‖W‖ → ∞ refuted)", ">", "64ε"),
         Criterion("direction and finite part: ntp-gd's rules with W^mm, W⋆, F", "as", "ntp-gd"),
@@ -288,7 +308,7 @@ class NTPLinearGDControl(_LinearGD):
     title = "Control: with full supports (S_j = [V]) GD's ‖W‖ still diverges (false: CE attains 𝓗)"
     statement = r"S_j=[V]\ \Rightarrow\ \lVert W_k\rVert\to\infty\ \text{(false)}"
     hypotheses_text = "as ntp-linear-gd's family with every support the whole vocabulary"
-    criteria = NTPLinearGD.criteria[:2]
+    criteria = NTPLinearGD.criteria[:3]
 
 
 #: Radii ‖W^mm‖·PATH_RADII of ntp-linear-regpath (the mass off the supports falls like e^{−R/‖W^mm‖};
