@@ -241,7 +241,7 @@ class Theorem:
     redraw_on: ClassVar[tuple[str, ...]] = ()
     max_redraws: ClassVar[int] = 4
     #: Numeric components the check relies on, by name from ``checks.power.sabotage.COMPONENTS`` ("gd",
-    #: "kq-gd", "regpath", "prompt-gd", "prompt-path", "seq-gd", "vp-path", "gradient", "softmax",
+    #: "kq-gd", "regpath", "prompt-gd", "prompt-path", "seq-gd", "ntp-gd", "vp-path", "gradient", "softmax",
     #: "causal-mask", "optimal-token", "svm-fro", "svm-nuc", "certificate", "rank"). ``attnsvm power`` runs
     #: the theorem under every sabotage of these components and expects each to change its verdict (README,
     #: "Power analysis").
