@@ -6,9 +6,10 @@ A run is three parts, each pluggable, and one driver:
 * the **model** (:class:`Model`; ``cfg.param``): which parameters GD moves and how they make the attention
   matrix W. Built in: :data:`W_MODEL` (W itself) and :data:`KQ_MODEL` (W = K Q^T, K and Q (d, m)). A model
   is three methods -- ``start`` (the initial parameters), ``grads`` (the gradient of the loss per parameter)
-  and ``W`` (the current attention matrix, for records and the loss) -- so a further model (e.g. next-token
-  prediction, whose W feeds a causal softmax over a sequence) fills the same slot and runs on the same
-  driver, step hook and geometries (the explicit path below).
+  and ``W`` (the current attention matrix, for records and the loss) -- so a further model fills the same
+  slot and runs on the same driver, step hook and geometries (the explicit path below): sequence / causal
+  attention (numerics.sequence), the prompt (numerics.prompt), next-token prediction
+  (numerics.ntp_gd.NTPModel) and the linear NTP model (numerics.ntp_linear.LinearNTPModel) do.
 * the **geometry** (:class:`Geometry`; ``cfg.geometry``): how a gradient becomes a step. :data:`PLAIN`
   (W <- W - lr grad), :data:`NORMALIZED` (each parameter moves by lr grad / ||grad||_F, per instance; the
   authors' protocol) and :class:`Mirror` (the l_p mirror map psi(W) = (1/p) sum |W_ab|^p: grad psi(W+) =
@@ -209,7 +210,8 @@ class Model:
 
     Where the data are not attention data (X, Y, Z, v), a model also overrides :meth:`prepare` (the
     run's data as a batch whose ``X`` is (R, n, T, d), and the head), :meth:`context` and :meth:`loss`;
-    numerics.sequence.SequenceModel (sequence / causal attention, every position a query) is one."""
+    numerics.sequence.SequenceModel (sequence / causal attention, every position a query) and
+    numerics.ntp_gd.NTPModel (next-token prediction) are two."""
 
     name = "model"
 
