@@ -221,19 +221,19 @@ def ce_torch(batch: LinearNTPBatch, W: Any) -> Any:
     """CE_r(W_r), (R,), batched in torch (:func:`ce`'s value; W (R, V, d))."""
     import torch
 
-    A = torch.einsum("bmd,bvd->bmv", batch.H, W)  # logits (R, m, V)
+    A = torch.bmm(batch.H, W.mT)  # logits (R, m, V)
     return (batch.pi * (torch.logsumexp(A, dim=-1) - (batch.P * A).sum(-1))).sum(-1)
 
 
 def ce_grad_torch(batch: LinearNTPBatch, W: Any) -> Any:
     """∇CE_r(W_r) = Σ_j π_j (softmax(W h̄_j) − p̂_j) h̄_j^T, (R, V, d), batched in torch (:func:`ce`'s gradient;
-    the softmax through the torch softmax seam numerics.attention.softmax_logits)."""
+    the softmax through the GD steps' softmax seam numerics.gd_common._softmax_rows)."""
     import torch
 
-    from .attention import softmax_logits
+    from .gd_common import _softmax_rows
 
-    S = softmax_logits(torch.einsum("bmd,bvd->bmv", batch.H, W))
-    return torch.einsum("bmv,bmd->bvd", (S - batch.P) * batch.pi[..., None], batch.H)
+    S = _softmax_rows(torch.bmm(batch.H, W.mT)).sub_(batch.P).mul_(batch.pi[..., None])
+    return torch.bmm(S.mT, batch.H)
 
 
 @dataclass(frozen=True)

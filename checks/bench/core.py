@@ -98,6 +98,7 @@ class BenchSizes:
     ntp_instances: int = 100
     ntp_steps: int = 2000
     ntp_naive_subset: int = 5
+    ntp_linear_shape: tuple[int, int, int] = (4, 8, 6)  # (m, d, V) of numerics.ntp_linear.random_linear_ntp
 
 
 FULL = BenchSizes()
