@@ -204,8 +204,8 @@ class NTPGDBase(Theorem):
     profiles = PROFILES
     accepts_data = True
     data_kind = "ntp"
-    # W^svm from the graph-SVM's Frobenius core; the NTP loss's softmax through attention.softmax_logits; GD
-    # through run_gd's NTP model (its step hook: the GD sabotages reach it)
+    # W^svm from the graph-SVM's Frobenius core; GD through run_gd's NTP model (its step hook: the GD
+    # sabotages reach it), its gradient's softmax through the GD-step softmax seam (gd_common._softmax_rows)
     depends_on: ClassVar[tuple[str, ...]] = ("svm-fro", "softmax", "ntp-gd")
     integrity: ClassVar[tuple[str, ...]] = ("is_gradient_descent",)
     plot_metric = "dir_err"

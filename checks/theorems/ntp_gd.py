@@ -24,8 +24,9 @@ among the sequence's highest level present; kept when some G^(k) has a cyclic SC
 (n, T, K, d) cycles over (6, 3, 5, 8), (8, 4, 5, 8), (6, 3, 6, 10), (10, 4, 6, 10).
 
 Predictions:
-* ``is_gradient_descent`` (integrity): one step of the GD loop at W = 0 and at a unit-norm random W is along
-  −∇L computed independently in numpy (numerics.ntp.loss_np), corr > 1 − 1e-9;
+* ``is_gradient_descent`` (integrity): one step of the GD run (numerics.ntp_gd.run_ntp_gd, on run_gd) at
+  W = 0 and at a unit-norm random W is the step −η∇L with ∇L computed independently in numpy
+  (numerics.ntp.loss_np), in direction and length: agreement > 1 − 1e-9 (checks/theorems/_gd.py);
 * ``direction``: e(k) = 1 − corr(W(k), W^svm) over the second half of the run (k ∈ [S/2, S]) fell, and at the
   end W^svm explains the iterate better than every competitor (the graph-SVM of the flipped graph, TLTO's
   single-token Att-SVM where feasible): confirmed; refuted where a competitor explains it better while e did

@@ -23,7 +23,10 @@ log-ratios ≤ 3; on the paper profile, seed 0, probabilities of 4e-4 made ‖W�
 finite part moved slower than the tail rule assumes: two false refutations); (m, d, V) cycles over CONFIGS.
 
 Predictions (a): ``compatible`` (max |residual| of W⋆'s equations ≤ COMPAT_TOL) and ``separable`` (W^mm
-optimal, KKT certificate verified). (c): ``ce_to_entropy`` — CE − 𝓗 ≥ −ROUND (Gibbs: below is a defect,
+optimal, KKT certificate verified). (c): ``is_gradient_descent`` (integrity) — one step of
+numerics.ntp_linear.run_linear_gd (run_gd's linear-NTP model) at W = 0 and at a unit-norm random W is the step
+−η∇CE with ∇CE from numpy (numerics.ntp_linear.ce), in direction and length (agreement > 1 − 1e-9);
+``ce_to_entropy`` — CE − 𝓗 ≥ −ROUND (Gibbs: below is a defect,
 refuted) and fell over the second half (else undecided); ``norm_diverges`` — refuted where CE attains 𝓗 at the
 finite W⋆ (then GD's ‖W_k − W⋆‖ is non-increasing: bounded), confirmed where a certified W^mm has a strict
 row (CE > 𝓗 at every finite W: no minimiser, so GD's iterates cannot stay bounded) and ‖W‖ grew;
@@ -195,7 +198,7 @@ def _linear_fidelity(prob: LinearNTP, lr: float, device: str) -> float:
 class _LinearGD(_Linear):
     integrity = ("ce_to_entropy", "is_gradient_descent")
     # GD through run_gd's linear-NTP model (its step hook: the GD sabotages reach it), its gradient's softmax
-    # through attention.softmax_logits
+    # through the GD-step softmax seam (gd_common._softmax_rows)
     depends_on: ClassVar[tuple[str, ...]] = ("svm-fro", "softmax", "ntp-gd")
 
     def prepare(self, instances, ctxs):
