@@ -241,7 +241,7 @@ class Theorem:
     redraw_on: ClassVar[tuple[str, ...]] = ()
     max_redraws: ClassVar[int] = 4
     #: Numeric components the check relies on, by name from ``checks.power.sabotage.COMPONENTS`` ("gd",
-    #: "kq-gd", "regpath", "prompt-gd", "prompt-path", "seq-gd", "vp-path", "gradient", "softmax",
+    #: "kq-gd", "regpath", "prompt-gd", "prompt-path", "seq-gd", "ntp-gd", "vp-path", "gradient", "softmax",
     #: "causal-mask", "optimal-token", "svm-fro", "svm-nuc", "certificate", "rank"). ``attnsvm power`` runs
     #: the theorem under every sabotage of these components and expects each to change its verdict (README,
     #: "Power analysis").
@@ -307,20 +307,23 @@ class Theorem:
     def applies_to(self, data: Any) -> str | None:
         """Why this theorem cannot run on given data (None when it can): a dataset of another format than
         ``data_kind``, else :meth:`not_applicable`. The harness asks this."""
+        return self._other_format(data) or self.not_applicable(data)
+
+    def _other_format(self, data: Any) -> str | None:
+        """The one format rule: the given data are not of ``data_kind``."""
         kind = getattr(data, "data_kind", "attention")
-        if kind != self.data_kind:
-            fmt = {"attention": "an attention dataset (X, Y, ...)",
-                   "ntp": "an NTP dataset (E, tokens, labels)"}
-            return (f"needs {fmt.get(self.data_kind, self.data_kind)}; the given data are "
-                    f"{fmt.get(kind, kind)}")
-        return self.not_applicable(data)
+        if kind == self.data_kind:
+            return None
+        fmt = {"attention": "an attention dataset (X, Y, ...)", "ntp": "an NTP dataset (E, tokens, labels)"}
+        return f"needs {fmt.get(self.data_kind, self.data_kind)}; the given data are {fmt.get(kind, kind)}"
 
     def not_applicable(self, data: Any) -> str | None:
-        """Why this theorem cannot run on given data (None when it can)."""
+        """Why this theorem cannot run on given data (None when it can); the default: a theorem that draws its
+        own instances does not apply, one that accepts data applies to data of its ``data_kind``."""
         if not self.accepts_data:
             return ("this theorem draws its own instances (a constructed family), so it does not apply to "
                     "given data")
-        return None
+        return self._other_format(data)
 
     # -- introspection ------------------------------------------------------------------------
     @classmethod

@@ -6,9 +6,10 @@ A run is three parts, each pluggable, and one driver:
 * the **model** (:class:`Model`; ``cfg.param``): which parameters GD moves and how they make the attention
   matrix W. Built in: :data:`W_MODEL` (W itself) and :data:`KQ_MODEL` (W = K Q^T, K and Q (d, m)). A model
   is three methods -- ``start`` (the initial parameters), ``grads`` (the gradient of the loss per parameter)
-  and ``W`` (the current attention matrix, for records and the loss) -- so a further model (e.g. next-token
-  prediction, whose W feeds a causal softmax over a sequence) fills the same slot and runs on the same
-  driver, step hook and geometries (the explicit path below).
+  and ``W`` (the current attention matrix, for records and the loss) -- so a further model fills the same
+  slot and runs on the same driver, step hook and geometries (the explicit path below): sequence / causal
+  attention (numerics.sequence), the prompt (numerics.prompt), next-token prediction
+  (numerics.ntp_gd.NTPModel) and the linear NTP model (numerics.ntp_linear.LinearNTPModel) do.
 * the **geometry** (:class:`Geometry`; ``cfg.geometry``): how a gradient becomes a step. :data:`PLAIN`
   (W <- W - lr grad), :data:`NORMALIZED` (each parameter moves by lr grad / ||grad||_F, per instance; the
   authors' protocol) and :class:`Mirror` (the l_p mirror map psi(W) = (1/p) sum |W_ab|^p: grad psi(W+) =
@@ -220,7 +221,8 @@ class Model:
 
     Where the data are not attention data (X, Y, Z, v), a model also overrides :meth:`prepare` (the
     run's data as a batch whose ``X`` is (R, n, T, d), and the head), :meth:`context` and :meth:`loss`;
-    numerics.sequence.SequenceModel (sequence / causal attention, every position a query) is one."""
+    numerics.sequence.SequenceModel (sequence / causal attention, every position a query) and
+    numerics.ntp_gd.NTPModel (next-token prediction) are two."""
 
     name = "model"
 
@@ -523,7 +525,7 @@ def run_gd(
     init: Any = None,
     head: att.Head | None = None,
     device: Any = "cpu",
-    record_every: int | None = None,
+    record_every: int | Sequence[int] | None = None,
 ) -> GDResult:
     """GD with ``cfg`` on every instance of ``data`` at once (R instances of one shape).
 
@@ -531,14 +533,12 @@ def run_gd(
     numerics.sequence.SeqBatch). ``init``: the start -- W (R, d, d) or (d, d) for every instance, for "KQ" a
     pair (K, Q) of (R, d, m) or (d, m) arrays -- or a :class:`RandomInit` (None: ``RandomInit()``, seed 0 and
     scale 0.01). ``head=None`` uses the linear head data.v. ``record_every=k`` records iterations 0, k, 2k,
-    ... and the last one (GDResult.iterations, W_traj, loss_traj). The code path: :func:`code_path`.
+    ... and the last one (GDResult.iterations, W_traj, loss_traj); a sequence of iterations in [0, steps]
+    (e.g. a log grid) records those and the last one. The code path: :func:`code_path`.
     """
     if not isinstance(cfg, GDConfig):
         raise InvalidInputError(f"cfg must be a numerics.gd.GDConfig, got {type(cfg).__name__}")
-    if record_every is not None and (
-        isinstance(record_every, bool) or not isinstance(record_every, (int, np.integer)) or record_every < 1
-    ):
-        raise InvalidInputError(f"record_every must be None or an integer >= 1, got {record_every!r}")
+    _check_record(record_every, cfg.steps)
     init = RandomInit() if init is None else init
     if not _STEP_HOOKS:
         fast = _run_kernel_numpy(data, cfg, init, device, record_every, head)
@@ -573,6 +573,20 @@ def run_gd(
     if model is KQ_MODEL:
         return gd_torch.run_kq(batch, h, params[0], params[1], cfg, lr_arg, record_every)
     return gd_torch.run_w(batch, h, params[0], cfg, lr_arg, record_every)
+
+
+def _check_record(record_every: Any, steps: int) -> None:
+    """InvalidInputError unless ``record_every`` is None, an integer >= 1 or iterations in [0, steps]."""
+    def is_int(k):
+        return not isinstance(k, bool) and isinstance(k, (int, np.integer))
+
+    if record_every is None or (is_int(record_every) and record_every >= 1):
+        return
+    if isinstance(record_every, (Sequence, np.ndarray)) and not isinstance(record_every, str) \
+            and all(is_int(k) and 0 <= k <= steps for k in record_every):
+        return
+    raise InvalidInputError(f"record_every must be None, an integer >= 1 or a sequence of iterations in "
+                            f"[0, {steps}], got {record_every!r}")
 
 
 def _lr_for(lr: float | tuple[float, ...], R: int) -> float | np.ndarray:

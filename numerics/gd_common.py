@@ -228,10 +228,14 @@ def _check_m(m: Any, d: int) -> int:
     return int(m)
 
 
-def _record_points(steps: int, record_every: int | None) -> set[int]:
+def _record_points(steps: int, record_every: Any) -> set[int]:
+    """The recorded iterations: none; 0, k, 2k, ... for ``record_every=k``; or the given iterations; and the
+    last one (numerics.gd.run_gd)."""
     if record_every is None:
         return set()
-    return set(range(0, steps + 1, record_every)) | {steps}
+    if isinstance(record_every, (int, np.integer)):
+        return set(range(0, steps + 1, int(record_every))) | {steps}
+    return {int(k) for k in record_every} | {steps}
 
 
 def _norm_floor(entry_bound: torch.Tensor, nT: int) -> torch.Tensor:

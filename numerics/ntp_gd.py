@@ -1,24 +1,28 @@
-r"""The next-token-prediction model as batched torch functions (float64), and GD on it.
+r"""The next-token-prediction model on the one GD engine (numerics.gd.run_gd), batched over datasets.
 
-:class:`NTPModel` is a batch of B datasets of one shape (n, T, d) with the three functions a GD engine needs:
-``init`` (W(0), B × d × d), ``loss_and_grad`` (L_b(W_b) and its closed-form gradient for every b at once) and
-``weights`` (the current W). The gradient is closed form: with scores a_iτ = x_iτ^T W x̄_i, s_i = softmax(a_i)
-and r_i = softmax of a_i over the positions holding the label,
+:class:`NTPModel` fills the engine's model slot (numerics.gd.Model): a batch (:class:`NTPBatch`) stacks R NTP
+datasets of one shape (n, T, d) in float64, and the model gives the loss L_r(W_r) and its closed-form gradient
+for every r at once. With scores a_iτ = x_iτ^T W x̄_i, s_i = softmax(a_i) and r_i = softmax of a_i over the
+positions holding the label,
 
     −log ŷ_{i,y_i} = LSE(a_i) − LSE(a_i restricted to label positions),
     ∇_W = (1/n) Σ_i X_i^T (s_i − r_i) x̄_i^T
 
-(tests/numerics/test_ntp.py checks it against autograd).
+(tests/numerics/test_ntp.py checks it against autograd); r_i is uniform on the label's positions (they hold
+one token, so one score). The softmax is the GD steps' seam (numerics.gd_common._softmax_rows) and every step
+runs the engine's explicit loop, so what replaces that seam or registers a step hook (numerics.gd.step_hook)
+reaches NTP GD as it reaches every other run.
+
+:func:`run_ntp_gd` is the entry every NTP check, path and reproduction drives: plain GD from W(0) (zeros by
+default) with one step size per dataset, recorded at given iterations (a log grid by default:
+:func:`record_grid`).
 
 Measured on one H100 (2026-11-26, float64, 100 instances of numerics.ntp.random_ntp at (n, T, K, d) =
-(8, 4, 5, 8), 2000 steps): closed form against autograd on CUDA 2.5e-16 (max relative); CUDA against CPU
-final W 7.7e-16; batched 1.48 s on CUDA, 1.74 s on that machine's CPU, against a naive per-instance autograd
-loop of 0.86 s (CPU) and 2.76 s (CUDA) per instance: 50x (CPU) and 187x (CUDA) for 100 instances. Here (2
-shared cores) the same CPU comparison gave 2.9 s against 127 s (44x).
-
-:func:`run_ntp_gd` is one short GD loop. TODO(gd-engine): it is to be moved onto the batched GD engine
-(numerics/gd*.py) as the "model" slot once that lands; until then it is the one loop every NTP check,
-path and reproduction drives.
+(8, 4, 5, 8), 2000 steps, the loop before it moved onto the engine): closed form against autograd on CUDA
+2.5e-16 (max relative); CUDA against CPU final W 7.7e-16; batched 1.48 s on CUDA, 1.74 s on that machine's
+CPU, against a naive per-instance autograd loop of 0.86 s (CPU) and 2.76 s (CUDA) per instance: 50x (CPU)
+and 187x (CUDA) for 100 instances. ``attnsvm bench --only ntp`` measures it on the engine (README,
+"Benchmarks").
 """
 
 from __future__ import annotations
@@ -30,65 +34,99 @@ from typing import Any
 import numpy as np
 import torch
 
-from .attention import softmax_logits
 from .errors import InvalidInputError
+from .gd import W_MODEL, GDConfig, Model, run_gd
+from .gd_common import _softmax_rows
 from .ntp import NTPData
 
 
-class NTPModel:
-    """B NTP datasets of one shape (n, T, d), stacked on ``device`` in float64."""
+@dataclass(frozen=True)
+class NTPBatch:
+    """R NTP datasets of one shape stacked: X (R, n, T, d) the token embeddings, q (R, n, d) the queries
+    (the last tokens), label (R, n, T) whether a position holds the sequence's label, and ``share`` (R, n, T)
+    = label / (the number of label positions): the softmax over the label's positions, which is uniform since
+    they all hold the same token (the same score)."""
 
-    def __init__(self, datas: Sequence[NTPData], device: Any = "cpu"):
-        if not datas:
-            raise InvalidInputError("NTPModel needs at least one dataset")
+    X: torch.Tensor
+    q: torch.Tensor
+    label: torch.Tensor
+    share: torch.Tensor
+
+    @classmethod
+    def of(cls, datas: Sequence[NTPData], device: Any = "cpu", dtype: Any = torch.float64) -> NTPBatch:
+        if isinstance(datas, NTPData):
+            datas = [datas]
+        if not datas or not all(isinstance(x, NTPData) for x in datas):
+            raise InvalidInputError("NTP GD needs one or more numerics.ntp.NTPData datasets")
         shapes = {(x.n, x.T, x.d) for x in datas}
         if len(shapes) != 1:
-            raise InvalidInputError(f"NTPModel batches datasets of one shape (n, T, d), got {sorted(shapes)}")
-        dt = torch.float64
-        self.device = torch.device(device)
-        self.X = torch.as_tensor(np.stack([x.X for x in datas]), dtype=dt, device=self.device)  # (B, n, T, d)
-        self.q = torch.as_tensor(np.stack([x.query for x in datas]), dtype=dt, device=self.device)  # (B,n,d)
+            raise InvalidInputError(
+                f"an NTP batch holds datasets of one shape (n, T, d), got {sorted(shapes)}")
+        dev = torch.device(device)
+        X = torch.as_tensor(np.stack([x.X for x in datas]), dtype=dtype, device=dev)
+        q = torch.as_tensor(np.stack([x.query for x in datas]), dtype=dtype, device=dev)
         lab = np.stack([x.tokens == x.labels[:, None] for x in datas])
-        self.label = torch.as_tensor(lab, device=self.device)  # (B, n, T) bool
-        self.B, self.n, self.T, self.d = len(datas), *next(iter(shapes))
+        share = torch.as_tensor(lab / lab.sum(-1, keepdims=True), dtype=dtype, device=dev)
+        return cls(X, q, torch.as_tensor(lab, device=dev), share)
 
-    def init(self, scale: float = 0.0, seed: int = 0) -> torch.Tensor:
-        """W(0): zeros (scale 0) or scale × a standard normal draw (B, d, d) from ``seed``."""
-        W = torch.zeros(self.B, self.d, self.d, dtype=torch.float64, device=self.device)
-        if scale:
-            g = np.random.default_rng(seed).standard_normal((self.B, self.d, self.d))
-            W = W + scale * torch.as_tensor(g, dtype=torch.float64, device=self.device)
-        return W
 
-    def scores(self, W: torch.Tensor) -> torch.Tensor:
-        """a_iτ = x_iτ^T W x̄_i, (B, n, T)."""
-        return torch.einsum("bitd,bde,bie->bit", self.X, W, self.q)
+def ntp_scores(batch: NTPBatch, W: torch.Tensor) -> torch.Tensor:
+    """a_iτ = x_iτ^T W x̄_i, (R, n, T): u_i = W x̄_i (one batched product), then x_iτ^T u_i."""
+    u = torch.bmm(batch.q, W.mT)  # rows (W x̄_i)^T, (R, n, d)
+    return torch.matmul(batch.X, u[..., None])[..., 0]
 
-    def loss(self, W: torch.Tensor) -> torch.Tensor:
-        """L_b(W_b), (B,): mean −log of the attention mass on the label's positions."""
-        a = self.scores(W)
-        lab = torch.logsumexp(a.masked_fill(~self.label, -torch.inf), dim=-1)
-        return (torch.logsumexp(a, dim=-1) - lab).mean(dim=-1)
 
-    def loss_and_grad(self, W: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(L (B,), ∇L (B, d, d)) in closed form (module docstring)."""
-        a = self.scores(W)
-        s = softmax_logits(a)  # the softmax seam (numerics.attention)
-        am = a.masked_fill(~self.label, -torch.inf)
-        r = softmax_logits(am)
-        loss = (torch.logsumexp(a, dim=-1) - torch.logsumexp(am, dim=-1)).mean(dim=-1)
-        G = torch.einsum("bitd,bit,bie->bde", self.X, s - r, self.q) / self.n
-        return loss, G
+def ntp_loss(batch: NTPBatch, W: torch.Tensor) -> torch.Tensor:
+    """L_r(W_r), (R,): mean −log of the attention mass on the label's positions."""
+    a = ntp_scores(batch, W)
+    lab = torch.logsumexp(a.masked_fill(~batch.label, -torch.inf), dim=-1)
+    return (torch.logsumexp(a, dim=-1) - lab).mean(dim=-1)
 
-    @staticmethod
-    def weights(W: torch.Tensor) -> torch.Tensor:
-        """The attention weights of the parameters (here the parameters themselves)."""
-        return W
+
+def ntp_grad(batch: NTPBatch, W: torch.Tensor) -> torch.Tensor:
+    """∇L_r(W_r), (R, d, d), in closed form (module docstring): c_i = s_i − r_i with r_i = ``batch.share``
+    (exactly the softmax over the label's positions), g_i = X_i^T c_i, ∇L = (1/n) Σ_i g_i x̄_i^T. The softmax
+    is the GD steps' seam (numerics.gd_common._softmax_rows; the power analysis reaches it)."""
+    c = _softmax_rows(ntp_scores(batch, W)).sub_(batch.share)
+    g = (c[..., None] * batch.X).sum(2)  # rows X_i^T c_i, (R, n, d)
+    return torch.bmm(g.mT, batch.q).div_(batch.X.shape[1])
+
+
+@dataclass(frozen=True)
+class NTPModel(Model):
+    """GD on W for the next-token-prediction loss, a model of the one GD engine (numerics.gd.run_gd; data:
+    a sequence of NTPData of one shape, or an :class:`NTPBatch`). The loss is the NTP cross-entropy
+    whatever ``GDConfig.loss`` names; the start is W_MODEL's (an explicit (R, d, d) / (d, d) array or a
+    RandomInit)."""
+
+    name = "ntp"
+
+    def prepare(self, data, head, device, dtype):
+        return (data if isinstance(data, NTPBatch) else NTPBatch.of(data, device, dtype)), None
+
+    def context(self, batch, head):
+        return None
+
+    def loss(self, batch, head, W, loss):
+        return ntp_loss(batch, W)
+
+    def start(self, init, R, d, m, device, dtype):
+        return W_MODEL.start(init, R, d, m, device, dtype)
+
+    def grads(self, batch, head, params, loss, gamma, direction_only):
+        return [ntp_grad(batch, params[0])]
+
+    def W(self, params):
+        return params[0].clone()
+
+
+#: The NTP model (stateless: one instance serves every run).
+NTP_MODEL = NTPModel()
 
 
 @dataclass(frozen=True)
 class NTPGDResult:
-    """A recorded GD run: iterations (R,), W_traj (R, B, d, d), loss (R, B)."""
+    """A recorded GD run: iterations (S,), W_traj (S, R, ...), loss (S, R)."""
 
     iterations: np.ndarray
     W_traj: np.ndarray
@@ -102,26 +140,26 @@ def record_grid(steps: int, points: int = 40) -> np.ndarray:
     return np.concatenate([[0], g])
 
 
+def run_model_gd(model: Model, data: Any, *, steps: int, lr: float | Sequence[float], record_at: Any,
+                 init: Any, device: Any = "cpu") -> NTPGDResult:
+    """Plain GD W ← W − η_r ∇L_r(W) of ``model`` on the GD engine from ``init``, one step size per instance
+    (or one for all), recorded at the iterations ``record_at`` (and the last)."""
+    lrs = np.asarray(lr, dtype=float)
+    cfg = GDConfig(steps=steps, lr=float(lrs) if lrs.ndim == 0 else tuple(lrs.tolist()), geometry="plain",
+                   param=model)
+    res = run_gd(data, cfg, init=init, device=device, record_every=[int(k) for k in record_at])
+    assert res.iterations is not None and res.W_traj is not None and res.loss_traj is not None  # recorded
+    return NTPGDResult(res.iterations, res.W_traj, res.loss_traj, float(np.max(lrs)))
+
+
 def run_ntp_gd(datas: Sequence[NTPData], *, steps: int, lr: float | Sequence[float],
                record_at: Sequence[int] | np.ndarray | None = None, init: Any = None,
                device: Any = "cpu") -> NTPGDResult:
-    """Plain GD W ← W − η_b ∇L_b(W) on a batch of NTP datasets from W(0) (``init`` (B, d, d) or zeros).
-
-    TODO(gd-engine): the one loop to be moved onto the batched GD engine as its NTP model slot."""
-    model = NTPModel(datas, device)
-    lr_b = np.broadcast_to(np.asarray(lr, dtype=float), (model.B,)).copy()
-    lr_t = torch.as_tensor(lr_b, dtype=torch.float64, device=model.device)[:, None, None]
-    W = model.init() if init is None else torch.as_tensor(np.asarray(init), dtype=torch.float64,
-                                                          device=model.device).clone()
-    rec = set(int(k) for k in (record_grid(steps) if record_at is None else record_at))
-    its, traj, losses = [], [], []
-    for k in range(steps + 1):
-        loss, G = model.loss_and_grad(W)
-        if k in rec:
-            its.append(k)
-            traj.append(model.weights(W).cpu().numpy().copy())
-            losses.append(loss.cpu().numpy().copy())
-        if k < steps:
-            W = W - lr_t * G
-    return NTPGDResult(np.array(its), np.array(traj), np.array(losses),
-                       float(np.max(np.asarray(lr, dtype=float))))
+    """Plain GD W ← W − η_b ∇L_b(W) on a batch of NTP datasets of one shape from W(0) (``init`` (B, d, d),
+    or zeros), on the GD engine (:class:`NTPModel`), recorded at ``record_at`` (default :func:`record_grid`)
+    and the last iteration."""
+    batch = NTPBatch.of(datas, device)
+    R, _, _, d = batch.X.shape
+    W0 = np.zeros((R, d, d)) if init is None else init
+    rec = record_grid(steps) if record_at is None else record_at
+    return run_model_gd(NTP_MODEL, batch, steps=steps, lr=lr, record_at=rec, init=W0, device=device)

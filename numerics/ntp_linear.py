@@ -22,7 +22,10 @@ from typing import Any
 import numpy as np
 
 from .errors import InvalidInputError
+from .gd import Model
+from .gd_common import _init_tensor
 from .ntp import project, sphere_path
+from .ntp_gd import NTPGDResult, run_model_gd
 from .svm.att import _solve_rows
 from .svm.core import Certificate, _certify, _Rows
 from .tokens import softmax_rows
@@ -180,18 +183,102 @@ def off_support_mass(prob: LinearNTP, W: Any) -> float:
     return float(np.max(np.where(prob.P > 0, 0.0, S).sum(1)))
 
 
-def run_gd(prob: LinearNTP, *, steps: int, lr: float, record_at: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Plain GD on CE from W = 0; (iterations, W trajectory (R, V, d)) at ``record_at``."""
-    W = np.zeros((prob.V, prob.d))
-    rec = set(int(k) for k in record_at)
-    its, traj = [], []
-    for k in range(steps + 1):
-        if k in rec:
-            its.append(k)
-            traj.append(W.copy())
-        if k < steps:
-            W = W - lr * ce(prob, W)[1]
-    return np.array(its), np.array(traj)
+@dataclass(frozen=True)
+class LinearNTPBatch:
+    """R linear-NTP problems of one shape (m, d, V) stacked (torch, float64): H (R, m, d) contexts,
+    P (R, m, V) next-token probabilities, pi (R, m) weights. ``X`` (R, m, 1, d): the contexts as m one-token
+    sequences, the shape the GD engine reads its sizes from."""
+
+    H: Any
+    P: Any
+    pi: Any
+
+    @property
+    def X(self):
+        return self.H[:, :, None, :]
+
+    @classmethod
+    def of(cls, probs: Any, device: Any = "cpu", dtype: Any = None) -> LinearNTPBatch:
+        import torch
+
+        if isinstance(probs, LinearNTP):
+            probs = [probs]
+        if not probs or not all(isinstance(p, LinearNTP) for p in probs):
+            raise InvalidInputError("linear NTP GD needs one or more numerics.ntp_linear.LinearNTP problems")
+        shapes = {(p.m, p.d, p.V) for p in probs}
+        if len(shapes) != 1:
+            raise InvalidInputError(f"a linear NTP batch holds problems of one shape (m, d, V), got "
+                                    f"{sorted(shapes)}")
+        dt = torch.float64 if dtype is None else dtype
+
+        def t(key):
+            return torch.as_tensor(np.stack([getattr(p, key) for p in probs]), dtype=dt, device=device)
+
+        return cls(t("H"), t("P"), t("pi"))
+
+
+def ce_torch(batch: LinearNTPBatch, W: Any) -> Any:
+    """CE_r(W_r), (R,), batched in torch (:func:`ce`'s value; W (R, V, d))."""
+    import torch
+
+    A = torch.bmm(batch.H, W.mT)  # logits (R, m, V)
+    return (batch.pi * (torch.logsumexp(A, dim=-1) - (batch.P * A).sum(-1))).sum(-1)
+
+
+def ce_grad_torch(batch: LinearNTPBatch, W: Any) -> Any:
+    """∇CE_r(W_r) = Σ_j π_j (softmax(W h̄_j) − p̂_j) h̄_j^T, (R, V, d), batched in torch (:func:`ce`'s gradient;
+    the softmax through the GD steps' softmax seam numerics.gd_common._softmax_rows)."""
+    import torch
+
+    from .gd_common import _softmax_rows
+
+    S = _softmax_rows(torch.bmm(batch.H, W.mT)).sub_(batch.P).mul_(batch.pi[..., None])
+    return torch.bmm(S.mT, batch.H)
+
+
+@dataclass(frozen=True)
+class LinearNTPModel(Model):
+    """GD on the logit matrix W (V × d) of the linear NTP model's cross-entropy, a model of the one GD engine
+    (numerics.gd.run_gd; data: LinearNTP problems of one shape or a :class:`LinearNTPBatch`). The loss is the
+    CE whatever ``GDConfig.loss`` names; the start is an explicit W (R, V, d) or (V, d)."""
+
+    name = "linear-ntp"
+
+    def prepare(self, data, head, device, dtype):
+        return (data if isinstance(data, LinearNTPBatch) else LinearNTPBatch.of(data, device, dtype)), None
+
+    def context(self, batch, head):
+        return None
+
+    def loss(self, batch, head, W, loss):
+        return ce_torch(batch, W)
+
+    def start(self, init, R, d, m, device, dtype):
+        if hasattr(init, "seed") or init is None:
+            raise InvalidInputError("the linear NTP model starts from an explicit W of shape (R, V, d)")
+        W0 = np.asarray(init, dtype=float)
+        return [_init_tensor(W0, "W", W0.shape[-2:], R, device, dtype)]
+
+    def grads(self, batch, head, params, loss, gamma, direction_only):
+        return [ce_grad_torch(batch, params[0])]
+
+    def W(self, params):
+        return params[0].clone()
+
+
+#: The linear NTP model (stateless: one instance serves every run).
+LINEAR_NTP_MODEL = LinearNTPModel()
+
+
+def run_linear_gd(probs: Any, *, steps: int, lr: Any, record_at: Any, init: Any = None,
+                  device: Any = "cpu") -> NTPGDResult:
+    """Plain GD on CE from ``init`` (R, V, d) (default W = 0) for linear NTP problems of one shape, one step
+    size each (or one for all), on the GD engine (:class:`LinearNTPModel`); recorded at ``record_at`` and the
+    last iteration (W_traj (S, R, V, d))."""
+    batch = LinearNTPBatch.of(probs, device)
+    R, V, d = batch.H.shape[0], batch.P.shape[-1], batch.H.shape[-1]
+    return run_model_gd(LINEAR_NTP_MODEL, batch, steps=steps, lr=lr, record_at=record_at,
+                        init=np.zeros((R, V, d)) if init is None else init, device=device)
 
 
 #: Family rule (a design margin): every support probability ≥ P_MIN, so the log-ratios W⋆ fits are at most
@@ -217,4 +304,5 @@ def random_linear_ntp(rng: np.random.Generator, m: int, d: int, V: int, *, suppo
 
 
 __all__ = ["LinearNTP", "ce", "smoothness", "f_basis", "w_star", "NTPSVMResult", "ntp_svm",
-           "off_support_mass", "run_gd", "random_linear_ntp", "project", "hessian_ce", "regularization_path"]
+           "off_support_mass", "run_linear_gd", "LinearNTPBatch", "LinearNTPModel", "LINEAR_NTP_MODEL",
+           "ce_torch", "ce_grad_torch", "random_linear_ntp", "project", "hessian_ce", "regularization_path"]

@@ -16,6 +16,12 @@ Groups (``--only GROUP``, repeatable; default: all but a *fresh* catalogue run):
                :func:`checks.bench_naive.naive_att_svm` (one cvxpy constraint per token pair, default
                solver), same optimal value to 1e-6 relative; nuclear norm: ranks (ours: relative
                singular-value gap on a certified solution; naive: #sigma > 1e-7) and time ratio.
+``ntp``        100 next-token-prediction instances (numerics.ntp.random_ntp, cyclic, n=8, T=4, K=5, d=8) x
+               2000 plain GD steps at η = 1/L: ours = one batched :func:`numerics.ntp_gd.run_ntp_gd`
+               call (run_gd's NTP model), naive = one instance at a time through torch autograd,
+               measured on a subset and extrapolated; the final W must agree to 1e-9 relative (issue
+               25's target: 100x). The same for the linear NTP model (100 problems m=4, d=8, V=6:
+               :func:`numerics.ntp_linear.run_linear_gd` against a per-problem autograd loop).
 ``gd-curve``   time per instance-step of batched GD from 1 to 10^4 instances (log grid), per backend.
 ``svm-curve``  SVM solve time vs (n, T, d), both norms, ours and naive.
 ``profiles``   (opt-in, only with ``--only profiles``, ~6 min) the full and paper profiles of the whole

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-GROUPS = ("gd", "svm", "gd-curve", "svm-curve", "catalogue", "startup")
+GROUPS = ("gd", "svm", "gd-curve", "svm-curve", "ntp", "catalogue", "startup")
 #: Groups that run only when named with ``--only`` (the full and paper profiles take ~6 minutes).
 OPT_IN_GROUPS = ("profiles",)
 
@@ -42,6 +42,13 @@ PAPER_PROFILE_GOAL_S = 240.0
 #: GD in a fresh process, including interpreter start, imports and loading the compiled kernels from the
 #: disk cache, against the naive loop (same instances, steps, per-instance naive time of this run).
 GD_FRESH_TARGET = 150.0
+
+#: Issue 25: GD for the next-token-prediction family, batched (one run_gd call over many instances of one
+#: shape), at least this many times the naive per-instance autograd loop, measured in the same run.
+NTP_TARGET = 100.0
+#: Ours and naive run the same plain NTP GD from W = 0 (a smooth descent at η = 1/L: rounding differences do
+#: not grow chaotically; measured ~5e-15 relative after 2000 steps): 1e-9 says "the same iterates".
+NTP_W_RTOL = 1e-9
 
 #: Ours and naive run the same normalised GD from the same init; up to rounding their iterates agree.
 #: 0.98 is the issue's threshold for "same final direction".
@@ -87,6 +94,11 @@ class BenchSizes:
     svm_curve_instances: int = 2
     svm_curve_naive_max_rows: int = 400  # naive per-pair loop only up to this many constraints
     peak_gemm: int = 1024
+    ntp_shape: tuple[int, int, int, int] = (8, 4, 5, 8)  # (n, T, K, d) of numerics.ntp.random_ntp
+    ntp_instances: int = 100
+    ntp_steps: int = 2000
+    ntp_naive_subset: int = 5
+    ntp_linear_shape: tuple[int, int, int] = (4, 8, 6)  # (m, d, V) of numerics.ntp_linear.random_linear_ntp
 
 
 FULL = BenchSizes()
@@ -94,6 +106,7 @@ QUICK = BenchSizes(
     gd_shape=(3, 4, 5), gd_instances=8, gd_steps=50, gd_naive_subset=2, gd_repeats=1, gd_naive_repeats=1,
     profile_steps=20, svm_shape=(4, 4, 6), svm_instances=1, svm_repeats=1, curve_R=(1, 4, 16), curve_steps=20,
     svm_curve=((3, 3, 4), (4, 4, 6)), svm_curve_instances=1, svm_curve_naive_max_rows=40, peak_gemm=128,
+    ntp_shape=(6, 3, 5, 8), ntp_instances=4, ntp_steps=20, ntp_naive_subset=1,
 )
 
 

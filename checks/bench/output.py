@@ -31,6 +31,7 @@ from .core import (
     machine,
 )
 from .gd import bench_gd, bench_gd_curve
+from .ntp import bench_ntp
 from .svm import bench_svm, bench_svm_curve
 from .system import bench_catalogue, bench_profiles, bench_startup
 
@@ -179,6 +180,8 @@ def run_bench(*, quick: bool = False, device: str = "cpu", out: str | os.PathLik
                 bench_gd_curve(b)
             elif g == "svm-curve":
                 bench_svm_curve(b)
+            elif g == "ntp":
+                bench_ntp(b)
             elif g == "startup":
                 bench_startup(b)
             elif g == "profiles":

@@ -123,6 +123,30 @@ def perturb(obj: Any, kind: str, eps: float, rng: np.random.Generator,
     return ((np.cos(theta) * flat / norm + np.sin(theta) * u) * norm).reshape(x.shape)
 
 
+#: The relative size of :func:`tilt_fin`: a finite-part check confirms only where its run tells W^fin from
+#: W^fin tilted by TILT·‖W^fin‖ inside S_fin (gen-svm, the NTP checks; issue 23).
+TILT = 0.10
+
+
+def tilt_fin(W_fin: np.ndarray, basis: np.ndarray, size: float = TILT, sign: float = 1.0) -> np.ndarray:
+    """W^fin moved by size·‖W^fin‖ inside S_fin (orthonormal ``basis`` (k, ...) of W^fin's shape):
+    perpendicular to W^fin where dim S_fin ≥ 2 (the basis element least aligned with W^fin, orthogonalised: a
+    rotation of the finite part), along it where S_fin is a line (a rescaling by 1 ± size). The fixed,
+    deterministic perturbation the finite-part checks resolve their prediction against (a candidate limit),
+    beside the seeded ones of :func:`perturb`."""
+    W_fin = np.asarray(W_fin, dtype=float)
+    nw = float(np.linalg.norm(W_fin))
+    if nw == 0 or not len(basis):
+        return W_fin.copy()
+    w = W_fin / nw
+    u = w
+    if len(basis) >= 2:
+        B = basis[int(np.argmin(np.abs(np.einsum("kde,de->k", basis, w))))]
+        u = B - np.sum(B * w) * w
+        u /= np.linalg.norm(u)
+    return W_fin + sign * size * nw * u
+
+
 def predicted(theorem: str, name: str, obj: Any, kind: str,
               span: Sequence[np.ndarray] | Callable[[], Sequence[np.ndarray]] | None = None) -> Any:
     """The seam: ``obj`` as the prediction compares with it (perturbed under :func:`perturbed`). ``span``

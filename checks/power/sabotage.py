@@ -81,6 +81,8 @@ COMPONENTS: dict[str, str] = {
     "regpath": "the regularisation path, numerics.regpath.regularization_path (W and (K, Q))",
     "prompt-gd": "GD on the prompt p, numerics.prompt.run_prompt_gd",
     "seq-gd": "GD on the sequence / causal loss, numerics.sequence.run_seq_gd",
+    "ntp-gd": "GD on next-token prediction, numerics.ntp_gd.run_ntp_gd and numerics.ntp_linear.run_linear_gd "
+    "(run_gd with the NTP and linear-NTP models)",
     "vp-path": "the joint (v, p) regularisation path, numerics.prompt.joint_vp_path",
     "prompt-path": "the regularisation path of the prompt p, numerics.prompt_path.prompt_reg_path and "
     "prompt_head_reg_path (nonlinear head)",
@@ -132,7 +134,7 @@ class Sabotage:
 
 # -- the catalogue -----------------------------------------------------------------------------------
 
-_GD_BREAKS = ("gd", "kq-gd", "regpath", "prompt-gd", "seq-gd", "prompt-path")
+_GD_BREAKS = ("gd", "kq-gd", "regpath", "prompt-gd", "seq-gd", "prompt-path", "ntp-gd")
 
 CATALOGUE: dict[str, Sabotage] = {
     s.name: s
@@ -163,7 +165,7 @@ CATALOGUE: dict[str, Sabotage] = {
         *(
             Sabotage(
                 name,
-                ("gd", "kq-gd"),
+                ("gd", "kq-gd", "ntp-gd"),
                 f"every run_gd step has its step size scaled {f:g}x (a subtle bug: normalised GD still "
                 "descends, only its pace changes)",
                 list,

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from checks import Criterion, Profile, Theorem, decide, failed, held, undecided
+from checks.power.resolution import TILT, tilt_fin
 from numerics.ntp import (
     FAMILY_CONFIGS,
     NTPData,
@@ -28,7 +29,7 @@ from numerics.ntp import (
 from numerics.ntp_gd import record_grid, run_ntp_gd
 from numerics.tokens import corr
 
-from ._gd import FIDELITY_TOL, judge_fidelity
+from ._gd import FIDELITY_TOL, _agreement, judge_fidelity
 
 #: GD budget: plain GD at η = 1/L (L the smoothness bound of numerics.ntp.smoothness_bound: the step of the
 #: paper's descent lemma), STEPS steps from W(0) = 0. Measured on quick seed 0: the suppressed tokens' mass
@@ -37,9 +38,6 @@ STEPS = 20000
 #: The second half of the run is recorded on a linear grid of this many points (the finite part's tail rule
 #: compares the motion and the suppressed mass between its ends); the rest on a log grid (the curves).
 HALF_POINTS = 17
-#: The finite part is resolved at this relative size: confirmed only where the run tells W^fin from W^fin
-#: tilted by TILT·‖W^fin‖ inside S_fin, from 0 and from −W^fin (gen-svm's rule).
-TILT = 0.10
 #: Tail bound: the finite part's remaining motion is taken as TAIL_SAFETY × its motion over the second half /
 #: min(f − 1, 1), f the suppressed mass's fall over it (the finite part's distance to its limit is
 #: proportional to that mass, the proof's rate; 2 covers any power law k^-p with p ≥ 0.58, gen-svm).
@@ -83,14 +81,13 @@ def run_block(datas: Sequence[NTPData], device: str, steps: int = STEPS) -> list
 
 
 def step_fidelity(data: NTPData, W: np.ndarray, lr: float, device: str) -> float:
-    """corr(W − W⁺, ∇L(W)) of one step of the GD loop from W, ∇L from numpy (numerics.ntp.loss_np)."""
+    """Agreement of one step W − W⁺ of NTP GD from W with the step lr ∇L(W), ∇L from numpy
+    (numerics.ntp.loss_np): direction and length (checks/theorems/_gd.py ``_agreement``; a step-size bug,
+    lr-half / lr-double, gives ~0.5)."""
     nxt = run_ntp_gd([data], steps=1, lr=lr, init=np.asarray(W)[None], record_at=[1], device=device)
     step = (W - nxt.W_traj[-1, 0]).ravel()
     g = loss_np(data, W)[1].ravel()
-    ns, ng = np.linalg.norm(step), np.linalg.norm(g)
-    if ns == 0 or ng == 0:
-        return 1.0 if ns == ng else 0.0
-    return float(step @ g / (ns * ng))
+    return _agreement(step, lr * g, float(np.linalg.norm(W)))
 
 
 def fidelity(data: NTPData, run: dict[str, Any], device: str) -> float:
@@ -144,21 +141,6 @@ def judge_direction(traj: np.ndarray, half: np.ndarray, predicted: np.ndarray,
 
 
 # -- the finite-part rule ---------------------------------------------------------------------------
-def tilt(W_fin: np.ndarray, basis: np.ndarray, sign: float, size: float = TILT) -> np.ndarray:
-    """W^fin moved by size·‖W^fin‖ inside S_fin: perpendicular to it where dim S_fin ≥ 2,
-    along it on a line."""
-    nw = float(np.linalg.norm(W_fin))
-    if nw == 0 or not len(basis):
-        return W_fin.copy()
-    w = W_fin / nw
-    u = w
-    if len(basis) >= 2:
-        B = basis[int(np.argmin(np.abs(np.einsum("kde,de->k", basis, w))))]
-        u = B - np.sum(B * w) * w
-        u /= np.linalg.norm(u)
-    return W_fin + sign * size * nw * u
-
-
 def judge_finite(traj: np.ndarray, half: np.ndarray, basis: np.ndarray, predicted: np.ndarray,
                  candidates: Sequence[np.ndarray], masses: np.ndarray, steps: int = STEPS,
                  accuracy: float = 0.0) -> Any:
@@ -222,19 +204,19 @@ class NTPGDBase(Theorem):
     profiles = PROFILES
     accepts_data = True
     data_kind = "ntp"
-    # W^svm from the graph-SVM's Frobenius core; the NTP loss's softmax through attention.softmax_logits. The
-    # NTP GD loop is not on the engine yet, so the GD sabotages do not reach it: "gd" is not declared
-    depends_on = ("svm-fro", "softmax")
+    # W^svm from the graph-SVM's Frobenius core; GD through run_gd's NTP model (its step hook: the GD
+    # sabotages reach it), its gradient's softmax through the GD-step softmax seam (gd_common._softmax_rows)
+    depends_on: ClassVar[tuple[str, ...]] = ("svm-fro", "softmax", "ntp-gd")
     integrity: ClassVar[tuple[str, ...]] = ("is_gradient_descent",)
     plot_metric = "dir_err"
     redraw_on = ()
     kind = "cyclic"
+    #: The GD steps behind the trajectory, counted in the finite-part rule's rounding floor
+    #: (``judge_finite``'s ``steps``; 0 for a regularisation path).
+    gd_steps: ClassVar[int] = STEPS
 
     def sizes(self, inst):
         return ntp_sizes(inst)
-
-    def not_applicable(self, data):
-        return None if isinstance(data, NTPData) else "needs an NTP dataset (E, tokens, labels)"
 
     def instance(self, rng, ctx):
         if ctx.data is not None:
@@ -273,9 +255,29 @@ class NTPGDBase(Theorem):
         return {"R": R, "corr_svmeq": float(corr(W, Wf + R * u))}
 
 
+class WrongPartitionControl(NTPGDBase):
+    """The wrong-SCC-partition controls (ntp-gd-finite-control, ntp-regpath-control): "Π_{S_fin} W(k) → the
+    minimiser on S_fin of the loss with every position kept", judged by the finite-part rule with that
+    prediction and the true W^fin among the candidates; vacuous unless the two differ by more than
+    TILT·‖W^fin‖ (no resolvable difference)."""
+
+    def assume_wrong_part_resolvable(self, inst, state, ctx):
+        fw, fp = state["fin_wrong"], state["fin"]
+        gap = float(np.linalg.norm(fw.W - fp.W))
+        return decide(fw.unique and gap > TILT * np.linalg.norm(fp.W),
+                      f"the wrong partition's finite part is within {gap:.3g} of W^fin (or not unique)")
+
+    def check_finite_part(self, inst, state, ctx):
+        fp, W = state["fin"], state["fin_wrong"].W
+        cands = [fp.W, tilt_fin(W, fp.basis, sign=1.0), tilt_fin(W, fp.basis, sign=-1.0)]
+        return judge_finite(state["traj"], state["half"], fp.basis, W, cands, self._masses(inst, state),
+                            steps=self.gd_steps, accuracy=fin_accuracy(state["fin_wrong"]))
+
+
 def gd_criteria(direction: str, finite: str) -> tuple[Criterion, ...]:
     return (
-        Criterion("1 − corr(one GD step, −∇L from numpy) at W = 0 and at a unit-norm W", "<", FIDELITY_TOL),
+        Criterion("1 − agreement (direction and length) of one GD step with −η∇L from numpy at W = 0 and "
+                  "at a unit-norm W", "<", FIDELITY_TOL),
         Criterion(f"direction ({direction}): 1 − corr(W(k), ·) fell over k ∈ [S/2, S] and is below every "
                   "competitor's at S (refuted: a competitor better while it did not fall)", "<",
                   "competitors", plot_metric="dir_err"),

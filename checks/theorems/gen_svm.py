@@ -94,6 +94,7 @@ import numpy as np
 import torch
 
 from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, held, register, undecided
+from checks.power.resolution import tilt_fin
 from numerics import tolerances as tol
 from numerics.attention import ReLUHead
 from numerics.gd import AUTHORS, run_gd
@@ -152,23 +153,6 @@ EPS = float(np.finfo(float).eps)
 #: numerics.genfin.coupled_selection_multi, config MULTI_CONFIGS[k % 2]); the others keep the single-query
 #: family and their instance numbers (the replayed regressions, e.g. quick seed 4 #57, are unchanged).
 MULTI_EVERY, MULTI_SLOT = 5, 3
-
-
-def tilt_fin(W_fin: np.ndarray, basis: np.ndarray, size: float = TILT, sign: float = 1.0) -> np.ndarray:
-    """W^fin moved by size·‖W^fin‖ inside S_fin (orthonormal ``basis`` (k, d, d)): perpendicular to W^fin
-    where dim S_fin ≥ 2 (the basis element least aligned with W^fin, orthogonalised: a rotation of the finite
-    part), along it where S_fin is a line (a rescaling by 1 ± size)."""
-    W_fin = np.asarray(W_fin, dtype=float)
-    nw = float(np.linalg.norm(W_fin))
-    if nw == 0 or not len(basis):
-        return W_fin.copy()
-    w = W_fin / nw
-    u = w
-    if len(basis) >= 2:
-        B = basis[int(np.argmin(np.abs(np.einsum("kde,de->k", basis, w))))]
-        u = B - np.sum(B * w) * w
-        u /= np.linalg.norm(u)
-    return W_fin + sign * size * nw * u
 
 
 #: The seam of the resolution tests and power runs (never set by a check run): maps (W^fin, S_fin basis) to

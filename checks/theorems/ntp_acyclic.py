@@ -29,9 +29,10 @@ from __future__ import annotations
 import numpy as np
 
 from checks import WITHDRAWN, Criterion, decide, register
+from checks.power.resolution import tilt_fin
 from numerics import tolerances as tol
 
-from ._ntp import NTPGDBase, gd_criteria, judge_direction, judge_finite, tilt
+from ._ntp import NTPGDBase, gd_criteria, judge_direction, judge_finite
 
 
 class _AcyclicBase(NTPGDBase):
@@ -86,6 +87,6 @@ class NTPAcyclicControl(NTPGDBase):
     def check_finite_part(self, inst, state, ctx):
         fp = state["fin"]
         zero = np.zeros_like(fp.W)
-        cands = [fp.W, tilt(fp.W, fp.basis, 1.0), tilt(fp.W, fp.basis, -1.0)]
+        cands = [fp.W, tilt_fin(fp.W, fp.basis, sign=1.0), tilt_fin(fp.W, fp.basis, sign=-1.0)]
         return judge_finite(state["traj"], state["half"], fp.basis, zero, cands,
                             self._masses(inst, state))

@@ -24,8 +24,9 @@ among the sequence's highest level present; kept when some G^(k) has a cyclic SC
 (n, T, K, d) cycles over (6, 3, 5, 8), (8, 4, 5, 8), (6, 3, 6, 10), (10, 4, 6, 10).
 
 Predictions:
-* ``is_gradient_descent`` (integrity): one step of the GD loop at W = 0 and at a unit-norm random W is along
-  −∇L computed independently in numpy (numerics.ntp.loss_np), corr > 1 − 1e-9;
+* ``is_gradient_descent`` (integrity): one step of the GD run (numerics.ntp_gd.run_ntp_gd, on run_gd) at
+  W = 0 and at a unit-norm random W is the step −η∇L with ∇L computed independently in numpy
+  (numerics.ntp.loss_np), in direction and length: agreement > 1 − 1e-9 (checks/theorems/_gd.py);
 * ``direction``: e(k) = 1 − corr(W(k), W^svm) over the second half of the run (k ∈ [S/2, S]) fell, and at the
   end W^svm explains the iterate better than every competitor (the graph-SVM of the flipped graph, TLTO's
   single-token Att-SVM where feasible): confirmed; refuted where a competitor explains it better while e did
@@ -55,8 +56,17 @@ from __future__ import annotations
 import numpy as np
 
 from checks import decide, held, register
+from checks.power.resolution import TILT, tilt_fin
 
-from ._ntp import STEPS, TILT, NTPGDBase, fin_accuracy, gd_criteria, judge_direction, judge_finite, tilt
+from ._ntp import (
+    STEPS,
+    NTPGDBase,
+    WrongPartitionControl,
+    fin_accuracy,
+    gd_criteria,
+    judge_direction,
+    judge_finite,
+)
 
 
 @register
@@ -83,7 +93,7 @@ class NTPGD(NTPGDBase):
         if not len(fp.basis):
             return held(fin_dim=0)  # acyclic: S_fin = {0}, Π W = 0 = W^fin identically
         W = fp.W
-        cands = [tilt(W, fp.basis, 1.0), tilt(W, fp.basis, -1.0), np.zeros_like(W), -W]
+        cands = [tilt_fin(W, fp.basis, sign=1.0), tilt_fin(W, fp.basis, sign=-1.0), np.zeros_like(W), -W]
         return judge_finite(state["traj"], state["half"], fp.basis, W, cands,
                             self._masses(inst, state), accuracy=fin_accuracy(fp))
 
@@ -106,7 +116,7 @@ class NTPGDControl(NTPGDBase):
 
 
 @register
-class NTPGDFiniteControl(NTPGDBase):
+class NTPGDFiniteControl(WrongPartitionControl):
     id = "ntp-gd-finite-control"
     expected = "FAIL"
     control_of = "ntp-gd"
@@ -115,15 +125,3 @@ class NTPGDFiniteControl(NTPGDBase):
     hypotheses_text = ("as ntp-gd; the wrong partition's finite part unique and farther than "
                        f"{TILT:.0%}·‖W^fin‖ from W^fin")
     criteria = gd_criteria("—", "the wrong partition's minimiser")[::2]
-
-    def assume_wrong_part_resolvable(self, inst, state, ctx):
-        fw, fp = state["fin_wrong"], state["fin"]
-        gap = float(np.linalg.norm(fw.W - fp.W))
-        return decide(fw.unique and gap > TILT * np.linalg.norm(fp.W),
-                      f"the wrong partition's finite part is within {gap:.3g} of W^fin (or not unique)")
-
-    def check_finite_part(self, inst, state, ctx):
-        fp, W = state["fin"], state["fin_wrong"].W
-        cands = [fp.W, tilt(W, fp.basis, 1.0), tilt(W, fp.basis, -1.0)]
-        return judge_finite(state["traj"], state["half"], fp.basis, W, cands,
-                            self._masses(inst, state), accuracy=fin_accuracy(state["fin_wrong"]))

@@ -40,7 +40,7 @@ import numpy as np
 
 from checks import Criterion, Profile, Theorem, decide, register
 from numerics import tolerances as tol
-from numerics.ntp import NTPData, graph_svm, out_of_scc_mass, priority_graphs
+from numerics.ntp import graph_svm, out_of_scc_mass, priority_graphs
 
 from ._ntp import draw, ntp_sizes
 
@@ -63,9 +63,6 @@ class _GraphSVMBase(Theorem):
 
     def sizes(self, inst):
         return ntp_sizes(inst)
-
-    def not_applicable(self, data):
-        return None if isinstance(data, NTPData) else "needs an NTP dataset (E, tokens, labels)"
 
     def instance(self, rng, ctx):
         if ctx.data is not None:

@@ -23,7 +23,10 @@ log-ratios ≤ 3; on the paper profile, seed 0, probabilities of 4e-4 made ‖W�
 finite part moved slower than the tail rule assumes: two false refutations); (m, d, V) cycles over CONFIGS.
 
 Predictions (a): ``compatible`` (max |residual| of W⋆'s equations ≤ COMPAT_TOL) and ``separable`` (W^mm
-optimal, KKT certificate verified). (c): ``ce_to_entropy`` — CE − 𝓗 ≥ −ROUND (Gibbs: below is a defect,
+optimal, KKT certificate verified). (c): ``is_gradient_descent`` (integrity) — one step of
+numerics.ntp_linear.run_linear_gd (run_gd's linear-NTP model) at W = 0 and at a unit-norm random W is the step
+−η∇CE with ∇CE from numpy (numerics.ntp_linear.ce), in direction and length (agreement > 1 − 1e-9);
+``ce_to_entropy`` — CE − 𝓗 ≥ −ROUND (Gibbs: below is a defect,
 refuted) and fell over the second half (else undecided); ``norm_diverges`` — refuted where CE attains 𝓗 at the
 finite W⋆ (then GD's ‖W_k − W⋆‖ is non-increasing: bounded), confirmed where a certified W^mm has a strict
 row (CE > 𝓗 at every finite W: no minimiser, so GD's iterates cannot stay bounded) and ‖W‖ grew;
@@ -38,9 +41,12 @@ Controls: ``ntp-linear-conditions-control`` (below the dimension, d = 2 < m = 6,
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
+from checks.power.resolution import tilt_fin
 from numerics.ntp_linear import (
     LinearNTP,
     ce,
@@ -49,12 +55,13 @@ from numerics.ntp_linear import (
     off_support_mass,
     random_linear_ntp,
     regularization_path,
-    run_gd,
+    run_linear_gd,
     smoothness,
     w_star,
 )
 
-from ._ntp import EPS, judge_direction, judge_finite, tilt
+from ._gd import FIDELITY_TOL, _agreement, judge_fidelity
+from ._ntp import EPS, judge_direction, judge_finite
 
 REFERENCE = "Thrampoulidis (NeurIPS 2024, arXiv 2402.18551), implicit bias of NTP in linear models"
 #: (m, d, V) of the family, cycled by instance (d > m).
@@ -81,10 +88,8 @@ class _Linear(Theorem):
     reference = REFERENCE
     profiles = PROFILES
     data_kind = "ntp"  # about NTP; it draws its own (linear-model) instances, so given data are n/a
-    # the certified SVM rows go through the Frobenius core (numerics.svm.att._solve_rows). Not declared, and a
-    # known gap: the linear model's GD and CE gradient are its own numpy code, which no sabotage reaches
-    # (softmax-no-normaliser and softmax-temperature leave ntp-linear-gd PASS, measured quick seed 0)
-    depends_on = ("svm-fro",)
+    # the certified SVM rows go through the Frobenius core (numerics.svm.att._solve_rows)
+    depends_on: ClassVar[tuple[str, ...]] = ("svm-fro",)
     full_support = False
     below_dimension = False
 
@@ -177,19 +182,47 @@ class NTPLinearOneHotControl(_Linear):
         return decide(sv.feasible, f"the one-hot multiclass SVM is infeasible ({sv.certificate.summary()})")
 
 
+def _linear_fidelity(prob: LinearNTP, lr: float, device: str) -> float:
+    """The worse agreement (direction and length: checks/theorems/_gd.py ``_agreement``) of one step of
+    run_linear_gd with lr ∇CE from numpy (:func:`numerics.ntp_linear.ce`), at W = 0 and at a unit-norm random
+    W (where the softmax is far from one-hot)."""
+    W1 = np.random.default_rng(0).standard_normal((prob.V, prob.d))
+    out = []
+    for W in (np.zeros((prob.V, prob.d)), W1 / np.linalg.norm(W1)):
+        W = np.ascontiguousarray(W)
+        nxt = run_linear_gd([prob], steps=1, lr=lr, record_at=[1], init=W[None], device=device).W_traj[-1, 0]
+        out.append(_agreement((W - nxt).ravel(), lr * ce(prob, W)[1].ravel(), float(np.linalg.norm(W))))
+    return min(out)
+
+
 class _LinearGD(_Linear):
-    integrity = ("ce_to_entropy",)
+    integrity = ("ce_to_entropy", "is_gradient_descent")
+    # GD through run_gd's linear-NTP model (its step hook: the GD sabotages reach it), its gradient's softmax
+    # through the GD-step softmax seam (gd_common._softmax_rows)
+    depends_on: ClassVar[tuple[str, ...]] = ("svm-fro", "softmax", "ntp-gd")
 
     def prepare(self, instances, ctxs):
+        """Plain GD (η = 1/(2L) each) on the GD engine, one batched run per shape (m, d, V)."""
         rec = np.union1d([0, 1, 10, 100, 1000], np.linspace(STEPS // 2, STEPS, HALF_POINTS).astype(int))
-        out = []
-        for inst in instances:
-            p = inst["prob"]
-            its, traj = run_gd(p, steps=STEPS, lr=1.0 / (2 * smoothness(p)), record_at=rec)
-            Ws, res = w_star(p)
-            out.append({"its": its, "traj": traj, "half": np.flatnonzero(its >= STEPS // 2), "star": Ws,
-                        "compat": res, "svm": ntp_svm(p), "basis": f_basis(p)})
+        probs = [inst["prob"] for inst in instances]
+        groups: dict[tuple[int, int, int], list[int]] = {}
+        for b, p in enumerate(probs):
+            groups.setdefault((p.m, p.d, p.V), []).append(b)
+        out: list[dict] = [{} for _ in probs]
+        device = ctxs[0].device if ctxs else "cpu"
+        for idx in groups.values():
+            lrs = [1.0 / (2 * smoothness(probs[b])) for b in idx]
+            r = run_linear_gd([probs[b] for b in idx], steps=STEPS, lr=lrs, record_at=rec, device=device)
+            for j, b in enumerate(idx):
+                p, its = probs[b], r.iterations
+                Ws, res = w_star(p)
+                out[b] = {"its": its, "traj": r.W_traj[:, j], "half": np.flatnonzero(its >= STEPS // 2),
+                          "star": Ws, "compat": res, "svm": ntp_svm(p), "basis": f_basis(p),
+                          "fidelity": _linear_fidelity(p, lrs[j], device)}
         return out
+
+    def check_is_gradient_descent(self, inst, state, ctx):
+        return judge_fidelity(state["fidelity"])
 
     def check_ce_to_entropy(self, inst, state, ctx):
         p, traj, half = inst["prob"], state["traj"], state["half"]
@@ -241,6 +274,8 @@ class NTPLinearGD(_LinearGD):
     hypotheses_text = ("d > m, rank m; compatible and separable (certified); plain GD η = 1/(2L), "
                        f"{STEPS} steps from 0")
     criteria = (
+        Criterion("1 − agreement (direction and length) of one GD step with −η∇CE from numpy at W = 0 and "
+                  "at a unit-norm W", "<", FIDELITY_TOL),
         Criterion("CE − 𝓗 at every record of the second half", ">=", "−64ε"),
         Criterion("CE(W⋆) − 𝓗 (a finite minimiser at or below: ‖W‖ → ∞ refuted)", ">", "64ε"),
         Criterion("direction and finite part: ntp-gd's rules with W^mm, W⋆, F", "as", "ntp-gd"),
@@ -263,7 +298,7 @@ class NTPLinearGD(_LinearGD):
         if not len(B):
             return decide(not np.any(W), "W⋆ ≠ 0 with F = {0}")
         masses = np.array([off_support_mass(inst["prob"], state["traj"][k]) for k in state["half"]])
-        cands = [tilt(W, B, 1.0), tilt(W, B, -1.0), np.zeros_like(W), -W]
+        cands = [tilt_fin(W, B, sign=1.0), tilt_fin(W, B, sign=-1.0), np.zeros_like(W), -W]
         return judge_finite(state["traj"], state["half"], B, W, cands, masses)
 
 
@@ -276,7 +311,7 @@ class NTPLinearGDControl(_LinearGD):
     title = "Control: with full supports (S_j = [V]) GD's ‖W‖ still diverges (false: CE attains 𝓗)"
     statement = r"S_j=[V]\ \Rightarrow\ \lVert W_k\rVert\to\infty\ \text{(false)}"
     hypotheses_text = "as ntp-linear-gd's family with every support the whole vocabulary"
-    criteria = NTPLinearGD.criteria[:2]
+    criteria = NTPLinearGD.criteria[:3]
 
 
 #: Radii ‖W^mm‖·PATH_RADII of ntp-linear-regpath (the mass off the supports falls like e^{−R/‖W^mm‖};
@@ -328,7 +363,7 @@ class NTPLinearRegPath(_LinearPath):
     def check_finite_part(self, inst, state, ctx):
         W, B = state["star"], state["basis"]
         masses = np.array([off_support_mass(inst["prob"], state["traj"][k]) for k in state["half"]])
-        cands = [tilt(W, B, 1.0), tilt(W, B, -1.0), np.zeros_like(W), -W]
+        cands = [tilt_fin(W, B, sign=1.0), tilt_fin(W, B, sign=-1.0), np.zeros_like(W), -W]
         return judge_finite(state["traj"], state["half"], B, W, cands, masses, steps=0)
 
 

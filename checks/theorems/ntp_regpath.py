@@ -32,18 +32,17 @@ from __future__ import annotations
 import numpy as np
 
 from checks import WITHDRAWN, Criterion, Profile, decide, register
+from checks.power.resolution import TILT, tilt_fin
 from numerics.ntp import PATH_KKT, regularization_path
 
 from ._ntp import (
     PROFILES,
-    TILT,
     NTPGDBase,
+    WrongPartitionControl,
     fin_accuracy,
     judge_direction,
     judge_finite,
-    masses_over,
     solve,
-    tilt,
 )
 
 #: Radii ‖W^svm‖·RADII: the suppressed mass falls like e^{-R/‖W^svm‖} (measured on quick seed 0: 0.1–0.5 at
@@ -57,6 +56,8 @@ HALF = 3
 class _PathBase(NTPGDBase):
     theorem_number = "Li et al. 2024, regularisation path"
     integrity = ()
+    depends_on = ("svm-fro", "softmax")  # no GD: the path is numerics.ntp's own solver
+    gd_steps = 0  # a path: no GD rounding in the finite-part floor
     check_is_gradient_descent = WITHDRAWN
     profiles = {**PROFILES, "quick": Profile(instances=8, min_confirmed=6, batch=8)}
 
@@ -72,11 +73,6 @@ class _PathBase(NTPGDBase):
                 st["half"] = np.arange(len(RADII) - HALF, len(RADII))
             states.append(st)
         return states
-
-    def _masses(self, inst, state):
-        if "masses" not in state:
-            state["masses"] = masses_over(inst["data"], state["traj"], state["half"], state["graphs"])
-        return state["masses"]
 
 
 def _path_criteria(finite: str) -> tuple[Criterion, ...]:
@@ -112,13 +108,13 @@ class NTPRegPath(_PathBase):
             return decide(float(np.abs(fp.W).max(initial=0.0)) == 0.0, "W^fin ≠ 0 with S_fin = {0}",
                           fin_dim=0)
         W = fp.W
-        cands = [tilt(W, fp.basis, 1.0), tilt(W, fp.basis, -1.0), np.zeros_like(W), -W]
+        cands = [tilt_fin(W, fp.basis, sign=1.0), tilt_fin(W, fp.basis, sign=-1.0), np.zeros_like(W), -W]
         return judge_finite(state["traj"], state["half"], fp.basis, W, cands,
                             self._masses(inst, state), steps=0, accuracy=fin_accuracy(fp))
 
 
 @register
-class NTPRegPathControl(_PathBase):
+class NTPRegPathControl(_PathBase, WrongPartitionControl):
     id = "ntp-regpath-control"
     expected = "FAIL"
     control_of = "ntp-regpath"
@@ -128,15 +124,3 @@ class NTPRegPathControl(_PathBase):
     hypotheses_text = ("as ntp-regpath; the wrong partition's finite part unique and farther than "
                        f"{TILT:.0%}·‖W^fin‖")
     criteria = _path_criteria("the wrong partition's minimiser")
-
-    def assume_wrong_part_resolvable(self, inst, state, ctx):
-        fw, fp = state["fin_wrong"], state["fin"]
-        gap = float(np.linalg.norm(fw.W - fp.W))
-        return decide(fw.unique and gap > TILT * np.linalg.norm(fp.W),
-                      f"the wrong partition's finite part is within {gap:.3g} of W^fin (or not unique)")
-
-    def check_finite_part(self, inst, state, ctx):
-        fp, W = state["fin"], state["fin_wrong"].W
-        cands = [fp.W, tilt(W, fp.basis, 1.0), tilt(W, fp.basis, -1.0)]
-        return judge_finite(state["traj"], state["half"], fp.basis, W, cands,
-                            self._masses(inst, state), steps=0, accuracy=fin_accuracy(state["fin_wrong"]))

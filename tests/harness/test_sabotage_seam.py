@@ -169,3 +169,30 @@ def test_softmax_sabotage_reaches_every_caller(batch):
     assert _changed(lambda: tokens.softmax_probs(data, W[0].numpy()))
     assert _changed(lambda: prompt.prompt_grad(b.X, g, p))
     assert _changed(lambda: sequence.seq_probs(b.X, W))
+
+
+def test_gd_sabotages_reach_ntp_gd():
+    """NTP GD (numerics.ntp_gd.run_ntp_gd) and linear-NTP GD (numerics.ntp_linear.run_linear_gd) run on the GD
+    engine, so the step-hook sabotages reach them: no-op leaves W(0) = 0, lr-half / lr-double change the
+    iterates, and the softmax sabotage reaches both models' gradients (component "ntp-gd")."""
+    from numerics.ntp import random_ntp, smoothness_bound
+    from numerics.ntp_gd import run_ntp_gd
+    from numerics.ntp_linear import random_linear_ntp, run_linear_gd, smoothness
+
+    data = random_ntp(np.random.default_rng(0), 6, 3, 5, 8, kind="cyclic")[0]
+    prob = random_linear_ntp(np.random.default_rng(0), 4, 8, 6)
+
+    def runs():
+        a = run_ntp_gd([data], steps=20, lr=1 / smoothness_bound(data), record_at=[20]).W_traj[-1]
+        b = run_linear_gd([prob], steps=20, lr=1 / (2 * smoothness(prob)), record_at=[20]).W_traj[-1]
+        return a, b
+
+    clean = runs()
+    assert all(np.any(w) for w in clean)
+    for name in ("noop-gd", "lr-half", "lr-double", "softmax-no-normaliser"):
+        with sabotage(name):
+            broken = runs()
+        for c, w in zip(clean, broken, strict=True):
+            assert not np.allclose(c, w, rtol=1e-6, atol=0), name
+            if name == "noop-gd":
+                assert not np.any(w)

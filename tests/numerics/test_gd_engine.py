@@ -136,6 +136,20 @@ class _TwiceA(gd.Model):
         return 2 * params[0]
 
 
+@pytest.mark.parametrize("backend", ["torch", "numba"])
+def test_record_at_given_iterations(backend):
+    """record_every may list the iterations to record (a log grid): those and the last, on every code path,
+    equal to the same iterations of an every-step record; iterations outside [0, steps] are bad input."""
+    cfg = gd.GDConfig(steps=10, lr=0.1, backend=backend)
+    every = gd.run_gd(DATA, cfg, init=W0, record_every=1)
+    some = gd.run_gd(DATA, cfg, init=W0, record_every=[0, 3, 7])
+    assert some.iterations.tolist() == [0, 3, 7, 10]
+    np.testing.assert_array_equal(some.W_traj, every.W_traj[[0, 3, 7, 10]])
+    for bad in ([0, 11], [-1], [2.5], "3"):
+        with pytest.raises(gd.InvalidInputError, match="record_every"):
+            gd.run_gd(DATA, cfg, init=W0, record_every=bad)
+
+
 def test_a_new_model_plugs_in():
     """Plain GD on A with W = 2A is plain GD on W with step 4 lr (A+ = A - 2 lr G, W+ = W - 4 lr G)."""
     mine = gd.run_gd(DATA, gd.GDConfig(steps=30, lr=0.05, geometry="plain", param=_TwiceA()), init=W0,

@@ -1,5 +1,6 @@
-"""NTP numerics (numerics.ntp, numerics.ntp_gd): the .npz contract, priority graphs, the graph-SVM and its
-certificate, the finite part, and the batched loss/gradient against autograd."""
+"""NTP numerics (numerics.ntp, numerics.ntp_gd, numerics.ntp_linear): the .npz contract, priority graphs, the
+graph-SVM and its certificate, the finite part, the batched loss/gradient against autograd, and NTP GD on the
+one GD engine (its step hook reaches it)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from numerics.ntp import (
     scc_json,
     smoothness_bound,
 )
-from numerics.ntp_gd import NTPModel, run_ntp_gd
+from numerics.ntp_gd import NTPBatch, ntp_grad, ntp_loss, run_ntp_gd
 from numerics.tokens import corr
 
 TOKENS = [[0, 1, 4], [1, 0, 4], [0, 1, 4], [2, 0, 4], [3, 2, 4]]
@@ -100,11 +101,11 @@ def test_acyclic_finite_part_is_zero():
 
 def test_closed_form_gradient_matches_autograd():
     datas = [cyclic(s) for s in range(3)]
-    model = NTPModel(datas)
+    batch = NTPBatch.of(datas)
     W = torch.as_tensor(np.random.default_rng(1).standard_normal((3, 8, 8)), dtype=torch.float64)
-    loss, G = model.loss_and_grad(W)
+    loss, G = ntp_loss(batch, W), ntp_grad(batch, W)
     Wa = W.clone().requires_grad_(True)
-    la = model.loss(Wa)
+    la = ntp_loss(batch, Wa)
     la.sum().backward()
     # two float64 evaluations of the same sums: agreement to ~1e-15 relative; 1e-12 leaves room for any BLAS
     assert torch.allclose(loss, la.detach(), rtol=1e-12, atol=0)
@@ -120,7 +121,56 @@ def test_gd_direction_and_finite_part():
     assert 1 - corr(W, sv.W) < 5e-3 and np.linalg.norm(fp.project(W) - fp.W) < 5e-3
 
 
+def test_ntp_gd_runs_on_the_engine_and_its_step_hook():
+    """run_ntp_gd is run_gd with the NTP model: a registered step hook sees every step (here it halves the
+    step size: the first step, at the same W(0), is half the clean one), a hook that skips every step leaves
+    W(0), and batched per-dataset step sizes equal separate runs'."""
+    from numerics.gd import step_hook
+
+    datas = [cyclic(0), cyclic(1)]
+    lrs = [1 / smoothness_bound(x) for x in datas]
+    clean = run_ntp_gd(datas, steps=3, lr=lrs, record_at=[0, 1, 2, 3])
+    seen = []
+
+    def halve():
+        def f(grads, lr):
+            seen.append(1)
+            return grads, lr * 0.5
+        return f
+
+    with step_hook(halve):
+        half = run_ntp_gd(datas, steps=3, lr=lrs, record_at=[0, 1, 2, 3])
+    assert len(seen) == 3
+    step_clean = np.linalg.norm(clean.W_traj[1] - clean.W_traj[0], axis=(1, 2))
+    step_half = np.linalg.norm(half.W_traj[1] - half.W_traj[0], axis=(1, 2))
+    assert np.allclose(step_half, 0.5 * step_clean, rtol=1e-12)  # the first step: same gradient at W(0) = 0
+    with step_hook(lambda: lambda grads, lr: (None, lr)):
+        noop = run_ntp_gd(datas, steps=3, lr=lrs)
+    assert not np.any(noop.W_traj)
+    alone = run_ntp_gd(datas[1:], steps=3, lr=lrs[1], record_at=[3])
+    # the same float64 operations on one instance or two: agreement to rounding (a scalar step size takes
+    # torch's fused a - lr·b), 1e-12 leaves three orders for any BLAS
+    assert np.allclose(alone.W_traj[-1, 0], clean.W_traj[-1, 1], rtol=1e-12, atol=1e-14)
+
+
 # -- linear NTP (Thrampoulidis 2024): numerics.ntp_linear ----------------------------------------------
+def test_linear_ntp_gd_on_the_engine_matches_numpy_gd():
+    """run_linear_gd (run_gd with the linear-NTP model, batched over problems of one shape) takes the steps of
+    plain GD with numpy's CE gradient (numerics.ntp_linear.ce): 50 steps agree to ~1e-14 (a smooth convex
+    descent: rounding does not grow)."""
+    from numerics.ntp_linear import ce, random_linear_ntp, run_linear_gd, smoothness
+
+    probs = [random_linear_ntp(np.random.default_rng(s), 4, 8, 6) for s in range(2)]
+    lrs = [1 / (2 * smoothness(p)) for p in probs]
+    r = run_linear_gd(probs, steps=50, lr=lrs, record_at=[0, 50])
+    for j, (p, lr) in enumerate(zip(probs, lrs, strict=True)):
+        W = np.zeros((p.V, p.d))
+        for _ in range(50):
+            W = W - lr * ce(p, W)[1]
+        assert np.allclose(r.W_traj[-1, j], W, rtol=1e-10, atol=1e-12)
+        assert r.loss[-1, j] == pytest.approx(ce(p, W)[0], rel=1e-12)
+
+
 def test_linear_ntp_programs():
     from numerics.ntp_linear import ce, ntp_svm, random_linear_ntp, w_star
 
