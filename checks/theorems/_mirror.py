@@ -14,7 +14,6 @@ competitor: another exponent's ℓp solution W^mm_r that the iterate is confirme
 from __future__ import annotations
 
 import math
-from typing import ClassVar
 
 import numpy as np
 
@@ -25,6 +24,7 @@ from numerics.gd import GDConfig, Mirror, run_gd
 from numerics.svm.lp import lp_norm, solve_lp_att_svm
 from numerics.tokens import corr, optimal_tokens, scores
 
+from ._gd import FIDELITY_TOL, init_fidelity, judge_fidelity
 from ._given import given_metrics
 from ._global import INIT_SCALE, GlobalGD, doubling_points, grad_inner
 from ._trends import corr_curve
@@ -96,6 +96,8 @@ class MirrorGD(GlobalGD):
     corr_err_max = CORR_ERR_MAX
     pairs: tuple[tuple[float, float], ...] | None = None
     criteria = (
+        Criterion("1 − agreement (direction and length) of the engine's mirror step ∇ψ(W) − ∇ψ(W₊) with the "
+                  "independent η∇L (/‖∇L‖_q normalised) at W(0) and W(0)/‖W(0)‖_F", "<", FIDELITY_TOL),
         Criterion("increase of ‖W(k)‖_F over each of the last two doublings of k (plain) in units of "
                   "‖W^mm_p‖_F ln 2, or of ⟨∇ψ(W), W^mm_p⟩/‖W^mm_p‖_p per step over the second half in units "
                   "of η (normalised)", ">=", NORM_RATE_MIN, plot_metric="norm_rate"),
@@ -162,6 +164,9 @@ class MirrorGD(GlobalGD):
                          device=ctxs[idx[0]].device)
             for col, j in enumerate(idx):
                 states[j].update(traj=res.W_traj[:, col], its=res.iterations, steps=steps)
+        for j, inst in enumerate(instances):  # integrity: on every instance, hypotheses met or not
+            states[j]["fidelity"] = init_fidelity(inst["data"], inst["init"], self.lr, p=inst["p"],
+                                                  normalized=self.normalized, device=ctxs[j].device)
         return states
 
     # -- hypotheses (assume_loss_A and assume_unique_opt are gd-global's)
@@ -169,10 +174,14 @@ class MirrorGD(GlobalGD):
     assume_B1_or_B2 = WITHDRAWN
     assume_step_below_1_over_L = WITHDRAWN
     assume_start_gradient = WITHDRAWN
-    # gd-global's step-fidelity prediction checks a plain / normalised GD step; the mirror step has no
-    # independent reference yet (a gap: lr-half / lr-double are not seen by md-global, README Power analysis)
-    integrity: ClassVar[tuple[str, ...]] = ()
-    check_is_gradient_descent = WITHDRAWN
+    # gd-global's step-fidelity prediction (integrity ``is_gradient_descent``, inherited) judges the mirror
+    # step here: the engine's first step against the independent ℓp mirror step (_gd.mirror_step_fidelity)
+    def check_is_gradient_descent(self, inst, st, ctx):
+        """The engine's step from W(0) and from W(0)/‖W(0)‖_F is the ℓp mirror step ∇ψ(W₊) = ∇ψ(W) − η g
+        of the theorem (g = ∇L, or ∇L/‖∇L‖_q normalised), direction and length, against an independent
+        numpy reference (_gd.mirror_step_fidelity)."""
+        return judge_fidelity(st["fidelity"], step="mirror step ∇ψ(W) − ∇ψ(W₊)",
+                              along="η∇L (independent numpy)" if not self.normalized else "η∇L/‖∇L‖_q")
 
     def assume_lp_svm_certified(self, inst, st, ctx):
         """ℓp-AttSVM(opt) feasible, for every exponent of the family, each answer certified by weak duality

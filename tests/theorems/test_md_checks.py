@@ -75,3 +75,21 @@ def test_md_global_normalized_refutes_an_optimiser_that_never_moves(monkeypatch)
     r = run_theorem(REGISTRY["md-global-normalized"], profile="quick", seed=0)
     c = r.counts
     assert r.verdict == "FAIL" and c["refuted"] == c["instances"] - c["vacuous"], c
+
+
+@pytest.mark.parametrize("normalized", [False, True])
+@pytest.mark.parametrize("p", [1.05, 1.75, 2.0, 3.0])
+def test_mirror_step_fidelity_judges_direction_and_length(p, normalized):
+    # the engine's mirror step agrees with the independent numpy one to rounding; a step of half / twice the
+    # size (the power analysis's lr-half / lr-double) is ~0.5 in the dual variable, and a softmax with
+    # temperature 1.1 turns the direction: all refuted by judge_fidelity
+    from checks.power.sabotage import sabotage
+    from checks.strategies import b2_data
+    from checks.theorems._gd import FIDELITY_TOL, mirror_step_fidelity
+
+    rng = np.random.default_rng(1)
+    data, W = b2_data(4, 6, 8, rng=rng), rng.standard_normal((8, 8)) / 8
+    assert mirror_step_fidelity(data, W, 0.4, p, normalized=normalized) > 1 - FIDELITY_TOL
+    for name, bound in (("lr-half", 0.51), ("lr-double", 0.51), ("softmax-temperature", 1 - FIDELITY_TOL)):
+        with sabotage(name):
+            assert mirror_step_fidelity(data, W, 0.4, p, normalized=normalized) < bound, name
