@@ -20,6 +20,7 @@ from checks import decide
 from numerics.attention import ReLUHead
 from numerics.data import AttentionData
 from numerics.gd import GDConfig, Mirror, run_gd
+from numerics.svm.lp import lp_norm
 
 #: corr(step taken, −∇L) must exceed 1 − FIDELITY_TOL. Both sides are float64 closed forms of the same
 #: quantity with O(nTd) roundings each (~1e-15 relative); 1e-9 leaves six orders of margin for
@@ -130,7 +131,8 @@ def mirror_step_fidelity(data: AttentionData, W: np.ndarray, lr: float, p: float
                  init=W[None], device=device).W[0]
     u, u_next = (np.sign(M) * np.abs(M) ** (p - 1.0) for M in (W, np.asarray(nxt, dtype=float)))
     g = independent_grad_W(data, W).ravel()
-    ng = float(np.sum(np.abs(g) ** (p / (p - 1.0))) ** ((p - 1.0) / p)) if normalized else 1.0
+    # the dual norm scaled by max |g| (lp_norm): near saturation |g|^q underflows for q = p/(p − 1) large
+    ng = lp_norm(g, p / (p - 1.0)) if normalized else 1.0
     want = lr * (g / ng if ng > 0 else g)
     scale = (p + 1.0) * float(np.linalg.norm(u) + np.linalg.norm(u_next))
     return _agreement((u - u_next).ravel(), want, scale)

@@ -47,6 +47,19 @@ cone boundary, same mirror descent, same claim. The tie makes the loss indiffere
 so their logit gap stops growing while every other margin grows: mirror descent leaves the cone or stalls
 above μ/10.
 
+Control (``md-local-p1-control``), at the boundary p → 1 of "p > 1": the claim with its limit taken at p → 1,
+W^mm_{α,1⁺} = W^mm_{α,P1}, P1 = 1.05 (the ℓ1-AttSVM itself need not have a unique solution, and at p = 1 the
+potential Σ|W_ab| is not strictly convex and ∇ψ = sign(W) not invertible: the mirror step is undefined).
+Mirror descent with p = 1.75, 2, 3 starts on the boundary of the cone of W^mm_{α,P1} (radius and μ from its
+margins) and is claimed to converge to it; the theorem's hypotheses hold for the run's p, and 1 −
+corr(W^mm_{α,p}, W^mm_{α,P1}) ≥ μ (tested; measured 0.20–0.60 on quick seed 0: near p = 1 the sparse ℓp
+solution is far from those of p ≥ 1.75), so the true limit W^mm_{α,p} lies outside the claimed cone. Same
+instances as md-local. Refuted on 12 of 12 (quick seed 0: the run leaves the cone, min corr 0.42–0.90). The
+literal claim at p near 1 is not false: md-local's own rule with p = 1.1 or 1.05 (run by hand, quick seed 0)
+never refutes it — every instance stays in the cone and 1 − corr falls 2–9× within the budget, undecided
+(INCONCLUSIVE) as the rule says for a claim still converging; the ‖W‖_p growth the float64 budget allows moves
+the dual variable only 7^{p−1} ≈ 1.1–1.2-fold, so p → 1 is a budget limit of the check, not a counterexample.
+
 Numerics: numerics.gd.run_gd with geometry numerics.gd.Mirror(p, normalized=True), batched over the instances
 of one shape and exponent (one step size per instance).
 """
@@ -75,6 +88,10 @@ DIFFER_MAX, SEP_MIN = 0.98, 0.01
 #: gd-local's budget: STEPS normalised steps, ‖W‖_p grows at most GROWTH-fold (module docstring), recorded
 #: every RECORD steps; the family redraws up to FAMILY_TRIES times.
 STEPS, RECORD, GROWTH, FAMILY_TRIES = 2000, 100, 7.0, 20
+#: The boundary exponent of md-local-p1-control (p → 1): 1.05, near 1 where solve_lp_att_svm still certifies
+#: on the family (1.02 does too, but 1.02 and 1.05 differ by up to 0.03 in 1 − corr: near p = 1 the ℓp
+#: solution moves fast with p, and the ℓ1 problem itself need not have a unique solution).
+P1 = 1.05
 PROFILES = {
     "quick": Profile(instances=12, min_confirmed=6, batch=12),
     "full": Profile(instances=60, min_confirmed=40, batch=30),
@@ -292,3 +309,39 @@ class MDLocalControl(MDLocal):
     def assume_alpha_locally_optimal(self, inst, st, ctx):  # the control's hypothesis is the negation
         return decide(not is_locally_optimal(inst["data"], inst["alpha"], st["sol"]),
                       "the tied token is not a support token of W^mm_α,p: α is locally optimal for ℓp")
+
+
+@register
+class MDLocalP1Control(MDLocal):
+    id = "md-local-p1-control"
+    title = ("Control: ℓp mirror descent (p = 1.75, 2, 3) from the cone of the p → 1 solution W^mm_{α,1.05} "
+             "converges to it (false: the limit is W^mm_{α,p})")
+    statement = (r"W(0)\in\partial C_{\mu,R}(W^{mm}_{\alpha,1^+}),\ \nabla\psi_p(W_{k+1})=\nabla\psi_p(W_k)"
+                 r"-\eta\frac{\nabla L}{\|\nabla L\|_q}\Rightarrow \frac{W_k}{\|W_k\|}\to"
+                 r"\frac{W^{mm}_{\alpha,1^+}}{\|W^{mm}_{\alpha,1^+}\|}")
+    hypotheses_text = (
+        "md-local's hypotheses for the run's p (α locally optimal for W^mm_{α,p}, feasible, certified) and "
+        f"for the boundary exponent {P1:g} (start radius and cone from W^mm_{{α,{P1:g}}}); "
+        f"1 − corr(W^mm_α,p, W^mm_α,{P1:g}) ≥ μ = {MU} (tested); same mirror descent as md-local, p cycling "
+        "over 1.75, 2, 3")
+    expected = "FAIL"
+    control_of = "md-local"
+    same_instances_as = "md-local"
+    plot_metric = "min_corr"
+
+    def _solve(self, data, alpha, p) -> dict:
+        """The claimed limit is the boundary exponent's solution W^mm_{α,P1} (``sol``: the start's cone and
+        the predictions read it); the run's own W^mm_{α,p} (``own``) decides the hypotheses of the theorem."""
+        own = solve_lp_att_svm(data, alpha, p=p)
+        sol = solve_lp_att_svm(data, alpha, p=P1)
+        glob = solve_lp_att_svm(data, p=P1)
+        return {"sol": sol, "own": own, "glob": glob, "M": multiplier(data, alpha, sol)}
+
+    def assume_alpha_locally_optimal(self, inst, st, ctx):
+        ok = is_locally_optimal(inst["data"], inst["alpha"], st["own"])
+        return decide(ok, f"α is not locally optimal for W^mm_α,p (p = {inst['p']:g})")
+
+    def assume_distinguishable(self, inst, st, ctx):
+        """The claimed limit is outside the cone of the true one: 1 − corr(W^mm_{α,p}, W^mm_{α,P1}) ≥ μ."""
+        sep = float(1 - corr(st["own"].W, st["sol"].W)) if st["own"].feasible and st["sol"].feasible else 0.0
+        return decide(sep >= MU, f"1 − corr(W^mm_α,p, W^mm_α,{P1:g}) = {sep:.3g} < μ = {MU}", sep=sep)

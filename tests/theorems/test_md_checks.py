@@ -90,6 +90,10 @@ def test_mirror_step_fidelity_judges_direction_and_length(p, normalized):
     rng = np.random.default_rng(1)
     data, W = b2_data(4, 6, 8, rng=rng), rng.standard_normal((8, 8)) / 8
     assert mirror_step_fidelity(data, W, 0.4, p, normalized=normalized) > 1 - FIDELITY_TOL
+    if normalized:  # a saturated start (‖∇L‖ ~ 1e-23; a plain step that small is lost to rounding): the
+        # dual norm ‖∇L‖_q, q = p/(p − 1) up to 21, must not underflow in the reference (it did, computed as
+        # (Σ|g|^q)^{1/q}: agreement 1e-17 at p = 1.05)
+        assert mirror_step_fidelity(data, 20000 * W, 0.4, p, normalized=True) > 1 - FIDELITY_TOL
     for name, bound in (("lr-half", 0.51), ("lr-double", 0.51), ("softmax-temperature", 1 - FIDELITY_TOL)):
         with sabotage(name):
             assert mirror_step_fidelity(data, W, 0.4, p, normalized=normalized) < bound, name
