@@ -53,12 +53,14 @@ potential Σ|W_ab| is not strictly convex and ∇ψ = sign(W) not invertible: th
 Mirror descent with p = 1.75, 2, 3 starts on the boundary of the cone of W^mm_{α,P1} (radius and μ from its
 margins) and is claimed to converge to it; the theorem's hypotheses hold for the run's p, and 1 −
 corr(W^mm_{α,p}, W^mm_{α,P1}) ≥ μ (tested; measured 0.20–0.60 on quick seed 0: near p = 1 the sparse ℓp
-solution is far from those of p ≥ 1.75), so the true limit W^mm_{α,p} lies outside the claimed cone. Same
-instances as md-local. Refuted on 12 of 12 (quick seed 0: the run leaves the cone, min corr 0.42–0.90). The
-literal claim at p near 1 is not false: md-local's own rule with p = 1.1 or 1.05 (run by hand, quick seed 0)
-never refutes it — every instance stays in the cone and 1 − corr falls 2–9× within the budget, undecided
-(INCONCLUSIVE) as the rule says for a claim still converging; the ‖W‖_p growth the float64 budget allows moves
-the dual variable only 7^{p−1} ≈ 1.1–1.2-fold, so p → 1 is a budget limit of the check, not a counterexample.
+solution is far from those of p ≥ 1.75), so the true limit W^mm_{α,p} lies outside the claimed cone.
+md-local's instance seeds (the same draws wherever the first qualifying draw also meets the radius rule read
+off W^mm_{α,P1}: 10 of 12 on quick seed 0). Refuted on 12 of 12 on quick seeds 0, 1, 2 (seed 0: the run leaves
+the cone, min corr 0.42–0.90). The literal claim at p near 1 is not false: md-local's own rule with p = 1.1 or
+1.05 (run by hand, quick seed 0) never refutes it — every instance stays in the cone and 1 − corr falls 2–9×
+within the budget, undecided (INCONCLUSIVE) as the rule says for a claim still converging; the ‖W‖_p growth
+the float64 budget allows moves the dual variable only 7^{p−1} ≈ 1.1–1.2-fold, so p → 1 is a budget limit of
+the check, not a counterexample.
 
 Numerics: numerics.gd.run_gd with geometry numerics.gd.Mirror(p, normalized=True), batched over the instances
 of one shape and exponent (one step size per instance).
