@@ -45,7 +45,7 @@ W^mm_{α,p} scores EXACTLY as high as α_i (checks.strategies.tied_alpha_data, r
 support token of the ℓp solution too, so α is not locally optimal for ℓp by the tie alone); same start on the
 cone boundary, same mirror descent, same claim. The tie makes the loss indifferent between α_i and that token,
 so their logit gap stops growing while every other margin grows: mirror descent leaves the cone or stalls
-above μ/10. Measured: quick seed 0 refutes 9 of 12 (6 by leaving the cone; the 3 confirmed are p = 2 draws
+above μ/10. Measured: quick seed 0 refutes 9 of 12 (7 by leaving the cone; the 3 confirmed are p = 2 draws
 that converge within the budget, as 2 of gd-local-control's 12 do), seeds 1 and 2 refute 12 of 12.
 
 Control (``md-local-p1-control``), at the boundary p → 1 of "p > 1": the claim with its limit taken at p → 1,
