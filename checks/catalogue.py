@@ -94,7 +94,7 @@ CANONICAL_ORDER = (
     "rp-w-local", "rp-kq-local", "overparam-support",
     "p-rp-path", "p-gd-equivalence", "p-nonlinear-head", "joint-vp-path-equal-radii",
     # issue 25: mirror descent (arXiv 2410.14581)
-    "md-global", "md-global-normalized",
+    "md-global", "md-global-normalized", "md-local",
     # issue 24 §4: self-attention variants (z_i = x_i1) on the shared families
     "rp-w-frobenius-self", "rp-kq-nuclear-self",
 )

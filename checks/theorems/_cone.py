@@ -1,5 +1,9 @@
-"""Cone helpers shared by gd-local and cone-no-stationary: points of C_{μ,R}(W^mm_α) = {W : corr(W, W^mm_α) ≥
-1 − μ, ‖W‖_F ≥ R} on its boundary (THEORY.md §3, TLTO §3 local convergence).
+"""Cone helpers shared by gd-local, md-local and cone-no-stationary: points of C_{μ,R}(W^mm_α) = {W : corr(W,
+W^mm_α) ≥ 1 − μ, ‖W‖_F ≥ R} on its boundary (THEORY.md §3, TLTO §3 local convergence), and the rules that
+choose the start of a local-convergence run from the margins of the max-margin direction W_α it converges to:
+the radius R = M‖W_α‖ (M from the slack δ⁺ of the higher-scoring non-support tokens) and the cone width μ(α).
+They read W_α's margins only, so they serve any norm's solution (the Frobenius W^mm_α of gd-local, the ℓp
+W^mm_{α,p} of md-local).
 
 Not a theorem module (the leading underscore keeps ``catalogue.load_builtin`` from importing it as one).
 """
@@ -7,6 +11,25 @@ Not a theorem module (the leading underscore keeps ``catalogue.load_builtin`` fr
 from __future__ import annotations
 
 import numpy as np
+
+from numerics.tokens import margins, scores
+
+#: Cone half-width μ: W(0) starts ON the boundary corr(W(0), W^mm_α) = 1 − μ. 0.01 is the largest μ at which
+#: "a ten-fold fall" and "below 1e-3" coincide, and wide enough (angle 8°) that the start is genuinely
+#: off-ray.
+MU = 0.01
+#: Initial radius rule: softmax share of higher-scoring non-support tokens ≤ e^{-SHARE_EXP}.
+SHARE_EXP = 10.0
+#: M_MIN: below 20, 2 of 64 boundary starts dipped (by ≤ 2e-3) out of the cone before the support tokens
+#: dominated the gradient (M ≈ 11); at 20, 2 of 145 decided paper-profile starts still dipped (instances 73
+#: and 129: min corr 0.9895 and 0.980, then converging to 1 − corr 3.4e-4 / 7.7e-4). "R large enough" is the
+#: theorem's hypothesis, so the floor is raised (40: 0 of 145 dip) rather than the dips counted as
+#: refutations. M_MAX: the run multiplies the logits by up to ~GROWTH, and support-token logit gaps must
+#: stay below ~700 (e^{-700} ≈ 1e-304, the float64 floor), so M·GROWTH ≤ 700.
+M_MIN, M_MAX = 40.0, 100.0
+#: A token is a support token of W^mm_α when its margin is within this of 1 (the certified SVM's margins are
+#: exact to ~1e-9; the slack of a non-support token that matters here is ≥ 1e-2).
+SUPPORT_TOL = 1e-6
 
 
 def boundary_start(W_alpha: np.ndarray, R: float, direction: np.ndarray, mu: float = 0.01) -> np.ndarray:
@@ -17,3 +40,73 @@ def boundary_start(W_alpha: np.ndarray, R: float, direction: np.ndarray, mu: flo
     U = U / np.linalg.norm(U)
     c = 1.0 - mu
     return R * (c * Wh + np.sqrt(1.0 - c * c) * U)
+
+
+def _start_separation(data, alpha, W_alpha, W0, M) -> float:
+    """min over examples of (smallest margin of a higher-scoring non-support token) − (largest margin of a
+    support token) of the start W(0), per unit M (margins of W(0)/M, comparable with those of W^mm_α); +inf
+    when no example has both kinds of token."""
+    g = scores(data)
+    marg = margins(data, W_alpha, alpha)
+    m0 = margins(data, W0 / M, alpha)
+    n = data.n
+    fin = np.isfinite(marg)
+    sup = fin & (marg - 1 <= SUPPORT_TOL)
+    sup[np.arange(n), alpha] = False
+    higher = fin & (g >= g[np.arange(n), alpha][:, None]) & (marg - 1 > SUPPORT_TOL)
+    gaps = [float(m0[i][higher[i]].min() - m0[i][sup[i]].max())
+            for i in range(n) if higher[i].any() and sup[i].any()]
+    return min(gaps) if gaps else np.inf
+
+
+def cone_width(data, alpha, W_alpha, direction, M, dplus) -> float:
+    """μ(α) of the start: MU, or — where the start on the boundary of the MU-cone (along ``direction``) would
+    bring a higher-scoring non-support token within δ⁺/2 (per unit M) of a support token of its example — the
+    largest μ < MU at which it keeps δ⁺/2 (bisection; the gap is δ⁺ or more at μ = 0 and falls monotonically
+    with μ once it falls below δ⁺/2 at MU). See the module docstring (TLTO's μ depends on α)."""
+    R = M * np.linalg.norm(W_alpha)
+
+    def sep(mu):
+        return _start_separation(data, alpha, W_alpha, boundary_start(W_alpha, R, direction, mu), M)
+
+    keep = 0.5 * min(dplus, 1.0)
+    if sep(MU) >= keep:
+        return MU
+    lo, hi = 0.0, MU
+    for _ in range(60):  # 2⁻⁶⁰ MU: far below any μ the run could resolve
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if sep(mid) >= keep else (lo, mid)
+    return lo
+
+
+def _higher_slacks(data, alpha, W_alpha) -> np.ndarray:
+    """Margin slacks of the tokens scoring at least α_i's, other than α_i, that are not support tokens (active
+    higher-scoring tokens are the control's business, not the local claim's)."""
+    g = scores(data)
+    marg = margins(data, W_alpha, alpha)
+    higher = g >= g[np.arange(data.n), alpha][:, None]
+    higher[np.arange(data.n), alpha] = False
+    slack = marg[higher] - 1.0
+    return slack[slack > SUPPORT_TOL]
+
+
+def init_multiplier(data, alpha, W_alpha) -> float:
+    """M = max(M_MIN, SHARE_EXP / δ⁺) (inf when δ⁺ = 0)."""
+    slack = _higher_slacks(data, alpha, W_alpha)
+    return M_MIN if slack.size == 0 else max(M_MIN, SHARE_EXP / float(slack.min()))
+
+
+def slack_plus(data, alpha, W_alpha) -> float:
+    """δ⁺: the smallest margin slack of the higher-scoring non-support tokens (1 when there are none)."""
+    slack = _higher_slacks(data, alpha, W_alpha)
+    return 1.0 if slack.size == 0 else float(slack.min())
+
+
+def multiplier(data, alpha, sol) -> float:
+    """M of the instance (inf when Att-SVM(α) is infeasible)."""
+    return init_multiplier(data, alpha, sol.W) if sol.feasible else np.inf
+
+
+def holds(out) -> bool:
+    """A hypothesis's answer (bool or Outcome) as a bool: held or not."""
+    return bool(out) if isinstance(out, (bool, np.bool_)) else out.status == "held"

@@ -19,7 +19,8 @@ import torch
 from checks import decide
 from numerics.attention import ReLUHead
 from numerics.data import AttentionData
-from numerics.gd import GDConfig, run_gd
+from numerics.gd import GDConfig, Mirror, run_gd
+from numerics.svm.lp import lp_norm
 
 #: corr(step taken, −∇L) must exceed 1 − FIDELITY_TOL. Both sides are float64 closed forms of the same
 #: quantity with O(nTd) roundings each (~1e-15 relative); 1e-9 leaves six orders of margin for
@@ -109,9 +110,42 @@ def step_fidelity(data: AttentionData, W: np.ndarray, lr: float, *, normalized: 
     return _agreement((np.asarray(W) - nxt).ravel(), want, float(np.linalg.norm(W)))
 
 
+def mirror_step_fidelity(data: AttentionData, W: np.ndarray, lr: float, p: float, *, normalized: bool = False,
+                         device: str = "cpu") -> float:
+    """Agreement (:func:`_agreement`: direction and length) of the mirror step the engine took from W with the
+    ℓp mirror step of the theorem, judged where the update is linear: in the dual variable u = ∇ψ(W) =
+    sign(W)|W|^{p−1} (entrywise, ψ(W) = (1/p) Σ |W_ab|^p). One step W⁺ of run_gd with geometry
+    numerics.gd.Mirror(p) must satisfy ∇ψ(W) − ∇ψ(W⁺) = lr g with g = ∇L(W) (plain) or ∇L(W)/‖∇L(W)‖_q
+    (normalised, q = p/(p − 1) the dual exponent); 1 for a correct step.
+
+    Independent of the engine: ∇L(W) is :func:`independent_grad_W` (plain numpy, its own softmax: a broken
+    softmax, gradient or step size inside the engine changes one side only; numerics.objective.grad_W would go
+    through the same softmax seam as the engine), ∇ψ is computed here in numpy. Rounding: each side of the
+    dual step is read through powers |·|^{p−1} and |·|^{1/(p−1)} (a few ulps each; the engine's W⁺ =
+    |u⁺|^{1/(p−1)} rounded to EPS relative becomes (p − 1)·EPS relative in ∇ψ(W⁺)), so the length allowance of
+    _agreement is taken on the scale (p + 1)(‖u‖ + ‖u⁺‖): 4(p + 1)·EPS relative to the dual variables, ≥ the
+    ~(2p + 4)·EPS the chain of pow / subtract roundings can reach. p = 2 is step_fidelity's plain / normalised
+    step."""
+    W = np.asarray(W, dtype=float)
+    nxt = run_gd([data], GDConfig(steps=1, lr=lr, geometry=Mirror(p, normalized=normalized)),
+                 init=W[None], device=device).W[0]
+    u, u_next = (np.sign(M) * np.abs(M) ** (p - 1.0) for M in (W, np.asarray(nxt, dtype=float)))
+    g = independent_grad_W(data, W).ravel()
+    # the dual norm scaled by max |g| (lp_norm): near saturation |g|^q underflows for q = p/(p − 1) large
+    ng = lp_norm(g, p / (p - 1.0)) if normalized else 1.0
+    want = lr * (g / ng if ng > 0 else g)
+    scale = (p + 1.0) * float(np.linalg.norm(u) + np.linalg.norm(u_next))
+    return _agreement((u - u_next).ravel(), want, scale)
+
+
 def init_fidelity(data: AttentionData, W0: np.ndarray, lr: float, **kw) -> float:
     """The worse :func:`step_fidelity` of the step from W(0) and from W(0)/‖W(0)‖_F (a small start and a
-    unit-norm one, where saturation and scale bugs differ); ``kw`` as for step_fidelity."""
+    unit-norm one, where saturation and scale bugs differ); ``kw`` as for step_fidelity, or with ``p`` (the
+    ℓp exponent) as for :func:`mirror_step_fidelity`."""
+    if kw.get("p") is not None:
+        p = kw.pop("p")
+        return min(mirror_step_fidelity(data, W, lr, p, **kw) for W in (W0, W0 / np.linalg.norm(W0)))
+    kw.pop("p", None)
     return min(step_fidelity(data, W, lr, **kw) for W in (W0, W0 / np.linalg.norm(W0)))
 
 

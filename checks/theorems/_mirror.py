@@ -14,7 +14,6 @@ competitor: another exponent's ℓp solution W^mm_r that the iterate is confirme
 from __future__ import annotations
 
 import math
-from typing import ClassVar
 
 import numpy as np
 
@@ -25,9 +24,10 @@ from numerics.gd import GDConfig, Mirror, run_gd
 from numerics.svm.lp import lp_norm, solve_lp_att_svm
 from numerics.tokens import corr, optimal_tokens, scores
 
+from ._gd import FIDELITY_TOL, init_fidelity, judge_fidelity
 from ._given import given_metrics
 from ._global import INIT_SCALE, GlobalGD, doubling_points, grad_inner
-from ._trends import corr_curve
+from ._trends import SHRINK_MAX, corr_curve, corr_floor, last_ratio, stalled_below
 
 #: The exponents of the claim's instances and of its cross pairing (issue 25 part 3: p = 1.75, 2, 3).
 EXPONENTS = (1.75, 2.0, 3.0)
@@ -55,6 +55,16 @@ def normalized_steps(p: float) -> int:
 #: budget 0.05 (the rate is 1/log²k, module docstring of gd_global.py); normalised: gd-global-normalized's
 #: 1e-2 (THEORY.md §4). Above it the instance is undecided, never refuted by the threshold alone.
 CORR_ERR_MAX, CORR_ERR_MAX_N = 0.05, 1e-2
+#: Stall rule (normalised only; issue 23 resolution): below the threshold, 1 − corr(W(S), claimed limit) must
+#: still shrink by ≤ _trends.SHRINK_MAX = 0.8 over the last doubling of k, unless it is at the float64 floor
+#: (_trends.stalled_below); otherwise refuted. Theory: the normalised dual variable grows linearly, u(k) = ηk
+#: ū + b(k) with b bounded, so W = sign(u)|u|^{1/(p−1)} is off its limit direction by O(1/k) relative on the
+#: entries where |ū_ab| ≫ |b_ab|/(ηk), and by O(k^{−1/(p−1)}) on those where the limit's entry is small or 0
+#: (slower for p > 2): 1 − corr ∝ k^{−min(2, 2/(p−1))} at worst, a ratio per doubling ≤ 2^{−min(2, 2/(p−1))} =
+#: 0.25 (p ≤ 2), 0.5 (p = 3) — measured 0.12–0.28 (p ≤ 2) and 0.52–0.58 (p = 3) on quick seed 0 at S/2 → S; a
+#: target off the true limit by an angle θ has ratio → 1 (1 − corr → 1 − cos θ). Plain mirror descent's rate
+#: is logarithmic (ratio (ln k / ln 2k)² ≈ 0.87 per doubling at k = 20000, as gd-global's), so no ratio rule
+#: applies to it.
 #: Norm trend (plain): each of the last two doublings of k adds ≥ NORM_RATE_MIN·‖W^mm_p‖_F ln 2 to ‖W(k)‖_F.
 #: Near the limit W ≈ r W^mm_p, the dual variable u = ∇ψ(W) ≈ r^{p−1}∇ψ(W^mm_p) moves by η e^{−r}·O(1), so
 #: r^{p−2} dr/dk ∝ e^{−r}: r(k) = ln k + (p − 2) ln ln k + O(1), whose increment per doubling → ln 2 (the
@@ -96,6 +106,8 @@ class MirrorGD(GlobalGD):
     corr_err_max = CORR_ERR_MAX
     pairs: tuple[tuple[float, float], ...] | None = None
     criteria = (
+        Criterion("1 − agreement (direction and length) of the engine's mirror step ∇ψ(W) − ∇ψ(W₊) with the "
+                  "independent η∇L (/‖∇L‖_q normalised) at W(0) and W(0)/‖W(0)‖_F", "<", FIDELITY_TOL),
         Criterion("increase of ‖W(k)‖_F over each of the last two doublings of k (plain) in units of "
                   "‖W^mm_p‖_F ln 2, or of ⟨∇ψ(W), W^mm_p⟩/‖W^mm_p‖_p per step over the second half in units "
                   "of η (normalised)", ">=", NORM_RATE_MIN, plot_metric="norm_rate"),
@@ -108,6 +120,9 @@ class MirrorGD(GlobalGD):
         Criterion("1 − corr(W(S), claimed limit), below its value at S/32 and below 1 − corr(W(S), W^mm_r) "
                   "for every competitor r (PASS of the instance)", "<",
                   "0.05 (plain), 1e-2 (normalised)", plot_metric="corr_err"),
+        Criterion("normalised only, refuted (stalled) below the threshold: the last-doubling ratio of "
+                  "1 − corr(W(k), claimed limit), above the float64 floor of 1 − corr", ">", SHRINK_MAX,
+                  plot_metric="last_ratio"),
     )
 
     def not_applicable(self, data):
@@ -162,6 +177,9 @@ class MirrorGD(GlobalGD):
                          device=ctxs[idx[0]].device)
             for col, j in enumerate(idx):
                 states[j].update(traj=res.W_traj[:, col], its=res.iterations, steps=steps)
+        for j, inst in enumerate(instances):  # integrity: on every instance, hypotheses met or not
+            states[j]["fidelity"] = init_fidelity(inst["data"], inst["init"], self.lr, p=inst["p"],
+                                                  normalized=self.normalized, device=ctxs[j].device)
         return states
 
     # -- hypotheses (assume_loss_A and assume_unique_opt are gd-global's)
@@ -169,10 +187,14 @@ class MirrorGD(GlobalGD):
     assume_B1_or_B2 = WITHDRAWN
     assume_step_below_1_over_L = WITHDRAWN
     assume_start_gradient = WITHDRAWN
-    # gd-global's step-fidelity prediction checks a plain / normalised GD step; the mirror step has no
-    # independent reference yet (a gap: lr-half / lr-double are not seen by md-global, README Power analysis)
-    integrity: ClassVar[tuple[str, ...]] = ()
-    check_is_gradient_descent = WITHDRAWN
+    # gd-global's step-fidelity prediction (integrity ``is_gradient_descent``, inherited) judges the mirror
+    # step here: the engine's first step against the independent ℓp mirror step (_gd.mirror_step_fidelity)
+    def check_is_gradient_descent(self, inst, st, ctx):
+        """The engine's step from W(0) and from W(0)/‖W(0)‖_F is the ℓp mirror step ∇ψ(W₊) = ∇ψ(W) − η g
+        of the theorem (g = ∇L, or ∇L/‖∇L‖_q normalised), direction and length, against an independent
+        numpy reference (_gd.mirror_step_fidelity)."""
+        return judge_fidelity(st["fidelity"], step="mirror step ∇ψ(W) − ∇ψ(W₊)",
+                              along="η∇L (independent numpy)" if not self.normalized else "η∇L/‖∇L‖_q")
 
     def assume_lp_svm_certified(self, inst, st, ctx):
         """ℓp-AttSVM(opt) feasible, for every exponent of the family, each answer certified by weak duality
@@ -238,8 +260,16 @@ class MirrorGD(GlobalGD):
         # solution (it IS the claimed limit); under `attnsvm power --resolution` the claimed limit is tilted
         # and the certified W^mm_q competes with it like the others.
         rivals = [r for r in EXPONENTS if m[f"sep_l{r:g}"] >= eps]
+        # the stall rule (normalised only, _trends.stalled_below; see STALL_RULE_NORMALIZED)
+        stalled = self.normalized and stalled_below(err, traj[-1].size)
+        m.update(last_ratio=last_ratio(err), corr_floor=corr_floor(traj[-1].size))
         if err[-1] < eps and err[-1] < err[0] and all(err[-1] < m[f"corr_err_l{r:g}"] for r in rivals):
-            return held(**m)
+            if not stalled:
+                return held(**m)
+            return decide(False, f"1 − corr(W(k), claimed limit) = {err[-1]:.3g} < {eps} but stalled: "
+                          f"it shrank only ×{last_ratio(err):.2f} (> {SHRINK_MAX}) from k = {its[-2]} to "
+                          f"{its[-1]}, above the float64 resolution of 1 − corr: the mirror iterate "
+                          "converges to a direction other than the claimed limit", **m)
         for r in rivals:
             e_r = 1 - corr_curve(traj, st["sols"][r].W)
             if e_r[-1] < eps and e_r[-1] < e_r[0] and e_r[-1] < err[-1]:

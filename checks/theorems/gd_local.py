@@ -69,16 +69,22 @@ from checks.strategies import local_alpha_data, tied_alpha_data
 from checks.theorems._trends import corr_curve, judge_convergence
 from numerics.gd import GDConfig, run_gd
 from numerics.svm import is_locally_optimal, solve_att_svm
-from numerics.tokens import corr, margins, optimal_tokens, scores
+from numerics.tokens import corr, optimal_tokens, scores
 
-from ._cone import boundary_start
+from ._cone import (
+    M_MAX,
+    M_MIN,
+    MU,
+    boundary_start,
+    cone_width,
+    holds,
+    init_multiplier,
+    multiplier,
+    slack_plus,
+)
 from ._gd import FIDELITY_TOL, init_fidelity, judge_fidelity
 from ._given import draw_candidate, given_metrics, need_head, switched_candidates
 
-#: Cone half-width μ: W(0) starts ON the boundary corr(W(0), W^mm_α) = 1 − μ. 0.01 is the largest μ at which
-#: "a ten-fold fall" and "below 1e-3" coincide, and wide enough (angle 8°) that the start is genuinely
-#: off-ray.
-MU = 0.01
 #: The start's 1 − corr must fall at least this many times (a no-op optimiser keeps it at μ).
 FALL_FACTOR = 10.0
 #: Final directional threshold (issue 14): 1 − corr(W(end), W^mm_α) < 1e-3 (measured ≤ 5.5e-4 at this budget).
@@ -93,22 +99,10 @@ PROGRESS_MIN, TAIL_FALL = 1.5, 1.2
 CONE_RTOL = 1e-12
 #: W^mm and W^mm_α count as different below this correlation; then GD must prefer W^mm_α by SEP_MIN.
 DIFFER_MAX, SEP_MIN = 0.98, 0.01
-#: Initial radius rule: softmax share of higher-scoring non-support tokens ≤ e^{-SHARE_EXP}.
-SHARE_EXP = 10.0
-#: M_MIN: below 20, 2 of 64 boundary starts dipped (by ≤ 2e-3) out of the cone before the support tokens
-#: dominated the gradient (M ≈ 11); at 20, 2 of 145 decided paper-profile starts still dipped (instances 73
-#: and 129: min corr 0.9895 and 0.980, then converging to 1 − corr 3.4e-4 / 7.7e-4). "R large enough" is the
-#: theorem's hypothesis, so the floor is raised (40: 0 of 145 dip) rather than the dips counted as
-#: refutations. M_MAX: the run multiplies the logits by up to ~GROWTH, and support-token logit gaps must
-#: stay below ~700 (e^{-700} ≈ 1e-304, the float64 floor), so M·GROWTH ≤ 700.
-M_MIN, M_MAX = 40.0, 100.0
 #: The family draws up to this many (data, α) from the instance's own rng until the hypotheses decided from
 #: the data and the SVMs alone hold (``family_ok``; issue 29). ~25 % of local_alpha_data's draws need
 #: M > M_MAX (δ⁺ < 0.1: quick seeds 0–49, 149 of 600); 20 draws all miss with probability ~0.25²⁰ ≈ 1e-12.
 FAMILY_TRIES = 20
-#: A token is a support token of W^mm_α when its margin is within this of 1 (the certified SVM's margins are
-#: exact to ~1e-9; the slack of a non-support token that matters here is ≥ 1e-2).
-SUPPORT_TOL = 1e-6
 #: Normalised GD: STEPS steps of lr = GROWTH_BUDGET·‖W(0)‖/STEPS, so ‖W‖ can grow to (1 + GROWTH_BUDGET)‖W(0)‖
 #: ≈ 7× (measured 6.95×): dilution alone then divides the start's 1 − corr by ~49 when the steps point along
 #: W^mm_α.
@@ -120,76 +114,6 @@ PROFILES = {
     "full": Profile(instances=64, min_confirmed=40, batch=32),
     "paper": Profile(instances=200, min_confirmed=130, batch=50),
 }
-
-
-def _start_separation(data, alpha, W_alpha, W0, M) -> float:
-    """min over examples of (smallest margin of a higher-scoring non-support token) − (largest margin of a
-    support token) of the start W(0), per unit M (margins of W(0)/M, comparable with those of W^mm_α); +inf
-    when no example has both kinds of token."""
-    g = scores(data)
-    marg = margins(data, W_alpha, alpha)
-    m0 = margins(data, W0 / M, alpha)
-    n = data.n
-    fin = np.isfinite(marg)
-    sup = fin & (marg - 1 <= SUPPORT_TOL)
-    sup[np.arange(n), alpha] = False
-    higher = fin & (g >= g[np.arange(n), alpha][:, None]) & (marg - 1 > SUPPORT_TOL)
-    gaps = [float(m0[i][higher[i]].min() - m0[i][sup[i]].max())
-            for i in range(n) if higher[i].any() and sup[i].any()]
-    return min(gaps) if gaps else np.inf
-
-
-def cone_width(data, alpha, W_alpha, direction, M, dplus) -> float:
-    """μ(α) of the start: MU, or — where the start on the boundary of the MU-cone (along ``direction``) would
-    bring a higher-scoring non-support token within δ⁺/2 (per unit M) of a support token of its example — the
-    largest μ < MU at which it keeps δ⁺/2 (bisection; the gap is δ⁺ or more at μ = 0 and falls monotonically
-    with μ once it falls below δ⁺/2 at MU). See the module docstring (TLTO's μ depends on α)."""
-    R = M * np.linalg.norm(W_alpha)
-
-    def sep(mu):
-        return _start_separation(data, alpha, W_alpha, boundary_start(W_alpha, R, direction, mu), M)
-
-    keep = 0.5 * min(dplus, 1.0)
-    if sep(MU) >= keep:
-        return MU
-    lo, hi = 0.0, MU
-    for _ in range(60):  # 2⁻⁶⁰ MU: far below any μ the run could resolve
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if sep(mid) >= keep else (lo, mid)
-    return lo
-
-
-def _higher_slacks(data, alpha, W_alpha) -> np.ndarray:
-    """Margin slacks of the tokens scoring at least α_i's, other than α_i, that are not support tokens (active
-    higher-scoring tokens are the control's business, not the local claim's)."""
-    g = scores(data)
-    marg = margins(data, W_alpha, alpha)
-    higher = g >= g[np.arange(data.n), alpha][:, None]
-    higher[np.arange(data.n), alpha] = False
-    slack = marg[higher] - 1.0
-    return slack[slack > SUPPORT_TOL]
-
-
-def init_multiplier(data, alpha, W_alpha) -> float:
-    """M = max(M_MIN, SHARE_EXP / δ⁺) (inf when δ⁺ = 0)."""
-    slack = _higher_slacks(data, alpha, W_alpha)
-    return M_MIN if slack.size == 0 else max(M_MIN, SHARE_EXP / float(slack.min()))
-
-
-def _multiplier(data, alpha, sol) -> float:
-    """M of the instance (inf when Att-SVM(α) is infeasible)."""
-    return init_multiplier(data, alpha, sol.W) if sol.feasible else np.inf
-
-
-def _holds(out) -> bool:
-    """A hypothesis's answer (bool or Outcome) as a bool: held or not."""
-    return bool(out) if isinstance(out, (bool, np.bool_)) else out.status == "held"
-
-
-def slack_plus(data, alpha, W_alpha) -> float:
-    """δ⁺: the smallest margin slack of the higher-scoring non-support tokens (1 when there are none)."""
-    slack = _higher_slacks(data, alpha, W_alpha)
-    return 1.0 if slack.size == 0 else float(slack.min())
 
 
 @register
@@ -272,11 +196,11 @@ class GDLocal(Theorem):
         theorem's own assume_* methods on the same solutions prepare computes: α ≠ opt, feasibility,
         (non-)local optimality, M ≤ M_MAX."""
         sol = solve_att_svm(data, alpha)
-        st = {"sol": sol, "glob": solve_att_svm(data), "M": _multiplier(data, alpha, sol)}
+        st = {"sol": sol, "glob": solve_att_svm(data), "M": multiplier(data, alpha, sol)}
         inst = {"data": data, "alpha": alpha}
         hyps = (self.assume_alpha_not_opt, self.assume_feasible, self.assume_alpha_locally_optimal,
                 self.assume_R_large)
-        return all(_holds(f(inst, st, None)) for f in hyps)  # in order: local optimality needs feasibility
+        return all(holds(f(inst, st, None)) for f in hyps)  # in order: local optimality needs feasibility
 
     def instance(self, rng, ctx):
         """(data, α) and the direction U of W(0). The family meets its data hypotheses by construction
@@ -302,7 +226,7 @@ class GDLocal(Theorem):
         for j, (inst, ctx) in enumerate(zip(instances, ctxs, strict=True)):
             data = inst["data"]
             sol = solve_att_svm(data, inst["alpha"])
-            st = {"sol": sol, "glob": solve_att_svm(data), "M": _multiplier(data, inst["alpha"], sol)}
+            st = {"sol": sol, "glob": solve_att_svm(data), "M": multiplier(data, inst["alpha"], sol)}
             if sol.feasible:
                 M = st["M"]
                 if M <= M_MAX:  # otherwise vacuous (assume_R_large): GD is not run

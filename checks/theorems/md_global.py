@@ -25,7 +25,11 @@ value at S/32 and below 1 − corr(W(S), W^mm_r) for every competitor r (another
 solution is ≥ ε from W^mm_p: in the limit the iterate is closest to its own limit) (ε = 0.05 plain,
 gd-global's budget for a 1/log²k rate; 1e-2 normalised, THEORY.md §4);
 refuted when the iterate is instead confirmed, by the same rule, to approach a competitor W^mm_r (below ε,
-falling, closer than to W^mm_p); otherwise undecided (budget: the statement is a limit).
+falling, closer than to W^mm_p); normalised only, also refuted below ε when 1 − corr shrank by more than 0.8
+over the last doubling (the stall rule, _mirror.py: 1 − corr ∝ k^{−min(2, 2/(p−1))} under normalised MD);
+otherwise undecided (budget: the statement is a limit). ``is_gradient_descent`` (integrity): the engine's
+first mirror step from W(0) and W(0)/‖W(0)‖_F is ∇ψ(W) − ∇ψ(W₊) = η g against an independent numpy step,
+direction and length (_gd.mirror_step_fidelity).
 
 Controls (the cross pairing, at the boundary of the claim "the limit is the ℓp solution of the SAME p"):
 ``md-global-control`` runs the same mirror descent with p and claims the limit W^mm_q, q ≠ p, for
