@@ -211,7 +211,7 @@ def draw_local(rng, beat_support: bool) -> dict:
         keys = rng.standard_normal((N_DRAWN, T_DRAWN, D_DRAWN))
         alpha = rng.integers(0, T_DRAWN, N_DRAWN)
         sol = solve_p_svm(keys, alpha)
-        if not sol.feasible:
+        if not sol.feasible or sol.w is None:
             continue
         th, nrm = _cap_angles(keys, alpha, sol.w)
         q = nrm * np.cos(th) * np.linalg.norm(sol.w)  # margins relative to the support margin (1 at support)
