@@ -58,17 +58,29 @@ def path_reliable(why: str, metrics: dict):
 
 
 def judge_prompt_path(err: np.ndarray, thr: float, sep: float, state: dict, why: str, what: str,
-                      judged_from: int):
+                      judged_from: int, plateau_rtol: float | None = None):
     """The direction prediction of a prompt path: no progress over the starting points refutes; a path the
-    numerics did not find (``why``) decides nothing; otherwise :func:`judge_path` on 1 − corr ``err``."""
+    numerics did not find (``why``) decides nothing; otherwise :func:`judge_path` on 1 − corr ``err``.
+
+    ``plateau_rtol`` (for a ``ref`` whose excess has infimum 0, certified by the caller's hypotheses): an
+    error above ``thr`` with E > 0 that fell by less than ``plateau_rtol`` relative over the last doubling of
+    R is undecided, not refuted. The ball minimiser's E must tend to inf E = 0, and a path converging to any
+    direction q with positive margins has E(2R)/E(R) ≈ e^{−R q} → 0; a flat positive E means the path is not
+    yet in that regime at the largest radius (it sits on another selection's plateau that the target's
+    direction only undercuts at larger R): a radius budget, not a counterexample."""
     curve: dict[str, Any] = dict(err_final=float(err[-1]), err_curve=[float(x) for x in err])
     E, E0 = state["excess"][judged_from:], state["start_excess"][judged_from:]
+    unresolved = f"path numerics failed: {why}" if why else ""
+    if plateau_rtol is not None and not why and err[-1] >= thr and E[-1] > 0 \
+            and E[-1] >= E[-2] * (1.0 - plateau_rtol):
+        unresolved = (f"E = L − L_∞ stays at {E[-1]:.3g} > 0 over the last doubling of R (inf E = 0): the "
+                      "path has not reached its asymptotic regime at the largest radius (radius budget)")
     # the optimiser never improved on its starting points: no progress refutes; a path the numerics did not
     # find cannot refute (nor confirm) the claim
     return judge_path(err, thr, what, err_threshold=thr, sep=sep,
                       no_progress="no progress: at every judged radius the path point is no better than the "
                       "best starting point" if np.all(E >= E0) else "",
-                      unresolved=f"path numerics failed: {why}" if why else "", **curve)
+                      unresolved=unresolved, **curve)
 
 
 # -- the abandoned-optimal-token mechanism of prompt GD (p-svm-gd's finding) ---------------------------------

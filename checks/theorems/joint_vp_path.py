@@ -15,14 +15,16 @@ rate condition, see below), to
     of v^mm,
                                                                ≥ 0 for the others (the relaxed p-SVM).
 
-The rate condition (reconstructed). With ‖p‖ = R the softmax leaks mass e^{−R q_it} to non-selected tokens
-(q_it = p̂ᵀ(x_{iα_i} − x_it)), and with ‖v‖ = r example i's loss carries the weight e^{−r γ̂_i} (γ̂_i = its
-margin under the unit head). The p-dependent part of the loss is therefore ≈ Σ_i r e^{−r γ̂_i − R q_i}: when
-r/R → ∞ the non-support examples (γ̂_i > γ̂_min) drop out faster than any e^{−R c}, so p maximises the least
-margin over the support examples only, keeping q_i ≥ 0 elsewhere (else example i selects another token and its
-loss jumps) — the relaxed p-SVM. With r = R the limit is argmax_{‖q‖=1} min_i (γ̂_i + q_i) instead (the
-finding of the variant), and with r/R → 0 it would be the full p-SVM. What is implemented for the theorem: r =
-R² (``RATE = "R^2"``: r/R = R → ∞) on the radii RADII; the variant runs r = R (``RATE = "R"``).
+The rate condition (reconstructed: TLZO's own statement of it is not available in this repository —
+docs/theory.md and THEORY.md give none — so r/R → ∞ is derived here, and r = R² is one rate satisfying it).
+With ‖p‖ = R the softmax leaks mass e^{−R q_it} to non-selected tokens (q_it = p̂ᵀ(x_{iα_i} − x_it)), and with
+‖v‖ = r example i's loss carries the weight e^{−r γ̂_i} (γ̂_i = its margin under the unit head). The
+p-dependent part of the loss is therefore ≈ Σ_i r e^{−r γ̂_i − R q_i}: when r/R → ∞ the non-support examples
+(γ̂_i > γ̂_min) drop out faster than any e^{−R c}, so p maximises the least margin over the support examples
+only, keeping q_i ≥ 0 elsewhere (else example i selects another token and its loss jumps) — the relaxed p-SVM.
+With r = R the limit is argmax_{‖q‖=1} min_i (γ̂_i + q_i) instead (the finding of the variant), and with r/R →
+0 it would be the full p-SVM. What is implemented for the theorem: r = R² (``RATE = "R^2"``: r/R = R → ∞) on
+the radii RADII; the variant runs r = R (``RATE = "R"``).
 
 Hypotheses implemented (exactly): logistic loss; α_i = the token with the highest v^mm-score
 (token 2 in this family, token 1 being the origin); ``head_svm_feasible``; ``relaxed_feasible``;
@@ -281,8 +283,9 @@ class JointVPPath(_JointBase):
     id = "joint-vp-path"
     depends_on = ("vp-path", "svm-fro")
     title = (
-        "Joint (v, p) regularisation path, r/R → ∞ (reconstructed as r = R²: a finite grid needs a concrete "
-        "rate): v → hard-margin SVM on optimal tokens, p → relaxed p-SVM"
+        "Joint (v, p) regularisation path, rate condition reconstructed (TLZO's own wording is not in the "
+        "repository; r/R → ∞ derived, run as r = R²): v → hard-margin SVM on optimal tokens, p → relaxed "
+        "p-SVM"
     )
     statement = (
         r"r/R\to\infty:\ \frac{v_r}{r}\to\frac{v^{mm}}{\|v^{mm}\|},\ "

@@ -195,3 +195,21 @@ def test_a_non_tight_svm_answer_is_a_solver_error():
 
     with pytest.raises(SolverError):
         require_tight(K, np.array([0]), dataclasses.replace(sol, w=1.05 * sol.w))
+
+
+def test_a_flat_positive_excess_leaves_a_stalled_path_undecided():
+    """p-nonlinear-head's plateau rule (_prompt.judge_prompt_path, plateau_rtol): a stalled direction error
+    with E flat at a positive value over the last doubling (inf E = 0 certified) is a radius budget, not a
+    refutation; the same stall with E falling geometrically (a path converged elsewhere) is refuted."""
+    from checks.theorems._prompt import judge_prompt_path
+
+    err = np.array([0.6, 0.45, 0.4, 0.41, 0.415, 0.416, 0.415, 0.414])  # full seed 0 #22's curve
+    start = np.full(8, 1.0)
+    flat = {"excess": np.array([0.12, 0.08, 0.05, 0.036, 0.031, 0.0308, 0.0308, 0.0308]),
+            "start_excess": start}
+    falling = {"excess": np.array([0.12, 0.08, 0.05, 1e-2, 1e-4, 1e-8, 1e-16, 1e-32]), "start_excess": start}
+    out = judge_prompt_path(err, 1e-3, 2.0, flat, "", "1 − corr", 3, plateau_rtol=1e-3)
+    assert out.status == "undecided" and "radius budget" in out.reason
+    assert judge_prompt_path(err, 1e-3, 2.0, falling, "", "1 − corr", 3, plateau_rtol=1e-3).status == "failed"
+    # the rule off (p-rp-path): refuted
+    assert judge_prompt_path(err, 1e-3, 2.0, flat, "", "1 − corr", 3).status == "failed"
