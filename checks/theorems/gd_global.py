@@ -73,8 +73,10 @@ the switched example's optimal token and stays closer to the certified locally o
 4·W^mm_α lay on the cone's axis, deep inside it. The radius is the smallest doubling at which plain GD still
 moves within the budget (gd-local's radius M = max(40, 10/δ⁺) freezes plain GD: measured at M = 10 the last
 doublings add 0.007–0.044 × ‖W^mm‖ ln 2 to ‖W‖, at M = 40 < 1e-13, so there the norm trend, i.e. the
-budget, would refute the control, not the direction). A near-miss: on quick seeds 0–4 some boundary starts
-escape to W^mm (1, 1, 4, 1, 1 of 8 confirmed; 7, 6, 3, 6, 6 refuted, the rest undecided).
+budget, would refute the control, not the direction; measured at the former 20000-step budget). A near-miss:
+on quick seeds 0–4 some boundary starts escape to W^mm (at 20000 steps 1, 1, 4, 1, 1 of 8 confirmed; 7, 6, 3,
+6, 6 refuted, the rest undecided; at 80000 steps, seeds 0–2: 2, 2, 5 confirmed, 6, 6, 3 refuted; full seed 0:
+10 confirmed, 44 refuted, 6 undecided of 60).
 
 Finding (``finding``; recognised by ``_global.shared_token_trap_mechanism``): on the interacting B.1 family,
 plain GD from the paper's small start can leave an example off its optimal token when that token is the
