@@ -355,7 +355,7 @@ def attractor_metrics(data: AttentionData, traj: np.ndarray, err: np.ndarray) ->
                  "attracted": False, "trapped_opt_shared": False}
     if not len(trapped):
         return out
-    out["trapped_opt_shared"] = bool(all(shared_token(data, i, opt[i]) for i in trapped))
+    out["trapped_opt_shared"] = bool(all(shared_token(data, int(i), int(opt[i])) for i in trapped))
     lead = _leads(data, traj, trapped)[-(ATTRACT_DOUBLINGS + 1):]
     out["trapped_lead"] = float(lead[-1].min())
     deepening = bool(np.all(np.diff(lead, axis=0) > 0))
