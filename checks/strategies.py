@@ -50,7 +50,7 @@ def b2_data(n: int, T: int, d: int, *, rng: np.random.Generator, gap: float = 0.
 
 
 def b1_data(n: int, T: int, d: int, *, rng: np.random.Generator, shared: bool = False,
-            query_corr: float = 0.0, norm_spread: float = 0.0) -> AttentionData:
+            query_corr: float = 0.0, norm_spread: float = 0.0, self_attention: bool = False) -> AttentionData:
     """Data built for B.1 (every non-optimal token is a support token of W^mm), cross-attention.
 
     Default (decoupled): tokens of all examples are orthonormal vectors (needs d >= n*T). Then the Att-SVM
@@ -65,6 +65,10 @@ def b1_data(n: int, T: int, d: int, *, rng: np.random.Generator, shared: bool = 
     uniform on 1 ± norm_spread. G then has off-diagonal blocks and B.1 is no longer implied by the
     construction: it holds while λ = G^{-1} 1 stays positive, so a caller certifies it per instance
     (checks.hypotheses.b1_holds on the certified Att-SVM solution) and redraws where it fails.
+
+    ``self_attention`` (needs ``shared``): z_i = x_i1 with the shared token moved to position 1, so every
+    example's query is that one token (identical queries: the examples interact through every constraint);
+    ``query_corr`` does not apply.
     """
     _check_sizes(n, T, d)
     if not (0.0 <= query_corr < 1.0 and 0.0 <= norm_spread < 1.0):
@@ -74,6 +78,9 @@ def b1_data(n: int, T: int, d: int, *, rng: np.random.Generator, shared: bool = 
     if d < k:
         raise InvalidInputError(f"b1_data needs d >= {k} (orthonormal{' and one shared' if shared else ''} "
                                 f"tokens), got d={d}")
+    if self_attention and not shared:
+        raise InvalidInputError("b1_data with self_attention needs shared=True (the shared token is the "
+                                "query)")
     if query_corr > 0 and d < n + 1:
         raise InvalidInputError(f"b1_data with correlated queries needs d >= n + 1 = {n + 1}, got d={d}")
     Q, _ = np.linalg.qr(rng.standard_normal((d, d)))
@@ -94,6 +101,9 @@ def b1_data(n: int, T: int, d: int, *, rng: np.random.Generator, shared: bool = 
         Z = _unit(Z + np.sqrt(query_corr / (1 - query_corr)) * Qz[:, n])
     Y = rng.choice(np.array([-1.0, 1.0]), size=n)
     v = _unit(rng.standard_normal(d))
+    if self_attention:
+        # the shared token first: z_i = x_i1
+        return AttentionData(np.ascontiguousarray(X[:, ::-1]), Y, None, v)
     return AttentionData(X, Y, Z, v)
 
 
@@ -136,7 +146,7 @@ def _second_best(g: np.ndarray) -> np.ndarray:
 
 
 def local_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator, locally_optimal: bool = True,
-                     tries: int = 60) -> tuple[AttentionData, np.ndarray]:
+                     tries: int = 60, self_attention: bool = False) -> tuple[AttentionData, np.ndarray]:
     """Unit-sphere data with a selection alpha != opt that is (``locally_optimal=True``) or is NOT
     (``False``) locally optimal in THEORY.md §3's sense, Att-SVM(alpha) feasible in both cases.
 
@@ -151,7 +161,7 @@ def local_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator, locall
 
     _check_sizes(n, T, d)
     for _ in range(tries):
-        data = random_unit_sphere(n, T, d, rng=rng)
+        data = random_unit_sphere(n, T, d, rng=rng, self_attention=self_attention)
         ot = optimal_tokens(data)
         if not ot.unique:
             continue

@@ -85,6 +85,9 @@ INIT_SCALE = 0.01
 #: Att-SVM(opt) support) and the data are redrawn (at most B1_TRIES times) where it fails — measured: B.1
 #: holds on 76 of 100 seed-0 draws (100 of 100 without the norm spread; 42 with queries correlated 0.8).
 B1_INTERACTING = {"shared": True, "query_corr": 0.5, "norm_spread": 0.3}
+#: Self-attention (z_i = x_i1): the shared token is every example's first token, hence its query; equal token
+#: norms (B.1 holds on 48 of 100 seed-0 draws; 13 with the norm spread 0.3).
+B1_SELF_ATTENTION = {"shared": True, "self_attention": True}
 B1_TRIES = 20
 
 PROFILES = {
@@ -166,11 +169,16 @@ class GlobalGD(Theorem):
     def not_applicable(self, data):
         return need_head(data)
 
+    #: the self-attention variants (z_i = x_i1; gd-global-self-attention): the same families with the query
+    #: taken from the tokens (B.1: the shared token is every example's query, B1_SELF_ATTENTION)
+    self_attention = False
+
     def _draw(self, rng, ctx):
+        sa = self.self_attention
         if ctx.instance % 2 == 0:
-            return {"data": b2_data(4, 6, 8, rng=rng), "family": "B.2"}
+            return {"data": b2_data(4, 6, 8, rng=rng, self_attention=sa), "family": "B.2"}
         for _ in range(B1_TRIES):  # redrawn while B.1 fails on the certified Att-SVM(opt) (then vacuous)
-            data = b1_data(3, 4, 12, rng=rng, **B1_INTERACTING)
+            data = b1_data(3, 4, 12, rng=rng, **(B1_SELF_ATTENTION if sa else B1_INTERACTING))
             sol = solve_att_svm(data)
             if optimal_tokens(data).unique and hyp.b1_or_b2(sol, scores(data), optimal_tokens(data).index)[0]:
                 break
@@ -497,7 +505,8 @@ class GlobalGDControl(GlobalGD):
             Wa = sol.W
         else:  # redrawn (at most CONTROL_TRIES) while the start's radius is beyond the local check's reach
             for _ in range(CONTROL_TRIES):
-                data, alpha = local_alpha_data(4, 5, 8, rng=rng, locally_optimal=True)
+                data, alpha = local_alpha_data(4, 5, 8, rng=rng, locally_optimal=True,
+                                               self_attention=self.self_attention)
                 Wa = solve_att_svm(data, alpha).W
                 if self.start_multiplier(data, alpha, Wa) <= local_m_max():
                     break

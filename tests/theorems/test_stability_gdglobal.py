@@ -138,3 +138,16 @@ def test_controls_are_refuted_by_the_attractor_rule(tid):
     r = run_theorem(REGISTRY[tid], profile="quick", seed=0)
     assert r.verdict == "FAIL"
     assert any("converges to another direction" in why for why in r.reasons), r.reasons
+
+
+def test_self_attention_variant_draws_self_attention_families():
+    """gd-global-self-attention: z_i = x_i1 on both families; on B.1 the shared token is every query."""
+    from checks.harness import _contexts
+
+    cls = REGISTRY["gd-global-self-attention"]
+    gens, ctxs = _contexts(cls, [0, 1], profile="quick", seed=0, device="cpu", data=None)
+    for g, c in zip(gens, ctxs, strict=True):
+        data = cls().instance(g, c)["data"]
+        assert data.self_attention and np.array_equal(data.Z, data.X[:, 0])
+    assert np.allclose(data.Z, data.Z[0])  # instance 1 (B.1): one shared query
+    assert REGISTRY["gd-global-self-attention-control"].control_of == "gd-global-self-attention"
