@@ -49,23 +49,61 @@ def b2_data(n: int, T: int, d: int, *, rng: np.random.Generator, gap: float = 0.
     return AttentionData(X, Y, Z, v)
 
 
-def b1_data(n: int, T: int, d: int, *, rng: np.random.Generator) -> AttentionData:
-    """Data satisfying B.1 (every non-optimal token is a support token of W^mm), cross-attention.
+def b1_data(n: int, T: int, d: int, *, rng: np.random.Generator, shared: bool = False,
+            query_corr: float = 0.0, norm_spread: float = 0.0, self_attention: bool = False) -> AttentionData:
+    """Data built for B.1 (every non-optimal token is a support token of W^mm), cross-attention.
 
-    Tokens of all examples are scaled orthonormal vectors (needs d >= n*T). Then the Att-SVM Gram
-    matrix is G = blockdiag(I + 1 1^T) * (z_i . z_j), and with pairwise-orthogonal queries the dual
-    solution lambda = G^{-1} 1 = 1/T > 0 makes every constraint active. Scores are arbitrary
-    (a random unit head), so the optimal token is unique almost surely.
+    Default (decoupled): tokens of all examples are orthonormal vectors (needs d >= n*T). Then the Att-SVM
+    Gram matrix is G = blockdiag(I + 1 1^T) * (z_i . z_j), and with pairwise-orthogonal queries the dual
+    solution lambda = G^{-1} 1 = 1/T > 0 makes every constraint active. Scores are arbitrary (a random unit
+    head), so the optimal token is unique almost surely. The examples never interact: G is block diagonal.
+
+    Interacting (issue 24): ``shared`` — the last token of every example is ONE common vector (a token all
+    sequences contain; needs d >= n*(T-1) + 1), so the constraints of different examples share a difference
+    term; ``query_corr`` in [0, 1) — the queries are z_i ∝ q_i + r u with a common direction u, corr(z_i, z_j)
+    = query_corr for i ≠ j (needs d >= n + 1); ``norm_spread`` in [0, 1) — every token is scaled by a factor
+    uniform on 1 ± norm_spread. G then has off-diagonal blocks and B.1 is no longer implied by the
+    construction: it holds while λ = G^{-1} 1 stays positive, so a caller certifies it per instance
+    (checks.hypotheses.b1_holds on the certified Att-SVM solution) and redraws where it fails.
+
+    ``self_attention`` (needs ``shared``): z_i = x_i1 with the shared token moved to position 1, so every
+    example's query is that one token (identical queries: the examples interact through every constraint);
+    ``query_corr`` does not apply.
     """
     _check_sizes(n, T, d)
-    if d < n * T:
-        raise InvalidInputError(f"b1_data needs d >= n*T = {n * T} (orthonormal tokens), got d={d}")
+    if not (0.0 <= query_corr < 1.0 and 0.0 <= norm_spread < 1.0):
+        raise InvalidInputError(f"b1_data needs query_corr and norm_spread in [0, 1), got {query_corr!r}, "
+                                f"{norm_spread!r}")
+    k = n * (T - 1) + 1 if shared else n * T
+    if d < k:
+        raise InvalidInputError(f"b1_data needs d >= {k} (orthonormal{' and one shared' if shared else ''} "
+                                f"tokens), got d={d}")
+    if self_attention and not shared:
+        raise InvalidInputError("b1_data with self_attention needs shared=True (the shared token is the "
+                                "query)")
+    if query_corr > 0 and d < n + 1:
+        raise InvalidInputError(f"b1_data with correlated queries needs d >= n + 1 = {n + 1}, got d={d}")
     Q, _ = np.linalg.qr(rng.standard_normal((d, d)))
-    X = Q[:, : n * T].T.reshape(n, T, d)  # (n, T, d) orthonormal tokens
+    if shared:
+        X = np.empty((n, T, d))
+        X[:, : T - 1] = Q[:, : n * (T - 1)].T.reshape(n, T - 1, d)
+        X[:, T - 1] = Q[:, n * (T - 1)]  # one token common to every example
+    else:
+        X = Q[:, : n * T].T.reshape(n, T, d)  # (n, T, d) orthonormal tokens
+    if norm_spread > 0:
+        scale = rng.uniform(1 - norm_spread, 1 + norm_spread, size=(n, T, 1))
+        if shared:
+            scale[:, T - 1] = scale[0, T - 1]  # the shared token stays one vector
+        X = X * scale
     Qz, _ = np.linalg.qr(rng.standard_normal((d, d)))
     Z = Qz[:, :n].T  # (n, d) orthonormal queries
+    if query_corr > 0:  # z_i = (q_i + r u)/√(1 + r²): corr = r²/(1 + r²)
+        Z = _unit(Z + np.sqrt(query_corr / (1 - query_corr)) * Qz[:, n])
     Y = rng.choice(np.array([-1.0, 1.0]), size=n)
     v = _unit(rng.standard_normal(d))
+    if self_attention:
+        # the shared token first: z_i = x_i1
+        return AttentionData(np.ascontiguousarray(X[:, ::-1]), Y, None, v)
     return AttentionData(X, Y, Z, v)
 
 
@@ -108,7 +146,7 @@ def _second_best(g: np.ndarray) -> np.ndarray:
 
 
 def local_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator, locally_optimal: bool = True,
-                     tries: int = 60) -> tuple[AttentionData, np.ndarray]:
+                     tries: int = 60, self_attention: bool = False) -> tuple[AttentionData, np.ndarray]:
     """Unit-sphere data with a selection alpha != opt that is (``locally_optimal=True``) or is NOT
     (``False``) locally optimal in THEORY.md §3's sense, Att-SVM(alpha) feasible in both cases.
 
@@ -123,7 +161,7 @@ def local_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator, locall
 
     _check_sizes(n, T, d)
     for _ in range(tries):
-        data = random_unit_sphere(n, T, d, rng=rng)
+        data = random_unit_sphere(n, T, d, rng=rng, self_attention=self_attention)
         ot = optimal_tokens(data)
         if not ot.unique:
             continue

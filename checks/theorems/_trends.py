@@ -117,3 +117,23 @@ def judge_convergence(
         if cond:
             return undecided(reason, **metrics)
     return failed(stalled, **metrics)
+
+
+#: "Still rising" tolerates a relative step-to-step decrease of this size over the second half of a recorded
+#: correlation (GD zig-zag).
+RISE_SLACK = 1e-3
+#: "Still rising" (the budget, not the claim, is short) needs the second half's rise to cover at least this
+#: fraction of the remaining distance to the target: a plateau that creeps up by 1e-5 is not on its way (with
+#: the authors' weight decay the (K, Q) direction settles: under the true claim no instance needs the excuse,
+#: and the Frobenius correlations of the (K, Q) control, flat at s ± 0.01, crept up by < 1e-3 and were left
+#: undecided without this rule).
+RISE_FRAC = 0.1
+
+
+def rising(c: np.ndarray, target: float) -> bool:
+    """The second half of ``c`` never falls (slack RISE_SLACK) and rises by ≥ RISE_FRAC·(target − c[-1])."""
+    half = c[len(c) // 2:]
+    steady = bool(np.all(np.diff(half) >= -RISE_SLACK * np.abs(half[:-1])))
+    return (
+        steady and bool(half[-1] - half[0] >= RISE_FRAC * max(target - half[-1], 0.0)) and half[-1] > half[0]
+    )

@@ -133,8 +133,8 @@ class GDGlobalNormalized(_Normalized, GlobalGD):
                  r"\frac{W(k)}{\|W(k)\|_F}\to\frac{W^{mm}}{\|W^{mm}\|_F}")
     hypotheses_text = (
         "logistic loss (Assumption A); unique opt; Att-SVM(opt) feasible; B.1 or B.2 (B.2 data n=4,T=6,"
-        "d=8 and B.1 data n=3,T=4,d=12, alternating); normalised GD η = 0.1, 2000 steps; "
-        "W(0) ~ N(0, 0.01²) with ⟨∇L(W(0)), W^mm⟩ < 0"
+        "d=8 and interacting B.1 data n=3,T=4,d=12 (a shared token), alternating); normalised GD η = 0.1, "
+        "2000 steps; W(0) ~ N(0, 0.01²) with ⟨∇L(W(0)), W^mm⟩ < 0"
     )
     finding = (
         "Genuine counterexamples from the paper's small start on B.2 data (full profile, seed 1, instance "

@@ -1,8 +1,11 @@
 """gd-global / gd-global-normalized: the former false alarms (issue 29) and the decided refutations that
 replaced the rate rules.
 
-- gd-global, full seed 1, instance 21 (B.1 data, a 1e-4 near-tie of the optimal score): plain GD is still
-  falling (1 − corr 0.179 → 0.149 over five doublings) — undecided (budget), never refuted.
+- gd-global, full seed 0, instance 41 (interacting B.1 data): plain GD is still falling (1 − corr 0.38 → 0.07
+  over five doublings) — undecided (budget), never refuted. (The former case, full seed 1 instance 21, a 1e-4
+  near-tie on the decoupled B.1 family, is gone with that family: issue 24.)
+- gd-global, quick seed 0, instance 7 (interacting B.1 data): a genuine trap on the shared token, recognised
+  as the documented finding by its mechanism.
 - gd-global-normalized, full seed 1, instance 12 (B.2 data): a genuine trap, recognised as the documented
   finding by its mechanism (GD converges to the certified SVM of the other examples, under which the trapped
   example's optimal token stays behind).
@@ -15,10 +18,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from checks import catalogue
 from checks.harness import InstanceResult, run_instances, run_theorem
 from checks.strategies import b1_data
 from checks.theorem import REGISTRY
 from checks.theorems import _global
+
+catalogue.load_builtin()  # the ids below (the file alone used to fail with a KeyError)
 
 
 def _one(tid: str, k: int, profile: str = "full", seed: int = 1) -> InstanceResult:
@@ -27,12 +33,60 @@ def _one(tid: str, k: int, profile: str = "full", seed: int = 1) -> InstanceResu
 
 
 def test_slow_plain_gd_is_undecided_not_refuted():
-    r = _one("gd-global", 21)
+    r = _one("gd-global", 41, seed=0)
     assert r.outcome == "inconclusive", (r.outcome, r.reason)
     m = r.metrics
+    assert m["B1"] is True
     assert 0.05 <= m["corr_err"] < m["corr_err_curve"][0]  # still falling, above the budget threshold
-    assert m["attracted"] is False and m["alpha_locally_optimal"] is False
-    assert abs(m["trapped_deficit"]) <= _global.TRAP_TOL  # B.1 orthonormal data: no self-consistent trap
+    assert m["attracted"] is False and m["trapped"] == 0  # GD selects opt: no other direction attracts it
+
+
+def test_shared_token_trap_is_the_documented_finding():
+    cls = REGISTRY["gd-global"]
+    r = _one("gd-global", 7, profile="quick", seed=0)
+    assert r.outcome == "refuted" and r.predictions["direction"] == "failed", r.reason
+    m = r.metrics
+    assert m["B1"] is True and m["trapped"] == 1 and m["trapped_opt_shared"] is True
+    assert m["attracted"] is True
+    assert m["alpha_locally_optimal"] is True and m["alpha_corr_err"] < m["corr_err"]
+    assert cls.finding_mechanism(r) and _global.shared_token_trap_mechanism(r)
+    assert not _global.trapped_example_mechanism(r)  # the normalised variant's finding is another mechanism
+    assert not REGISTRY["gd-global-control"].finding
+
+
+def test_shared_token_mechanism_is_specific():
+    base = {"B1": True, "trapped": 1, "attracted": True, "trapped_opt_shared": True,
+            "alt_kind": "Att-SVM(α), α locally optimal"}
+
+    def res(**kw):
+        return InstanceResult("gd-global", 0, "refuted", metrics={**base, **kw})
+
+    assert _global.shared_token_trap_mechanism(res())
+    assert not _global.shared_token_trap_mechanism(res(trapped_opt_shared=False))  # a trap elsewhere: a FAIL
+    assert not _global.shared_token_trap_mechanism(res(B1=False))
+    assert not _global.shared_token_trap_mechanism(res(attracted=False))
+    assert not _global.shared_token_trap_mechanism(InstanceResult("x", 0, "refuted", metrics={}))
+
+
+def test_interacting_b1_family_is_coupled_and_certified():
+    """The B.1 instances of gd-global: one token shared by every example and queries correlated 0.5 (the SVM
+    Gram matrix has off-diagonal blocks), B.1 certified on the Att-SVM(opt) support."""
+    from checks import hypotheses as hyp
+    from checks.harness import _contexts
+    from numerics.svm import solve_att_svm
+    from numerics.tokens import optimal_tokens, scores
+
+    cls = REGISTRY["gd-global"]
+    gens, ctxs = _contexts(cls, [1, 3], profile="quick", seed=0, device="cpu", data=None)
+    for g, c in zip(gens, ctxs, strict=True):
+        inst = cls().instance(g, c)
+        data = inst["data"]
+        assert inst["family"] == "B.1 (interacting)"
+        assert np.allclose(data.X[:, -1], data.X[0, -1])  # the shared token
+        G = data.Z @ data.Z.T
+        assert np.allclose(G[~np.eye(data.n, dtype=bool)], 0.5)
+        sol = solve_att_svm(data)
+        assert hyp.b1_or_b2(sol, scores(data), optimal_tokens(data).index)[0]
 
 
 def test_normalized_trap_is_the_documented_finding():
@@ -84,3 +138,16 @@ def test_controls_are_refuted_by_the_attractor_rule(tid):
     r = run_theorem(REGISTRY[tid], profile="quick", seed=0)
     assert r.verdict == "FAIL"
     assert any("converges to another direction" in why for why in r.reasons), r.reasons
+
+
+def test_self_attention_variant_draws_self_attention_families():
+    """gd-global-self-attention: z_i = x_i1 on both families; on B.1 the shared token is every query."""
+    from checks.harness import _contexts
+
+    cls = REGISTRY["gd-global-self-attention"]
+    gens, ctxs = _contexts(cls, [0, 1], profile="quick", seed=0, device="cpu", data=None)
+    for g, c in zip(gens, ctxs, strict=True):
+        data = cls().instance(g, c)["data"]
+        assert data.self_attention and np.array_equal(data.Z, data.X[:, 0])
+    assert np.allclose(data.Z, data.Z[0])  # instance 1 (B.1): one shared query
+    assert REGISTRY["gd-global-self-attention-control"].control_of == "gd-global-self-attention"
