@@ -83,12 +83,17 @@ def _agreement(step: np.ndarray, want: np.ndarray, scale: float) -> float:
     read as W − W⁺ from parameters of norm ``scale``, which carries an error ≤ ~EPS·scale (W⁺ = fl(W − s)), so
     r is known to δ = 4·EPS·scale/‖want‖ only (a step near saturation, where ‖∇L‖ ≪ ‖W‖, can make δ ~ 1e-8:
     smoothness-step's near-saturated starts); |r − 1| within δ counts as 1, beyond it only the excess
-    counts."""
+    counts. A wanted step below the rounding itself (‖want‖ ≤ 4·EPS·scale: plain GD with η ≤ 1/L_W deep in
+    a cone, where η‖∇L‖ ∝ e^(−M), gd-local) cannot be read from W − W⁺ at all: it agrees when W − W⁺ is
+    within rounding too (so :func:`init_fidelity`'s unit-norm point, where the step is resolved, decides)."""
     ns, nw = np.linalg.norm(step), np.linalg.norm(want)
+    res = 4.0 * EPS * float(scale)
+    if 0 < nw <= res:  # the step is below the rounding of W: W − W⁺ cannot show it (plain GD deep in a
+        return 1.0 if ns <= 2.0 * res else 0.0  # cone, gd-local); only a step of a different size shows
     if ns == 0 or nw == 0:
         return 1.0 if ns == nw else 0.0
     r = float(ns / nw)
-    allow = 4.0 * EPS * float(scale) / float(nw)
+    allow = res / float(nw)
     r = 1.0 if abs(r - 1.0) <= allow else (r - allow if r > 1.0 else r + allow)
     return _corr(step, want) * min(r, 1.0 / r)
 

@@ -66,7 +66,7 @@ import numpy as np
 from checks import Criterion, Profile, Theorem, decide, held, register
 from checks.power.resolution import token_difference_span
 from checks.strategies import local_alpha_data, tied_alpha_data
-from checks.theorems._trends import corr_curve, judge_convergence
+from checks.theorems._trends import corr_curve, corr_floor, judge_convergence
 from numerics.gd import GDConfig, run_gd
 from numerics.svm import is_locally_optimal, solve_att_svm
 from numerics.tokens import corr, margins, optimal_tokens, scores
@@ -74,6 +74,7 @@ from numerics.tokens import corr, margins, optimal_tokens, scores
 from ._cone import boundary_start
 from ._gd import FIDELITY_TOL, init_fidelity, judge_fidelity
 from ._given import draw_candidate, given_metrics, need_head, switched_candidates
+from ._smoothness import smoothness_bound  # the proved L_W (smoothness-step and gd-global use it)
 
 #: Cone half-width μ: W(0) starts ON the boundary corr(W(0), W^mm_α) = 1 − μ. 0.01 is the largest μ at which
 #: "a ten-fold fall" and "below 1e-3" coincide, and wide enough (angle 8°) that the start is genuinely
@@ -114,6 +115,17 @@ SUPPORT_TOL = 1e-6
 #: W^mm_α.
 GROWTH_BUDGET, STEPS, RECORD = 6.0, 2000, 100
 GROWTH = 1.0 + GROWTH_BUDGET
+#: Plain GD (the theorem's algorithm): the step η = ETA_FRACTION / L_W with L_W the PROVED smoothness bound
+#: (``_smoothness.smoothness_bound`` = theory.smoothness.lipschitz_bound, the bound smoothness-step measures and
+#: gd-global uses): the largest fixed step the hypothesis η ≤ 1/L_W allows, so the fastest plain GD the theorem
+#: covers.
+ETA_FRACTION = 1.0
+#: Plain GD budgets per profile (steps; recorded PLAIN_RECORDS + 1 times). The fused torch path runs them
+#: (numerics.gd.code_path: the compiled kernels take normalised GD with one scalar step only, and each
+#: instance here has its own η = 1/L_W). No budget reaches the limit (module docstring): they show how far
+#: the direction moves, not convergence.
+PLAIN_STEPS = {"quick": 20_000, "full": 200_000, "paper": 400_000}
+PLAIN_RECORDS = 40
 
 PROFILES = {
     "quick": Profile(instances=12, min_confirmed=6, batch=12),
@@ -192,11 +204,58 @@ def slack_plus(data, alpha, W_alpha) -> float:
     return 1.0 if slack.size == 0 else float(slack.min())
 
 
+_NORMALIZED_CRITERIA = (
+    Criterion(
+        "1 − corr(one step of the optimiser, −∇L computed independently) at W(0) and W(0)/‖W(0)‖_F",
+        "<",
+        FIDELITY_TOL,
+    ),
+    Criterion(
+        f"min_k corr(W(k), W^mm_α) over the run (stays in the cone; rounding slack {CONE_RTOL:g}), "
+        "1 − μ with μ = 0.01 or the instance's smaller cone_mu",
+        ">=",
+        1 - MU,
+        plot_metric="corr_alpha_curve",
+    ),
+    Criterion(
+        "fall of 1 − corr(W(k), W^mm_α) from W(0) to W(S)", ">=", FALL_FACTOR, plot_metric="corr_err_fall"
+    ),
+    Criterion(
+        "1 − corr(W(S), W^mm_α), once fallen ten-fold (PASS of the instance)",
+        "<",
+        CORR_ERR_MAX,
+        plot_metric="corr_err",
+    ),
+    Criterion(
+        "inconclusive (budget) short of the ten-fold fall only when 1 − corr is non-increasing at every "
+        "record and its overall fall is",
+        ">=",
+        PROGRESS_MIN,
+    ),
+    Criterion("… and its fall over the second half is (otherwise refuted)", ">=", TAIL_FALL),
+    Criterion(
+        f"corr(W(S), W^mm_α) − corr(W(S), W^mm), judged where corr(W^mm_α, W^mm) < {DIFFER_MAX}",
+        ">=",
+        SEP_MIN,
+    ),
+)
+
+_PLAIN_CRITERIA = (
+    _NORMALIZED_CRITERIA[0],
+    Criterion("η·L_W (hypothesis; L_W the proved bound theory.smoothness.lipschitz_bound)", "<=", 1.0),
+    _NORMALIZED_CRITERIA[1],
+    *_NORMALIZED_CRITERIA[2:4],
+    Criterion("short of the ten-fold fall: inconclusive (fixed-step GD's norm grows like log k; the budget "
+              "cannot show the limit), never refuted by the direction alone", "→", "inconclusive"),
+    _NORMALIZED_CRITERIA[-1],
+)
+
+
 @register
 class GDLocal(Theorem):
     id = "gd-local"
     depends_on = ("gd", "svm-fro", "optimal-token")
-    title = "GD from the cone of a locally optimal W^mm_α converges to W^mm_α"
+    title = "Plain GD (η ≤ 1/L_W) from the cone of a locally optimal W^mm_α converges to W^mm_α"
     reference = "TLTO §3 (local convergence of GD, locally optimal directions)"
     statement = (
         r"\alpha\ \text{locally optimal},\ W(0)\in C_{\mu,R}(W^{mm}_\alpha)\Rightarrow "
@@ -205,46 +264,15 @@ class GDLocal(Theorem):
     hypotheses_text = (
         "logistic loss; α ≠ opt; Att-SVM(α) feasible; α locally optimal; W(0) on the cone boundary "
         f"corr = 1 − μ, μ = {MU} or less (keeps δ⁺/2) with ‖W(0)‖ = M‖W^mm_α‖, M = max({M_MIN:g}, 10/δ⁺) ≤ "
-        f"{M_MAX:g}; normalised GD, "
-        f"{STEPS} steps of {GROWTH_BUDGET:g}‖W(0)‖/{STEPS}; α = opt with one example on its second-best token"
+        f"{M_MAX:g}; plain GD with η = 1/L_W (proved L_W), {PLAIN_STEPS['quick']} steps on quick, "
+        f"{PLAIN_STEPS['full']} on full, {PLAIN_STEPS['paper']} on paper; α = opt with one example on its "
+        "second-best token"
     )
     profiles = PROFILES
     plot_metric = "corr_err"
-    criteria = (
-        Criterion(
-            "1 − corr(one step of the optimiser, −∇L computed independently) at W(0) and W(0)/‖W(0)‖_F",
-            "<",
-            FIDELITY_TOL,
-        ),
-        Criterion(
-            f"min_k corr(W(k), W^mm_α) over the run (stays in the cone; rounding slack {CONE_RTOL:g}), "
-            "1 − μ with μ = 0.01 or the instance's smaller cone_mu",
-            ">=",
-            1 - MU,
-            plot_metric="corr_alpha_curve",
-        ),
-        Criterion(
-            "fall of 1 − corr(W(k), W^mm_α) from W(0) to W(S)", ">=", FALL_FACTOR, plot_metric="corr_err_fall"
-        ),
-        Criterion(
-            "1 − corr(W(S), W^mm_α), once fallen ten-fold (PASS of the instance)",
-            "<",
-            CORR_ERR_MAX,
-            plot_metric="corr_err",
-        ),
-        Criterion(
-            "inconclusive (budget) short of the ten-fold fall only when 1 − corr is non-increasing at every "
-            "record and its overall fall is",
-            ">=",
-            PROGRESS_MIN,
-        ),
-        Criterion("… and its fall over the second half is (otherwise refuted)", ">=", TAIL_FALL),
-        Criterion(
-            f"corr(W(S), W^mm_α) − corr(W(S), W^mm), judged where corr(W^mm_α, W^mm) < {DIFFER_MAX}",
-            ">=",
-            SEP_MIN,
-        ),
-    )
+    criteria = _PLAIN_CRITERIA
+    #: plain GD with η = 1/L_W (the theorem's algorithm); gd-local-normalized: the authors' normalised GD
+    normalized = False
     locally_optimal = True
     n, T, d = 4, 5, 8
     accepts_data = True
@@ -296,9 +324,22 @@ class GDLocal(Theorem):
             draws = {"draws": k}
         return {"data": data, "alpha": alpha, "direction": rng.standard_normal((data.d, data.d)), **draws}
 
+    def budget(self, ctx) -> tuple[int, int]:
+        """(steps, record_every) of the run: normalised GD STEPS / RECORD; plain GD PLAIN_STEPS[profile]."""
+        if self.normalized:
+            return STEPS, RECORD
+        steps = PLAIN_STEPS.get(ctx.profile, PLAIN_STEPS["quick"])
+        return steps, steps // PLAIN_RECORDS
+
+    def step_size(self, data, R: float) -> float:
+        """The run's fixed step: normalised GD GROWTH_BUDGET·R/STEPS (relative to the start); plain GD
+        ETA_FRACTION/L_W with the proved L_W (the theorem's η ≤ 1/L_W)."""
+        return GROWTH_BUDGET * R / STEPS if self.normalized else ETA_FRACTION / smoothness_bound(data)
+
     def prepare(self, instances, ctxs):
         states = []
         runs: dict[tuple, list[tuple[int, np.ndarray, float]]] = {}  # shape -> (instance, W(0), step)
+        geometry = "normalized" if self.normalized else "plain"
         for j, (inst, ctx) in enumerate(zip(instances, ctxs, strict=True)):
             data = inst["data"]
             sol = solve_att_svm(data, inst["alpha"])
@@ -310,18 +351,20 @@ class GDLocal(Theorem):
                     st["mu"] = mu = cone_width(data, inst["alpha"], sol.W, inst["direction"], M,
                                                slack_plus(data, inst["alpha"], sol.W))
                     W0 = boundary_start(sol.W, R, inst["direction"], mu)
-                    lr = GROWTH_BUDGET * R / STEPS
-                    st.update(R=R, fidelity=init_fidelity(data, W0, lr, device=ctx.device))
+                    lr = self.step_size(data, R)
+                    st.update(R=R, lr=lr, fidelity=init_fidelity(data, W0, lr, normalized=self.normalized,
+                                                                  device=ctx.device))
                     runs.setdefault((data.n, data.T, data.d), []).append((j, W0, lr))
             states.append(st)
-        # one batched run per shape; the step is relative to each instance's own start (one lr per instance)
+        # one batched run per shape; the step is each instance's own (one lr per instance)
         for group in runs.values():
             idx = [j for j, _, _ in group]
-            cfg = GDConfig(steps=STEPS, lr=[lr for *_, lr in group])
+            steps, every = self.budget(ctxs[idx[0]])
+            cfg = GDConfig(steps=steps, lr=[lr for *_, lr in group], geometry=geometry)
             res = run_gd([instances[j]["data"] for j in idx], cfg, init=np.stack([W0 for _, W0, _ in group]),
-                         record_every=RECORD, device=ctxs[idx[0]].device)
+                         record_every=every, device=ctxs[idx[0]].device)
             for col, j in enumerate(idx):
-                states[j]["traj"] = res.W_traj[:, col]
+                states[j].update(traj=res.W_traj[:, col], its=np.asarray(res.iterations))
         return states
 
     def assume_alpha_not_opt(self, inst, st, ctx):
@@ -340,6 +383,13 @@ class GDLocal(Theorem):
             **({"draws": int(inst["draws"])} if "draws" in inst else {}),
         )
 
+    def assume_step_below_1_over_L(self, inst, st, ctx):
+        """Plain GD: η·L_W ≤ 1 with the proved L_W (the theorem's step hypothesis); normalised GD has none."""
+        if self.normalized or "lr" not in st:
+            return held()
+        L = smoothness_bound(inst["data"])
+        return decide(st["lr"] * L <= 1.0, f"η·L_W = {st['lr'] * L:.3g} > 1", L_bound=L, eta=st["lr"])
+
     def check_is_gradient_descent(self, inst, st, ctx):
         return judge_fidelity(st["fidelity"])
 
@@ -357,7 +407,7 @@ class GDLocal(Theorem):
             cone_mu=mu,
             start_corr_err=float(1 - c[0]),
             corr_alpha_curve=c.tolist(),
-            corr_alpha_iterations=np.minimum(RECORD * np.arange(len(c)), STEPS).tolist(),
+            corr_alpha_iterations=st["its"].tolist(),
         )
 
     def check_direction(self, inst, st, ctx):
@@ -366,6 +416,8 @@ class GDLocal(Theorem):
         growth = float(np.linalg.norm(st["traj"][-1]) / np.linalg.norm(st["traj"][0]))
         m = dict(given_metrics(ctx), corr_err=e1, corr_err_fall=e0 / max(e1, 1e-300), norm_growth=growth)
         fell = e1 <= e0 / FALL_FACTOR
+        if not self.normalized:
+            return self._judge_plain(st, err, fell, m)
         converging = bool(
             np.all(np.diff(err) <= CONE_RTOL) and e1 * PROGRESS_MIN <= e0 and e1 * TAIL_FALL <= emid
         )
@@ -379,6 +431,28 @@ class GDLocal(Theorem):
                 f"{FALL_FACTOR:g}-fold fall and not steadily falling (‖W‖ grew {growth:.3g}×)"),
             **m,
         )
+
+    def _judge_plain(self, st, err, fell, m):
+        """The direction under plain GD (module docstring, "What quick decides"): confirmed by the same
+        ten-fold fall below CORR_ERR_MAX as the normalised variant; short of it undecided (the fixed-step rate:
+        ‖W(k)‖ grows like log k, so the fall needs ~e^{2.2 M} steps), never refuted by a slow or frozen run —
+        leaving the cone (``stays_in_cone``) and preferring W^mm (``not_global``) are what refute."""
+        traj, its = st["traj"], st["its"]
+        e0, e1 = float(err[0]), float(err[-1])
+        moved = float(np.linalg.norm(traj[-1] - traj[0]) / np.linalg.norm(traj[0]))
+        floor = corr_floor(traj[-1].size)
+        m.update(rel_move=moved, eta=st["lr"], steps=int(its[-1]), corr_floor=floor)
+        why = (
+            f"plain GD (η = {st['lr']:.3g} = 1/L_W) did not move the direction beyond float64's resolution of "
+            f"1 − corr ({floor:.2g}) over {its[-1]} steps (‖W(S) − W(0)‖/‖W(0)‖ = {moved:.2g}): at M = "
+            f"{st['M']:.3g} its steps η‖∇L‖ ∝ e^(−M) are at the rounding of W (budget: the fixed-step norm "
+            f"grows like log k)"
+            if abs(e0 - e1) <= floor else
+            f"1 − corr(W, W^mm_α) {e0:.3g} → {e1:.3g} over {its[-1]} steps of η = 1/L_W (‖W‖ grew "
+            f"{m['norm_growth']:.6g}×): the fixed-step norm grows like log k, so a {FALL_FACTOR:g}-fold fall "
+            f"from the boundary needs ‖W‖ to grow ≈ {FALL_FACTOR ** 0.5:.2g}×, about e^(2.2 M) steps (budget)"
+        )
+        return judge_convergence(converged=fell and e1 < CORR_ERR_MAX, stalled=why, waits=((True, why),), **m)
 
     def check_not_global(self, inst, st, ctx):
         Wa, Wg, W = st["sol"].W, st["glob"].W, st["traj"][-1]
@@ -405,7 +479,7 @@ class GDLocalControl(GDLocal):
     hypotheses_text = (
         "logistic loss; α ≠ opt; Att-SVM(α) feasible; α NOT locally optimal, at the boundary: a support "
         "token scores exactly as α_i (tied_alpha_data; on given data: strictly higher); same start on "
-        "the cone boundary and same GD as gd-local"
+        "the cone boundary and same plain GD (η = 1/L_W) as gd-local"
     )
     expected = "FAIL"
     control_of = "gd-local"
@@ -423,3 +497,40 @@ class GDLocalControl(GDLocal):
 
     def assume_alpha_locally_optimal(self, inst, st, ctx):  # the control's hypothesis is the negation
         return not is_locally_optimal(inst["data"], inst["alpha"], st["sol"])
+
+
+class _NormalizedLocal:
+    """The authors' normalised GD (the protocol of their experiments): STEPS steps of the fixed step
+    GROWTH_BUDGET·R/STEPS relative to the start, no step hypothesis; the ten-fold-fall rule with its
+    inconclusive band (PROGRESS_MIN, TAIL_FALL)."""
+
+    normalized = True
+    criteria = _NORMALIZED_CRITERIA
+
+
+@register
+class GDLocalNormalized(_NormalizedLocal, GDLocal):
+    id = "gd-local-normalized"
+    title = "Normalised GD (authors' protocol) from the cone of a locally optimal W^mm_α converges to W^mm_α"
+    reference = "TLTO §3 local convergence, normalised-GD reading of its experiments (THEORY.md §5); variant"
+    statement = (
+        r"W(k+1)=W(k)-\eta\frac{\nabla L}{\|\nabla L\|_F},\ W(0)\in C_{\mu,R}(W^{mm}_\alpha)\Rightarrow "
+        r"W(k)\in C_{\mu,R}(W^{mm}_\alpha),\ \frac{W(k)}{\|W(k)\|}\to\frac{W^{mm}_\alpha}{\|W^{mm}_\alpha\|}"
+    )
+    hypotheses_text = (
+        "logistic loss; α ≠ opt; Att-SVM(α) feasible; α locally optimal; W(0) on the cone boundary "
+        f"corr = 1 − μ, μ = {MU} or less (keeps δ⁺/2) with ‖W(0)‖ = M‖W^mm_α‖, M = max({M_MIN:g}, 10/δ⁺) ≤ "
+        f"{M_MAX:g}; normalised GD, "
+        f"{STEPS} steps of {GROWTH_BUDGET:g}‖W(0)‖/{STEPS}; α = opt with one example on its second-best token"
+    )
+
+
+@register
+class GDLocalNormalizedControl(_NormalizedLocal, GDLocalControl):
+    id = "gd-local-normalized-control"
+    hypotheses_text = (
+        "logistic loss; α ≠ opt; Att-SVM(α) feasible; α NOT locally optimal, at the boundary: a support "
+        "token scores exactly as α_i (tied_alpha_data; on given data: strictly higher); same start on "
+        "the cone boundary and same normalised GD as gd-local-normalized"
+    )
+    control_of = "gd-local-normalized"
