@@ -120,6 +120,35 @@ def init_fidelity(data: AttentionData, W0: np.ndarray, lr: float, **kw) -> float
     return min(step_fidelity(data, W, lr, **kw) for W in (W0, W0 / np.linalg.norm(W0)))
 
 
+def independent_grad_p(keys: np.ndarray, gamma: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """∇L(p) = (1/n) Σ_i ℓ′(γ_iᵀ s_i) K_iᵀ (diag s_i − s_i s_iᵀ) γ_i, s_i = softmax(K_i p), logistic loss, in
+    plain numpy (prompt attention, TLZO), independent of numerics.prompt."""
+    K, g = np.asarray(keys, dtype=float), np.asarray(gamma, dtype=float)
+    a = np.einsum("itk,k->it", K, p)
+    e = np.exp(a - a.max(axis=1, keepdims=True))
+    s = e / e.sum(axis=1, keepdims=True)
+    lprime = -1.0 / (1.0 + np.exp((s * g).sum(axis=1)))
+    c = s * np.einsum("iu,itu->it", s, g[:, :, None] - g[:, None, :])  # pairwise form, as independent_grad_W
+    return np.einsum("i,it,itk->k", lprime, c, K) / K.shape[0]
+
+
+def prompt_init_fidelity(keys: np.ndarray, gamma: np.ndarray, p0: np.ndarray, lr: float, *,
+                         normalized: bool, device: str = "cpu") -> float:
+    """:func:`init_fidelity` for GD on the prompt p (numerics.prompt.run_prompt_gd): the worse agreement
+    (direction and length) of one step from p(0) and from p(0)/‖p(0)‖ with the independent step."""
+    from numerics.prompt import run_prompt_gd
+
+    out = []
+    for p in (np.asarray(p0, dtype=float), np.asarray(p0, dtype=float) / np.linalg.norm(p0)):
+        nxt = run_prompt_gd(keys, gamma, steps=1, lr=lr, normalized=normalized, init=p[None],
+                            device=device).p[0]
+        g = independent_grad_p(keys, gamma, p)
+        ng = float(np.linalg.norm(g))
+        want = lr * (g / ng if normalized and ng > 0 else g)
+        out.append(_agreement(p - nxt, want, float(np.linalg.norm(p))))
+    return min(out)
+
+
 def step_fidelity_kq(
     data: AttentionData,
     K: np.ndarray,

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, register
+from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, held, register
 from checks import hypotheses as hyp
 from checks.strategies import b2_data
 from numerics import tolerances as tol
@@ -53,8 +53,10 @@ from numerics.prompt import prompt_keys, prompt_scores, run_prompt_gd
 from numerics.svm import solve_p_svm
 from numerics.tokens import corr
 
+from ._gd import judge_fidelity, prompt_init_fidelity
 from ._prompt import abandoned_opt_metrics, abandoned_opt_refutation
-from ._trends import judge_convergence
+from ._smoothness import prompt_smoothness_bound
+from ._trends import corr_floor, judge_convergence
 
 #: Normalised GD budget: ‖p‖ grows by ≈ LR per step, so ‖p(STEPS)‖ ≈ 150 (plus the start), where the
 #: directional error (≈ (log‖p‖/‖p‖)²) is < 1e-4 on the fixtures and < 2e-3 on random B.2 data.
@@ -83,9 +85,16 @@ STAY_MU = 0.05
 #: Local fixtures draw γ3 below this (locally optimal needs γ3 < 0.9; see CONE_R for why not closer).
 GAMMA3_MAX = 0.8
 
-#: Random B.2 instances: n = 2, T = 3 (4 constraints) in d = 6, so the p-SVM is comfortably feasible
-#: (median ‖p^mm‖ ≈ 1.6, 99th percentile ≈ 5; at d = 4 one in 70 has ‖p^mm‖ > 15, beyond the budget).
-RANDOM_D = 6
+#: Random B.2 instances (issue 24 §3: a drawn family with n ≥ 4, d ≥ 4, T ≥ 3): n = 4, T = 3 (8 constraints)
+#: in d = 12, the ratio of constraints to dimensions of the former n = 2, T = 3, d = 6 family (4 in 6, median
+#: ‖p^mm‖ ≈ 1.6; at 4 in 4 one draw in 70 had ‖p^mm‖ > 15, beyond the budget).
+RANDOM_N, RANDOM_T, RANDOM_D = 4, 3, 12
+#: Plain GD (the theorem's algorithm, p-svm-gd): η = 1/L_p with the PROVED bound
+#: (``_smoothness.prompt_smoothness_bound``: theory.smoothness.lipschitz_bound_logits, the W bound's derivation
+#: for logits linear in p), PLAIN_STEPS[profile] steps recorded PLAIN_RECORDS + 1 times. The normalised
+#: protocol (p-svm-gd-normalized) keeps STEPS, LR above.
+PLAIN_STEPS = {"quick": 20_000, "full": 100_000, "paper": 200_000}
+PLAIN_RECORDS = 40
 #: Budget rule: directional convergence can only show once ‖p‖ ≫ ‖p^mm‖ (the normalised direction has
 #: margins ‖p‖/‖p^mm‖); a run that ends unconverged with ‖p‖ < BUDGET_RATIO ‖p^mm‖ is inconclusive.
 BUDGET_RATIO = 10.0
@@ -164,7 +173,7 @@ class _PromptBase(Theorem):
                 "alpha": np.array([0]),
                 "init": rng.standard_normal(2),
             }
-        data = b2_data(2, 3, RANDOM_D, rng=rng)
+        data = b2_data(RANDOM_N, RANDOM_T, RANDOM_D, rng=rng)
         W, _ = np.linalg.qr(
             rng.standard_normal((RANDOM_D, RANDOM_D))
         )  # random orthogonal: well-conditioned keys
@@ -172,25 +181,46 @@ class _PromptBase(Theorem):
         return {"kind": kind, "keys": prompt_keys(data.X, W), "gamma": g, "alpha": np.argmax(g, axis=1),
                 "init": rng.standard_normal(RANDOM_D)}
 
+    #: plain GD with η = 1/L_p (the theorem's algorithm); p-svm-gd-normalized: the authors' normalised GD
+    normalized = False
+
+    def budget(self, ctx) -> tuple[int, int]:
+        """(steps, record_every): normalised GD STEPS (default records); plain GD PLAIN_STEPS[profile]."""
+        if self.normalized:
+            return STEPS, max(1, STEPS // 20)
+        steps = PLAIN_STEPS.get(ctx.profile, PLAIN_STEPS["quick"])
+        return steps, steps // PLAIN_RECORDS
+
+    def step_size(self, inst) -> float:
+        """LR (normalised GD) or 1/L_p with the proved L_p (plain GD: the theorem's η ≤ 1/L)."""
+        return LR if self.normalized else 1.0 / prompt_smoothness_bound(inst["keys"], inst["gamma"])
+
     def prepare(self, instances, ctxs):
-        states = [None] * len(instances)
+        states: list = [None] * len(instances)
         groups: dict[tuple, list[int]] = {}
         for j, inst in enumerate(instances):
             groups.setdefault(inst["keys"].shape, []).append(j)
         for idx in groups.values():
+            steps, every = self.budget(ctxs[idx[0]])
+            lrs = [self.step_size(instances[j]) for j in idx]
             res = run_prompt_gd(
                 np.stack([instances[j]["keys"] for j in idx]),
                 np.stack([instances[j]["gamma"] for j in idx]),
-                steps=STEPS,
-                lr=LR,
+                steps=steps,
+                lr=lrs,
+                normalized=self.normalized,
                 init=np.stack([instances[j]["init"] for j in idx]),
+                record_every=every,
                 device=ctxs[idx[0]].device,
             )
             for col, j in enumerate(idx):
                 inst = instances[j]
                 sol = solve_p_svm(inst["keys"], inst["alpha"])
+                fid = prompt_init_fidelity(inst["keys"], inst["gamma"], inst["init"], lrs[col],
+                                           normalized=self.normalized, device=ctxs[j].device)
                 states[j] = {"sol": sol, "traj": res.p_traj[:, col], "its": res.iterations,
-                             "stalled": bool(res.stalled[col])}
+                             "stalled": bool(res.stalled[col]), "lr": lrs[col], "steps": steps,
+                             "fidelity": fid}
         return states
 
     # -- hypotheses ------------------------------------------------------------------------------
@@ -221,7 +251,19 @@ class _PromptBase(Theorem):
             c0 >= 1 - CONE_MU and np.linalg.norm(p0) >= CONE_R, "p(0) outside the cone", init_corr=c0
         )
 
+    def assume_step_below_1_over_L(self, inst, state, ctx):
+        """Plain GD: η·L_p ≤ 1 with the proved L_p (the theorem's step); normalised GD has no such hypothesis."""
+        if self.normalized:
+            return held()
+        L = prompt_smoothness_bound(inst["keys"], inst["gamma"])
+        return decide(state["lr"] * L <= 1.0, f"η·L_p = {state['lr'] * L:.3g} > 1", L_bound=L, eta=state["lr"])
+
     # -- prediction ------------------------------------------------------------------------------
+    def check_is_gradient_descent(self, inst, state, ctx):
+        """One step of the optimiser from p(0) and p(0)/‖p(0)‖ against an independent numpy gradient, direction
+        and length (``_gd.prompt_init_fidelity``): a wrong step size, a no-op or an ascent is refuted."""
+        return judge_fidelity(state["fidelity"])
+
     def _target(self, inst, state):
         """p^mm, the direction GD on p is predicted to follow (the resolution seam: Theorem.predicted)."""
         return self.predicted("p^mm", state["sol"].w, "direction")
@@ -254,13 +296,15 @@ class _PromptBase(Theorem):
         # converges. A no-op or ascending optimiser still never falls from its worst point.
         worst = float(gap.max())
         metrics["worst_gap"] = worst
+        converged = final < CORR_TOL and trend_ok and final <= worst / FALL_FACTOR
+        if not self.normalized:
+            return self._judge_plain(state, gap, converged, metrics)
         why = (
             f"‖p‖ grew by {growth:.3g} < {NORM_GROWTH_MIN}·η·steps"
             if growth < NORM_GROWTH_MIN * LR * STEPS
             else f"1−corr did not fall ({gap[0]:.3g} at the start, worst {worst:.3g} → {final:.3g})"
             if not final < worst else ""
         )
-        converged = final < CORR_TOL and trend_ok and final <= worst / FALL_FACTOR
         if not converged and not why and not (
             metrics["final_norm"] < BUDGET_RATIO * np.linalg.norm(target) or state["stalled"]
         ):
@@ -277,32 +321,43 @@ class _PromptBase(Theorem):
             **metrics,
         )
 
+    def _judge_plain(self, state, gap, converged, metrics):
+        """The direction under plain GD with η = 1/L_p: confirmed by the same rule as the normalised variant
+        (below CORR_TOL, not rising over the second half, a ten-fold fall from the worst record); short of it
+        undecided, never refuted by the direction alone: ‖p(k)‖ grows like log k under a fixed step, so 1 − corr
+        falls like 1/log²k (no ratio rule separates that from a stall, as gd-global), and from the local cone
+        (R = 60, the higher-scoring token 60 logits behind) the steps η‖∇L‖ ∝ e^(−60) leave p(0) unchanged in
+        float64. Leaving the wider cone (local instances) is what refutes."""
+        final, floor = float(gap[-1]), corr_floor(state["traj"][-1].size)
+        metrics.update(eta=state["lr"], steps=state["steps"], corr_floor=floor)
+        why = (
+            f"plain GD (η = {state['lr']:.3g} = 1/L_p) did not move the direction beyond float64's resolution "
+            f"of 1 − corr ({floor:.2g}) in {state['steps']} steps: its steps η‖∇L‖ are at the rounding of p "
+            "(saturated softmax; budget)"
+            if abs(float(gap[0]) - final) <= floor else
+            f"1 − corr(p, p^mm) {float(gap[0]):.3g} → {final:.3g} (worst {metrics['worst_gap']:.3g}) in "
+            f"{state['steps']} steps of η = 1/L_p, ‖p‖ = {metrics['final_norm']:.3g}: under a fixed step ‖p‖ "
+            f"grows like log k and 1 − corr falls like 1/log²k, not yet below {CORR_TOL} with a "
+            f"{FALL_FACTOR:g}-fold fall (budget)"
+        )
+        return judge_convergence(converged=converged, stalled=why, waits=((True, why),), **metrics)
+
 
 @register
 class PSvmGD(_PromptBase):
     id = "p-svm-gd"
     depends_on = ("prompt-gd", "svm-fro")
-    title = "GD on the prompt p converges in direction to the p-SVM (global under B.2, local from the cone)"
+    title = ("Plain GD (η ≤ 1/L_p) on the prompt p converges in direction to the p-SVM (global under B.2, local "
+             "from the cone)")
     statement = (r"\frac{p(k)}{\|p(k)\|}\to\frac{p^{mm}_\alpha}{\|p^{mm}_\alpha\|},\quad "
                  r"p^{mm}_\alpha=\arg\min\|p\|\ \text{s.t.}\ p^\top(k_{i\alpha_i}-k_{it})\ge 1")
     hypotheses_text = (
-        "logistic loss; normalised GD (step 0.05, 3000 steps); p-SVM feasible; global instances: equal "
-        "non-optimal scores (B.2), any init; local instances: α locally optimal, p(0) in the cone "
+        f"logistic loss; plain GD, η = 1/L_p (proved bound), {PLAIN_STEPS['quick']} steps on quick, "
+        f"{PLAIN_STEPS['full']} on full, {PLAIN_STEPS['paper']} on paper; p-SVM feasible; global instances: "
+        f"equal non-optimal scores (B.2; drawn n = {RANDOM_N}, T = {RANDOM_T}, d = {RANDOM_D}, and the 2-D "
+        "fixture), any init; local instances (2-D fixture): α locally optimal, p(0) in the cone "
         f"(μ = {CONE_MU}, R = {CONE_R})"
     )
-    finding = (
-        "The global claim ('from any initialisation') fails on B.2 data when the optimal selection is costly:"
-        " GD can abandon an example's optimal token and converge to another selection, as p-gd-equivalence "
-        "documents (quick seed 22 #5). Full seed 3 #47 (global random, n = 2): ‖p^mm‖ = 4.42 while the p-SVM "
-        "of the other example alone has norm 1.63; p(0) starts example 1's optimal token 2.6 logits behind; "
-        "normalised GD ends with softmax mass 1e-57 on it, 1 − corr(p, p^mm) = 0.63 (0.63 after 12000 steps, "
-        "0.63 at step η/4), while 1 − corr to the certified SVM of the untrapped example falls 0.12 → 7.5e-6 "
-        "(4.8e-7 at 12000 steps), under which the abandoned token trails by 1.40; plain GD (η = 0.3, 20000 "
-        "steps) does the same (untrapped gap 2.5e-3 and falling, opt mass 3e-4). Recognised by mechanism "
-        "(abandoned_opt_mechanism)."
-    )
-    finding_seen = {("full", 3): (47,)}
-    finding_mechanism = abandoned_opt_mechanism
 
 
 @register
@@ -315,7 +370,8 @@ class PSvmGDControl(_PromptBase):
     )
     expected = "FAIL"
     control_of = "p-svm-gd"
-    hypotheses_text = "TLZO fixture with γ3 = 0.9 (tie between tokens 2 and 3), p(0) in the cone of (1, 0)"
+    hypotheses_text = ("TLZO fixture with γ3 = 0.9 (tie between tokens 2 and 3), p(0) in the cone of (1, 0); same "
+                       "plain GD (η = 1/L_p) as p-svm-gd")
 
     def instance(self, rng, ctx):
         return self._local_fixture(rng, 0.9)
@@ -336,3 +392,46 @@ class PSvmGDControl(_PromptBase):
         glob = solve_p_svm(inst["keys"], np.array([0])).w
         c = float(corr(state["sol"].w, glob, axis=-1))
         return decide(c < 1 - CORR_TOL, "local and global p-SVM directions coincide", local_global_corr=c)
+
+
+class _NormalizedPrompt:
+    """The authors' normalised GD on p: STEPS steps of LR, the progress rule (‖p‖ grows ≥ NORM_GROWTH_MIN·η
+    per step) and the abandoned-token finding."""
+
+    normalized = True
+
+
+@register
+class PSvmGDNormalized(_NormalizedPrompt, PSvmGD):
+    id = "p-svm-gd-normalized"
+    title = "Normalised GD (authors' protocol) on the prompt p converges in direction to the p-SVM"
+    reference = "TLZO (arXiv 2306.13596) §3–4, normalised-GD reading of its experiments; variant of p-svm-gd"
+    statement = (r"p(k+1)=p(k)-\eta\frac{\nabla L}{\|\nabla L\|}:\ \frac{p(k)}{\|p(k)\|}\to"
+                 r"\frac{p^{mm}_\alpha}{\|p^{mm}_\alpha\|}")
+    hypotheses_text = (
+        f"logistic loss; normalised GD (step {LR}, {STEPS} steps); p-SVM feasible; global instances: equal "
+        f"non-optimal scores (B.2; drawn n = {RANDOM_N}, T = {RANDOM_T}, d = {RANDOM_D}, and the 2-D fixture), "
+        f"any init; local instances (2-D fixture): α locally optimal, p(0) in the cone (μ = {CONE_MU}, R = "
+        f"{CONE_R})"
+    )
+    finding = (
+        "The global claim ('from any initialisation') fails on B.2 data when the optimal selection is costly:"
+        " GD can abandon an example's optimal token and converge to another selection, as p-gd-equivalence "
+        "documents (quick seed 22 #5). Full seed 3 #47 (global random, n = 2): ‖p^mm‖ = 4.42 while the p-SVM "
+        "of the other example alone has norm 1.63; p(0) starts example 1's optimal token 2.6 logits behind; "
+        "normalised GD ends with softmax mass 1e-57 on it, 1 − corr(p, p^mm) = 0.63 (0.63 after 12000 steps, "
+        "0.63 at step η/4), while 1 − corr to the certified SVM of the untrapped example falls 0.12 → 7.5e-6 "
+        "(4.8e-7 at 12000 steps), under which the abandoned token trails by 1.40; plain GD (η = 0.3, 20000 "
+        "steps) does the same (untrapped gap 2.5e-3 and falling, opt mass 3e-4). Recognised by mechanism "
+        "(abandoned_opt_mechanism)."
+    )
+    finding_seen = {("full", 3): (47,)}
+    finding_mechanism = abandoned_opt_mechanism
+
+
+@register
+class PSvmGDNormalizedControl(_NormalizedPrompt, PSvmGDControl):
+    id = "p-svm-gd-normalized-control"
+    control_of = "p-svm-gd-normalized"
+    hypotheses_text = ("TLZO fixture with γ3 = 0.9 (tie between tokens 2 and 3), p(0) in the cone of (1, 0); same "
+                       "normalised GD as p-svm-gd-normalized")
