@@ -114,6 +114,19 @@ def step_fidelity(data: AttentionData, W: np.ndarray, lr: float, *, normalized: 
     return _agreement((np.asarray(W) - nxt).ravel(), want, float(np.linalg.norm(W)))
 
 
+def resolvable_step(step_norm: float, scale: float) -> bool:
+    """Whether a step of norm ``step_norm`` from parameters of norm ``scale`` changes them in float64 beyond
+    rounding (> 4·EPS·scale, the allowance of :func:`_agreement`). Plain GD deep in a cone (η‖∇L‖ ∝ e^(−M))
+    takes steps below it: its iterate cannot move, and a run that does not move is then no evidence against
+    the optimiser; where the first step is resolvable, a run whose iterate never moves is a no-op."""
+    return bool(step_norm > 4.0 * EPS * scale)
+
+
+def unmoved(traj: np.ndarray) -> bool:
+    """The last recorded iterate equals the first to rounding (‖θ(S) − θ(0)‖ ≤ 4·EPS·‖θ(0)‖)."""
+    return not resolvable_step(float(np.linalg.norm(traj[-1] - traj[0])), float(np.linalg.norm(traj[0])))
+
+
 def init_fidelity(data: AttentionData, W0: np.ndarray, lr: float, **kw) -> float:
     """The worse :func:`step_fidelity` of the step from W(0) and from W(0)/‖W(0)‖_F (a small start and a
     unit-norm one, where saturation and scale bugs differ); ``kw`` as for step_fidelity."""

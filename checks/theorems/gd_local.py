@@ -61,18 +61,20 @@ strictly higher) was far from the boundary.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from checks import Criterion, Profile, Theorem, decide, held, register
 from checks.power.resolution import token_difference_span
 from checks.strategies import local_alpha_data, tied_alpha_data
-from checks.theorems._trends import corr_curve, corr_floor, judge_convergence
+from checks.theorems._trends import corr_curve, judge_convergence
 from numerics.gd import GDConfig, run_gd
 from numerics.svm import is_locally_optimal, solve_att_svm
 from numerics.tokens import corr, margins, optimal_tokens, scores
 
 from ._cone import boundary_start
-from ._gd import FIDELITY_TOL, init_fidelity, judge_fidelity
+from ._gd import FIDELITY_TOL, independent_grad_W, init_fidelity, judge_fidelity, resolvable_step, unmoved
 from ._given import draw_candidate, given_metrics, need_head, switched_candidates
 from ._smoothness import smoothness_bound  # the proved L_W (smoothness-step and gd-global use it)
 
@@ -116,9 +118,9 @@ SUPPORT_TOL = 1e-6
 GROWTH_BUDGET, STEPS, RECORD = 6.0, 2000, 100
 GROWTH = 1.0 + GROWTH_BUDGET
 #: Plain GD (the theorem's algorithm): the step η = ETA_FRACTION / L_W with L_W the PROVED smoothness bound
-#: (``_smoothness.smoothness_bound`` = theory.smoothness.lipschitz_bound, the bound smoothness-step measures and
-#: gd-global uses): the largest fixed step the hypothesis η ≤ 1/L_W allows, so the fastest plain GD the theorem
-#: covers.
+#: (``_smoothness.smoothness_bound`` = theory.smoothness.lipschitz_bound, the bound smoothness-step
+#: measures and gd-global uses): the largest fixed step the hypothesis η ≤ 1/L_W allows, so the fastest plain
+#: GD the theorem covers.
 ETA_FRACTION = 1.0
 #: Plain GD budgets per profile (steps; recorded PLAIN_RECORDS + 1 times). The fused torch path runs them
 #: (numerics.gd.code_path: the compiled kernels take normalised GD with one scalar step only, and each
@@ -353,7 +355,8 @@ class GDLocal(Theorem):
                     W0 = boundary_start(sol.W, R, inst["direction"], mu)
                     lr = self.step_size(data, R)
                     st.update(R=R, lr=lr, fidelity=init_fidelity(data, W0, lr, normalized=self.normalized,
-                                                                  device=ctx.device))
+                                                                  device=ctx.device),
+                              step0=float(lr * np.linalg.norm(independent_grad_W(data, W0))))
                     runs.setdefault((data.n, data.T, data.d), []).append((j, W0, lr))
             states.append(st)
         # one batched run per shape; the step is each instance's own (one lr per instance)
@@ -434,25 +437,30 @@ class GDLocal(Theorem):
 
     def _judge_plain(self, st, err, fell, m):
         """The direction under plain GD (module docstring, "What quick decides"): confirmed by the same
-        ten-fold fall below CORR_ERR_MAX as the normalised variant; short of it undecided (the fixed-step rate:
+        ten-fold fall below CORR_ERR_MAX as the normalised variant; short of it undecided (fixed-step rate:
         ‖W(k)‖ grows like log k, so the fall needs ~e^{2.2 M} steps), never refuted by a slow or frozen run —
         leaving the cone (``stays_in_cone``) and preferring W^mm (``not_global``) are what refute."""
         traj, its = st["traj"], st["its"]
         e0, e1 = float(err[0]), float(err[-1])
         moved = float(np.linalg.norm(traj[-1] - traj[0]) / np.linalg.norm(traj[0]))
-        floor = corr_floor(traj[-1].size)
-        m.update(rel_move=moved, eta=st["lr"], steps=int(its[-1]), corr_floor=floor)
+        scale = float(np.linalg.norm(traj[0]))
+        resolvable = resolvable_step(st["step0"], scale)
+        m.update(rel_move=moved, eta=st["lr"], steps=int(its[-1]), first_step=st["step0"] / scale)
+        frozen = unmoved(traj)
+        no_op = (f"the iterate did not move in {its[-1]} steps although one plain step from W(0) moves it by "
+                 f"{st['step0'] / scale:.3g}·‖W(0)‖ (beyond rounding): not the GD of the theorem"
+                 if frozen and resolvable else "")
         why = (
-            f"plain GD (η = {st['lr']:.3g} = 1/L_W) did not move the direction beyond float64's resolution of "
-            f"1 − corr ({floor:.2g}) over {its[-1]} steps (‖W(S) − W(0)‖/‖W(0)‖ = {moved:.2g}): at M = "
-            f"{st['M']:.3g} its steps η‖∇L‖ ∝ e^(−M) are at the rounding of W (budget: the fixed-step norm "
-            f"grows like log k)"
-            if abs(e0 - e1) <= floor else
+            f"plain GD (η = {st['lr']:.3g} = 1/L_W) cannot move W(0) in float64: at M = {st['M']:.3g} its "
+            f"step η‖∇L(W(0))‖ = {st['step0'] / scale:.2g}·‖W(0)‖ ∝ e^(−M) is below the rounding of W (the "
+            "fixed-step norm grows like log k: no budget reaches the limit from the theorem's radius)"
+            if frozen else
             f"1 − corr(W, W^mm_α) {e0:.3g} → {e1:.3g} over {its[-1]} steps of η = 1/L_W (‖W‖ grew "
             f"{m['norm_growth']:.6g}×): the fixed-step norm grows like log k, so a {FALL_FACTOR:g}-fold fall "
             f"from the boundary needs ‖W‖ to grow ≈ {FALL_FACTOR ** 0.5:.2g}×, about e^(2.2 M) steps (budget)"
         )
-        return judge_convergence(converged=fell and e1 < CORR_ERR_MAX, stalled=why, waits=((True, why),), **m)
+        return judge_convergence(converged=fell and e1 < CORR_ERR_MAX, no_progress=no_op, stalled=why,
+                                 waits=((True, why),), **m)
 
     def check_not_global(self, inst, st, ctx):
         Wa, Wg, W = st["sol"].W, st["glob"].W, st["traj"][-1]
@@ -505,7 +513,7 @@ class _NormalizedLocal:
     inconclusive band (PROGRESS_MIN, TAIL_FALL)."""
 
     normalized = True
-    criteria = _NORMALIZED_CRITERIA
+    criteria: ClassVar[tuple[Criterion, ...]] = _NORMALIZED_CRITERIA
 
 
 @register

@@ -53,10 +53,10 @@ from numerics.prompt import prompt_keys, prompt_scores, run_prompt_gd
 from numerics.svm import solve_p_svm
 from numerics.tokens import corr
 
-from ._gd import judge_fidelity, prompt_init_fidelity
+from ._gd import independent_grad_p, judge_fidelity, prompt_init_fidelity, resolvable_step, unmoved
 from ._prompt import abandoned_opt_metrics, abandoned_opt_refutation
 from ._smoothness import prompt_smoothness_bound
-from ._trends import corr_floor, judge_convergence
+from ._trends import judge_convergence
 
 #: Normalised GD budget: ‖p‖ grows by ≈ LR per step, so ‖p(STEPS)‖ ≈ 150 (plus the start), where the
 #: directional error (≈ (log‖p‖/‖p‖)²) is < 1e-4 on the fixtures and < 2e-3 on random B.2 data.
@@ -90,9 +90,9 @@ GAMMA3_MAX = 0.8
 #: ‖p^mm‖ ≈ 1.6; at 4 in 4 one draw in 70 had ‖p^mm‖ > 15, beyond the budget).
 RANDOM_N, RANDOM_T, RANDOM_D = 4, 3, 12
 #: Plain GD (the theorem's algorithm, p-svm-gd): η = 1/L_p with the PROVED bound
-#: (``_smoothness.prompt_smoothness_bound``: theory.smoothness.lipschitz_bound_logits, the W bound's derivation
-#: for logits linear in p), PLAIN_STEPS[profile] steps recorded PLAIN_RECORDS + 1 times. The normalised
-#: protocol (p-svm-gd-normalized) keeps STEPS, LR above.
+#: (``_smoothness.prompt_smoothness_bound``: theory.smoothness.lipschitz_bound_logits, the W bound's
+#: derivation for logits linear in p), PLAIN_STEPS[profile] steps recorded PLAIN_RECORDS + 1 times. The
+#: normalised protocol (p-svm-gd-normalized) keeps STEPS, LR above.
 PLAIN_STEPS = {"quick": 20_000, "full": 100_000, "paper": 200_000}
 PLAIN_RECORDS = 40
 #: Budget rule: directional convergence can only show once ‖p‖ ≫ ‖p^mm‖ (the normalised direction has
@@ -220,7 +220,8 @@ class _PromptBase(Theorem):
                                            normalized=self.normalized, device=ctxs[j].device)
                 states[j] = {"sol": sol, "traj": res.p_traj[:, col], "its": res.iterations,
                              "stalled": bool(res.stalled[col]), "lr": lrs[col], "steps": steps,
-                             "fidelity": fid}
+                             "fidelity": fid, "step0": float(lrs[col] * np.linalg.norm(
+                                 independent_grad_p(inst["keys"], inst["gamma"], inst["init"])))}
         return states
 
     # -- hypotheses ------------------------------------------------------------------------------
@@ -252,16 +253,18 @@ class _PromptBase(Theorem):
         )
 
     def assume_step_below_1_over_L(self, inst, state, ctx):
-        """Plain GD: η·L_p ≤ 1 with the proved L_p (the theorem's step); normalised GD has no such hypothesis."""
+        """Plain GD: η·L_p ≤ 1 with the proved L_p (the theorem's step); normalised GD has none."""
         if self.normalized:
             return held()
         L = prompt_smoothness_bound(inst["keys"], inst["gamma"])
-        return decide(state["lr"] * L <= 1.0, f"η·L_p = {state['lr'] * L:.3g} > 1", L_bound=L, eta=state["lr"])
+        return decide(state["lr"] * L <= 1.0, f"η·L_p = {state['lr'] * L:.3g} > 1", L_bound=L,
+                      eta=state["lr"])
 
     # -- prediction ------------------------------------------------------------------------------
     def check_is_gradient_descent(self, inst, state, ctx):
-        """One step of the optimiser from p(0) and p(0)/‖p(0)‖ against an independent numpy gradient, direction
-        and length (``_gd.prompt_init_fidelity``): a wrong step size, a no-op or an ascent is refuted."""
+        """One step of the optimiser from p(0) and p(0)/‖p(0)‖ against an independent numpy gradient,
+        direction and length (``_gd.prompt_init_fidelity``): a wrong step size, a no-op or an ascent is
+        refuted."""
         return judge_fidelity(state["fidelity"])
 
     def _target(self, inst, state):
@@ -324,31 +327,36 @@ class _PromptBase(Theorem):
     def _judge_plain(self, state, gap, converged, metrics):
         """The direction under plain GD with η = 1/L_p: confirmed by the same rule as the normalised variant
         (below CORR_TOL, not rising over the second half, a ten-fold fall from the worst record); short of it
-        undecided, never refuted by the direction alone: ‖p(k)‖ grows like log k under a fixed step, so 1 − corr
-        falls like 1/log²k (no ratio rule separates that from a stall, as gd-global), and from the local cone
-        (R = 60, the higher-scoring token 60 logits behind) the steps η‖∇L‖ ∝ e^(−60) leave p(0) unchanged in
-        float64. Leaving the wider cone (local instances) is what refutes."""
-        final, floor = float(gap[-1]), corr_floor(state["traj"][-1].size)
-        metrics.update(eta=state["lr"], steps=state["steps"], corr_floor=floor)
+        undecided, never refuted by the direction alone: ‖p(k)‖ grows like log k under a fixed step, so
+        1 − corr falls like 1/log²k (no ratio rule separates that from a stall, as gd-global), and from the
+        local cone (R = 60, the support token 60 logits behind) the steps η‖∇L‖ ∝ e^(−60) leave p(0)
+        unchanged in float64. Leaving the wider cone (local instances) is what refutes."""
+        final, traj = float(gap[-1]), state["traj"]
+        scale = float(np.linalg.norm(traj[0]))
+        frozen = unmoved(traj)
+        metrics.update(eta=state["lr"], steps=state["steps"], first_step=state["step0"] / scale)
+        no_op = (f"p did not move in {state['steps']} steps although one plain step from p(0) moves it by "
+                 f"{state['step0'] / scale:.3g}·‖p(0)‖ (beyond rounding): not the GD of the theorem"
+                 if frozen and resolvable_step(state["step0"], scale) else "")
         why = (
-            f"plain GD (η = {state['lr']:.3g} = 1/L_p) did not move the direction beyond float64's resolution "
-            f"of 1 − corr ({floor:.2g}) in {state['steps']} steps: its steps η‖∇L‖ are at the rounding of p "
-            "(saturated softmax; budget)"
-            if abs(float(gap[0]) - final) <= floor else
+            f"plain GD (η = {state['lr']:.3g} = 1/L_p) cannot move p(0) in float64: its step η‖∇L(p(0))‖ = "
+            f"{state['step0'] / scale:.2g}·‖p(0)‖ is below the rounding of p (saturated softmax; budget)"
+            if frozen else
             f"1 − corr(p, p^mm) {float(gap[0]):.3g} → {final:.3g} (worst {metrics['worst_gap']:.3g}) in "
             f"{state['steps']} steps of η = 1/L_p, ‖p‖ = {metrics['final_norm']:.3g}: under a fixed step ‖p‖ "
             f"grows like log k and 1 − corr falls like 1/log²k, not yet below {CORR_TOL} with a "
             f"{FALL_FACTOR:g}-fold fall (budget)"
         )
-        return judge_convergence(converged=converged, stalled=why, waits=((True, why),), **metrics)
+        return judge_convergence(converged=converged, no_progress=no_op, stalled=why, waits=((True, why),),
+                                 **metrics)
 
 
 @register
 class PSvmGD(_PromptBase):
     id = "p-svm-gd"
     depends_on = ("prompt-gd", "svm-fro")
-    title = ("Plain GD (η ≤ 1/L_p) on the prompt p converges in direction to the p-SVM (global under B.2, local "
-             "from the cone)")
+    title = ("Plain GD (η ≤ 1/L_p) on the prompt p converges in direction to the p-SVM (global under B.2, "
+             "local from the cone)")
     statement = (r"\frac{p(k)}{\|p(k)\|}\to\frac{p^{mm}_\alpha}{\|p^{mm}_\alpha\|},\quad "
                  r"p^{mm}_\alpha=\arg\min\|p\|\ \text{s.t.}\ p^\top(k_{i\alpha_i}-k_{it})\ge 1")
     hypotheses_text = (
@@ -370,8 +378,8 @@ class PSvmGDControl(_PromptBase):
     )
     expected = "FAIL"
     control_of = "p-svm-gd"
-    hypotheses_text = ("TLZO fixture with γ3 = 0.9 (tie between tokens 2 and 3), p(0) in the cone of (1, 0); same "
-                       "plain GD (η = 1/L_p) as p-svm-gd")
+    hypotheses_text = ("TLZO fixture with γ3 = 0.9 (tie between tokens 2 and 3), p(0) in the cone of (1, 0); "
+                       "same plain GD (η = 1/L_p) as p-svm-gd")
 
     def instance(self, rng, ctx):
         return self._local_fixture(rng, 0.9)
@@ -410,9 +418,9 @@ class PSvmGDNormalized(_NormalizedPrompt, PSvmGD):
                  r"\frac{p^{mm}_\alpha}{\|p^{mm}_\alpha\|}")
     hypotheses_text = (
         f"logistic loss; normalised GD (step {LR}, {STEPS} steps); p-SVM feasible; global instances: equal "
-        f"non-optimal scores (B.2; drawn n = {RANDOM_N}, T = {RANDOM_T}, d = {RANDOM_D}, and the 2-D fixture), "
-        f"any init; local instances (2-D fixture): α locally optimal, p(0) in the cone (μ = {CONE_MU}, R = "
-        f"{CONE_R})"
+        f"non-optimal scores (B.2; drawn n = {RANDOM_N}, T = {RANDOM_T}, d = {RANDOM_D}, and the 2-D "
+        f"fixture), any init; local instances (2-D fixture): α locally optimal, p(0) in the cone (μ = "
+        f"{CONE_MU}, R = {CONE_R})"
     )
     finding = (
         "The global claim ('from any initialisation') fails on B.2 data when the optimal selection is costly:"
@@ -433,5 +441,5 @@ class PSvmGDNormalized(_NormalizedPrompt, PSvmGD):
 class PSvmGDNormalizedControl(_NormalizedPrompt, PSvmGDControl):
     id = "p-svm-gd-normalized-control"
     control_of = "p-svm-gd-normalized"
-    hypotheses_text = ("TLZO fixture with γ3 = 0.9 (tie between tokens 2 and 3), p(0) in the cone of (1, 0); same "
-                       "normalised GD as p-svm-gd-normalized")
+    hypotheses_text = ("TLZO fixture with γ3 = 0.9 (tie between tokens 2 and 3), p(0) in the cone of (1, 0); "
+                       "same normalised GD as p-svm-gd-normalized")
