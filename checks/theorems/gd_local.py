@@ -206,7 +206,7 @@ def slack_plus(data, alpha, W_alpha) -> float:
     return 1.0 if slack.size == 0 else float(slack.min())
 
 
-_NORMALIZED_CRITERIA = (
+_NORMALIZED_CRITERIA: tuple[Criterion, ...] = (
     Criterion(
         "1 − corr(one step of the optimiser, −∇L computed independently) at W(0) and W(0)/‖W(0)‖_F",
         "<",
@@ -242,7 +242,7 @@ _NORMALIZED_CRITERIA = (
     ),
 )
 
-_PLAIN_CRITERIA = (
+_PLAIN_CRITERIA: tuple[Criterion, ...] = (
     _NORMALIZED_CRITERIA[0],
     Criterion("η·L_W (hypothesis; L_W the proved bound theory.smoothness.lipschitz_bound)", "<=", 1.0),
     _NORMALIZED_CRITERIA[1],
@@ -272,7 +272,7 @@ class GDLocal(Theorem):
     )
     profiles = PROFILES
     plot_metric = "corr_err"
-    criteria = _PLAIN_CRITERIA
+    criteria: ClassVar[tuple[Criterion, ...]] = _PLAIN_CRITERIA
     #: plain GD with η = 1/L_W (the theorem's algorithm); gd-local-normalized: the authors' normalised GD
     normalized = False
     locally_optimal = True
