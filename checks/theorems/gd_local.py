@@ -446,10 +446,10 @@ class GDLocal(Theorem):
         scale = float(np.linalg.norm(traj[0]))
         resolvable = resolvable_step(st["step0"], scale)
         m.update(rel_move=moved, eta=st["lr"], steps=int(its[-1]), first_step=st["step0"] / scale)
-        frozen = unmoved(traj)
+        frozen = not resolvable  # a step below W's rounding: the iterate moves by rounding drift only
         no_op = (f"the iterate did not move in {its[-1]} steps although one plain step from W(0) moves it by "
                  f"{st['step0'] / scale:.3g}·‖W(0)‖ (beyond rounding): not the GD of the theorem"
-                 if frozen and resolvable else "")
+                 if unmoved(traj) and resolvable else "")
         why = (
             f"plain GD (η = {st['lr']:.3g} = 1/L_W) cannot move W(0) in float64: at M = {st['M']:.3g} its "
             f"step η‖∇L(W(0))‖ = {st['step0'] / scale:.2g}·‖W(0)‖ ∝ e^(−M) is below the rounding of W (the "

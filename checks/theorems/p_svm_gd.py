@@ -333,11 +333,11 @@ class _PromptBase(Theorem):
         unchanged in float64. Leaving the wider cone (local instances) is what refutes."""
         final, traj = float(gap[-1]), state["traj"]
         scale = float(np.linalg.norm(traj[0]))
-        frozen = unmoved(traj)
+        frozen = not resolvable_step(state["step0"], scale)  # below p's rounding: rounding drift only
         metrics.update(eta=state["lr"], steps=state["steps"], first_step=state["step0"] / scale)
         no_op = (f"p did not move in {state['steps']} steps although one plain step from p(0) moves it by "
                  f"{state['step0'] / scale:.3g}·‖p(0)‖ (beyond rounding): not the GD of the theorem"
-                 if frozen and resolvable_step(state["step0"], scale) else "")
+                 if unmoved(traj) and not frozen else "")
         why = (
             f"plain GD (η = {state['lr']:.3g} = 1/L_p) cannot move p(0) in float64: its step η‖∇L(p(0))‖ = "
             f"{state['step0'] / scale:.2g}·‖p(0)‖ is below the rounding of p (saturated softmax; budget)"
