@@ -41,8 +41,8 @@ def test_seed_45_family_meets_the_data_hypotheses_by_construction():
 
 @pytest.mark.parametrize("k", [6, 0])
 def test_seed_45_instances_are_decided_and_confirmed(k):
-    """#6 needed M = 1.71e3 at its first draw (now redrawn); #0 qualified at once (unchanged). Confirmed by the
-    normalised protocol (gd-local-normalized, same family and start; plain GD cannot move from there)."""
+    """#6 needed M = 1.71e3 at its first draw (now redrawn); #0 qualified at once (unchanged). Confirmed by
+    the normalised protocol (gd-local-normalized, same family and start; plain GD cannot move from there)."""
     (r,) = run_instances(REGISTRY["gd-local-normalized"], [k], profile="quick", seed=SEED)
     assert r.outcome == "confirmed", (r.outcome, r.reason)
     assert all(r.hypotheses.values())
