@@ -430,8 +430,8 @@ class PSvmGDNormalized(_NormalizedPrompt, PSvmGD):
         "0.56, while 1 − corr to the certified p-SVM of the three untrapped examples (norm 1.32) falls "
         "1.2e-3 → 3.0e-4 over the second half, under which the abandoned token trails by 1.51 (also quick "
         "seed 28 #8; none on full seed 3). On the former n = 2 family: full seed 3 #47 (‖p^mm‖ = 4.42 "
-        "against 1.63 for the other example alone; plain GD, η = 0.3, 20000 steps, did the same). Recognised by "
-        "mechanism (abandoned_opt_mechanism)."
+        "against 1.63 for the other example alone; plain GD, η = 0.3, 20000 steps, did the same). "
+        "Recognised by mechanism (abandoned_opt_mechanism)."
     )
     finding_seen = {("quick", 24): (5,)}
     finding_mechanism = abandoned_opt_mechanism
