@@ -1,4 +1,5 @@
-r"""gd-local — from the cone of a locally optimal W^mm_α, GD converges in direction to W^mm_α.
+r"""gd-local — from the cone of a locally optimal W^mm_α, plain GD (η ≤ 1/L_W) converges in direction to
+W^mm_α.
 
 Statement (TLTO §3, local convergence of GD; THEORY.md §3–4): if α is locally optimal (every support
 token t ∈ T_i(α) of W^mm_α scores below α_i) and Att-SVM(α) is feasible, then for every μ > 0 there is
@@ -31,17 +32,39 @@ token is the switched example's optimal one, its slack δ⁺ has a density near 
 tail 1.4 %; seed 27 had 6). With the redraw: 149 instances redrawn (≤ 5 draws), every instance of seeds 0–49
 confirmed (1 − corr ≤ 3.5e-4, fall ≥ 24×). The control's draws all qualify at once (its stream is unchanged).
 
-GD: normalised GD (the authors' algorithm), 2000 steps of a fixed step lr = 3·R/1000 (relative to the
-start: the iterate can grow ~7×, so a start 1 − corr = μ can fall ~50× by dilution alone when every step
-points along W^mm_α; with the authors' absolute step 0.1 a start at R ≈ 100 could not move its direction
-measurably in 2000 steps, and the check would have no power).
+GD (the theorem's algorithm, ``gd-local``): plain GD W(k+1) = W(k) − η∇L(W(k)) with the fixed step η = 1/L_W,
+L_W the PROVED bound theory.smoothness.lipschitz_bound (``_smoothness.smoothness_bound``, the one
+smoothness-step measures and gd-global uses; hypothesis ``step_below_1_over_L``, held exactly), 20000 steps
+on quick, 200000 on full, 400000 on paper (the fused torch path: numerics.gd's compiled kernels take
+normalised GD with one scalar step only, and each instance has its own η), recorded 41 times.
 
-Predictions: (1) stays in the cone: corr(W(k), W^mm_α) ≥ 1 − μ at every recorded step (rounding slack
-1e-12); (2) converges: 1 − corr(W(end), W^mm_α) ≤ μ/10 (a ten-fold fall from the boundary) and < 1e-3 —
-an optimiser that does not move (1 − corr stays at μ) or moves the wrong way is refuted, never
-inconclusive; (3) when W^mm and W^mm_α differ (corr < 0.98), the final corr with W^mm_α exceeds the
-corr with W^mm by ≥ 0.01. Measured (seed 0, 64 draws): every locally optimal instance ends at
-1 − corr ≤ 5.5e-4 and never dips below the boundary.
+What quick (and full, and paper) decides, and why no budget decides more. From the theorem's start (radius M ≥
+40, the R the hypotheses need: below it boundary starts dip out of the cone, and at M ≤ 4 plain GD leaves it,
+measured below) the support tokens trail α_i by ≈ M logits, so ‖∇L‖ ∝ e^{−M}: one step η‖∇L(W(0))‖
+is ~1e-19·‖W(0)‖ (quick seed 0 #0), below the float64 rounding of W (4·EPS‖W‖): the iterate cannot move. Even
+where it can, the fixed step's norm grows like log k (r(k) ≈ log k, as gd-global), so the ten-fold fall of
+1 − corr from the cone boundary needs ‖W‖ to grow ≈ 3.2×, about e^{2.2M} steps. Measured (plain GD, η = 1/L_W,
+8 boundary starts of quick seed 0's family, 1 − corr from μ = 0.01): 20000 steps at M = 2 and 4 — all 8 end
+outside the cone (1 − corr 0.012–0.31: R too small, not a counterexample); at M = 8, 4 of 8 rise above μ
+(0.0101–0.0114); 200000 steps at M = 12 — 0.0082–0.0099, and the tied control falls alike (0.0085–0.0098); at
+M = 20 — 0.99988·μ to 0.999994·μ. So on every profile: ``is_gradient_descent`` is decided (the engine's plain
+step against the independent gradient, direction and length, at W(0)/‖W(0)‖ where the step is resolvable;
+at W(0) a step below W's rounding counts as unresolved, ``_gd._agreement``), ``stays_in_cone`` and
+``not_global`` are decided on the run, and ``direction`` is confirmed only by the ten-fold fall below 1e-3
+(never reached), otherwise undecided with its reason — "cannot move W(0) in float64" where the first step is
+below W's rounding, "budget" (the logarithmic rate) where it is not. A run whose iterate never moves although
+its first step is resolvable is a no-op and refuted (``_gd.resolvable_step``). The instances come out
+inconclusive, and so does the tied control: at the theorem's radius plain GD cannot tell the tie within any
+feasible budget (the tie shows only after ‖W‖ has grown several-fold: the normalised run leaves the cone after
+≈ 7× growth). That is a limit of the theorem's algorithm in float64, reported, not a PASS.
+
+The normalised-GD protocol (the authors' experiments) is ``gd-local-normalized`` (and
+``gd-local-normalized-control``), the same family, start and predictions: normalised GD, 2000 steps of a fixed
+step lr = 3·R/1000 (relative to the start: the iterate can grow ~7×, so a start 1 − corr = μ can fall ~50× by
+dilution alone when every step points along W^mm_α; with the authors' absolute step 0.1 a start at R ≈ 100
+could not move its direction measurably in 2000 steps, and the check would have no power). Its direction
+rule: confirmed by the ten-fold fall below 1e-3; short of it undecided only while visibly converging
+(PROGRESS_MIN, TAIL_FALL), otherwise refuted.
 
 Given data (``--data``): α switches one example of the given data to its second-best token (as
 local_alpha_data builds it), drawn from the instance seed among the switches that are feasible, locally
@@ -50,12 +73,14 @@ seed too. The control draws among the non-locally-optimal switches of the data (
 strictly higher than α_i: the data cannot be edited into a tie). Either is not applicable to data that
 have none.
 
-Control (``gd-local-control``), at the boundary of "locally optimal": a support token of W^mm_α scores
-EXACTLY as high as α_i (checks.strategies.tied_alpha_data: the optimal token of the switched example is
-moved along v onto α_i's score, and stays a support token), same start on the cone boundary, same GD. The
-tie makes the loss indifferent between α_i and that token, so their logit gap stops growing while every
-other margin grows: GD leaves the cone or stalls above μ/10 (seed 0, 12 draws: 10 refuted, by leaving the
-cone on 8 of them; 2 happen to converge within the budget). The former control (a support token scoring
+Control (``gd-local-control``; ``gd-local-normalized-control`` with normalised GD), at the boundary of
+"locally optimal": a support token of W^mm_α scores EXACTLY as high as α_i (checks.strategies.tied_alpha_data:
+the optimal token of the switched example is moved along v onto α_i's score, and stays a support token), same
+start on the cone boundary, same GD. The tie makes the loss indifferent between α_i and that token, so their
+logit gap stops growing while every other margin grows: normalised GD leaves the cone or stalls above μ/10
+(seed 0, 12 draws: 10 refuted, by leaving the cone on 8 of them; 2 happen to converge within the budget).
+Plain GD cannot move from the start (above): ``gd-local-control`` is inconclusive, not refuted — the
+boundary is not decidable with the theorem's step in float64. The former control (a support token scoring
 strictly higher) was far from the boundary.
 """
 
