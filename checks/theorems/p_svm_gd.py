@@ -1,4 +1,4 @@
-r"""p-svm-gd — GD on the prompt p converges in direction to the p-SVM (TLZO).
+r"""p-svm-gd — plain GD (η ≤ 1/L_p) on the prompt p converges in direction to the p-SVM (TLZO).
 
 Statement (TLZO, "Max-Margin Token Selection in Attention Mechanism", arXiv 2306.13596, §3–4, prompt
 attention f(X) = v^T X^T S(X W^T p) with fixed v, W and trainable p; keys k_it = W x_it):
@@ -10,10 +10,14 @@ attention f(X) = v^T X^T S(X W^T p) with fixed v, W and trainable p; keys k_it =
   in the cone {corr(p, p^mm_α) ≥ 1 − μ, ‖p‖ ≥ R} with μ small and R large, GD converges in direction
   to p^mm_α (and stays in a slightly larger cone).
 
-Hypotheses implemented (exactly): logistic loss (Assumption A); normalised GD, step 0.05, 3000 steps;
-``feasible`` (the certified p-SVM for the target α is optimal); ``equal_nonoptimal_scores`` for the
-global instances (max spread of non-optimal scores ≤ TIE_TOL); ``locally_optimal`` and ``in_cone``
-(μ = CONE_MU, R = CONE_R) for the local instances.
+Hypotheses implemented (exactly): logistic loss (Assumption A); the theorem's algorithm, plain GD
+p(k+1) = p(k) − η∇L(p(k)) with η = 1/L_p (``step_below_1_over_L``, held exactly), L_p the PROVED bound
+``_smoothness.prompt_smoothness_bound`` = theory.smoothness.lipschitz_bound_logits: the derivation of the W
+bound (smoothness-step, gd-global, gd-local) uses only logits linear in the parameter, so it holds for
+a_it = k_itᵀp with ρ_i the key diameter; 20000 steps on quick, 100000 on full, 200000 on paper (fused torch
+path, one η per instance); ``feasible`` (the certified p-SVM for the target α is optimal);
+``equal_nonoptimal_scores`` for the global instances (max spread of non-optimal scores ≤ TIE_TOL);
+``locally_optimal`` and ``in_cone`` (μ = CONE_MU, R = CONE_R) for the local instances.
 
 Instance family (cycling by instance index):
 0. local fixture — keys (−0.1, 1), (1, 0), (0, 0), scores (1, 0.9, γ3) with γ3 ~ U(0, 0.8) (TLZO's example:
@@ -21,24 +25,39 @@ Instance family (cycling by instance index):
    (random sign): ON the boundary of the starting cone (1 − corr = 1 − cos 0.02 ≈ 2e-4);
 1. global fixture — the same keys with γ3 = 0.9 (equal non-optimal scores), random Gaussian p(0);
    p^mm = (−0.1, 1)/1.01;
-2. global random — B.2 data (``checks.strategies.b2_data``, n = 2, T = 3, d = 6) with a random orthogonal W,
-   random Gaussian p(0).
+2. global random, the drawn family (issue 24 §3: n ≥ 4, d ≥ 4, T ≥ 3) — B.2 data
+   (``checks.strategies.b2_data``, n = 4, T = 3, d = 12) with a random orthogonal W, random Gaussian p(0).
+   The two fixtures stay as hand-checked instances.
 
-Prediction: 1 − corr(p(k), p^mm_α) is non-increasing over the second half of the run, below CORR_TOL at
-the end and at most a tenth of its value at p(0) (a local start on the cone boundary is already within
-CORR_TOL, so without this fall a no-op optimiser would pass it: measured falls 2e-4 → 1.7e-5); local
-instances also stay in the cone of half-width STAY_MU. Lack of progress refutes: a run whose ‖p‖ grew by
-less than NORM_GROWTH_MIN·η per step, or whose 1 − corr did not fall below its start, is refuted. Only a run
-that progresses but ends unconverged with ‖p‖ < BUDGET_RATIO·‖p^mm‖ (or whose gradient underflowed) is
-inconclusive.
+Predictions: ``is_gradient_descent`` — one step of the optimiser from p(0) and p(0)/‖p(0)‖ against an
+independent numpy gradient, direction and length (``_gd.prompt_init_fidelity``; a step below p's rounding
+counts as unresolved). ``direction`` — 1 − corr(p(k), p^mm_α) is non-increasing over the second half of the
+run, below CORR_TOL at the end and at most a tenth of its worst recorded value (a local start on the cone
+boundary is already within CORR_TOL, so without this fall a no-op optimiser would pass it); local instances
+also stay in the cone of half-width STAY_MU (leaving it refutes).
 
-Known finding (``abandoned_opt_mechanism``; docs/theory.md): on B.2 data with a costly optimal selection GD
-can abandon an example's optimal token and converge to the certified p-SVM of the other examples (full seed 3
+What plain GD decides (quick seed 0: 9 of 9 inconclusive). Under a fixed step ‖p(k)‖ grows like log k and
+1 − corr falls like 1/log²k, so short of the confirmation the direction is undecided (budget), never refuted
+by a slow fall (no ratio rule separates it from a stall: gd-global's argument). The global instances move
+(quick seed 0: 1 − corr 0.37–1.8 at p(0) → 0.0074–0.039 at 20000 steps, ‖p‖ ≈ 10–23), not yet below CORR_TOL
+with the fall. From the local fixture's cone (R = 60: the support token 60 logits behind) one step η‖∇L‖ is
+below p's float64 rounding: p cannot move (undecided), and so the control below is inconclusive too, not
+refuted — plain GD cannot decide the local boundary in float64. A run whose p never moves although its first
+step is resolvable is a no-op, refuted.
+
+The normalised-GD protocol (the authors' experiments) is ``p-svm-gd-normalized`` (and its control): the same
+family, normalised GD with step LR = 0.05 for STEPS = 3000 steps, and its progress rule — a run whose ‖p‖ grew
+by less than NORM_GROWTH_MIN·η per step, or whose 1 − corr did not fall below its worst, is refuted; only a
+run that progresses but ends unconverged with ‖p‖ < BUDGET_RATIO·‖p^mm‖ (or whose gradient underflowed) is
+inconclusive. Known finding of that variant (``abandoned_opt_mechanism``; docs/theory.md): on B.2 data with a
+costly optimal selection normalised GD can abandon an example's optimal token and converge to the certified
+p-SVM of the other examples (drawn family: quick seed 24 #5 and seed 28 #8; former n = 2 family: full seed 3
 #47).
 
-Control (``p-svm-gd-control``): the local claim at γ3 = 0.9 — token 3 ties token 2, so α = token 2 is
-*not* locally optimal, yet the control asserts convergence to (1, 0) from the same cone. GD leaves
-the cone towards the global p^mm = (−0.1, 1)/1.01, refuting it.
+Control (``p-svm-gd-control``; ``p-svm-gd-normalized-control`` with normalised GD): the local claim at γ3 = 0.9
+— token 3 ties token 2, so α = token 2 is *not* locally optimal, yet the control asserts convergence to (1, 0)
+from the same cone. Normalised GD leaves the cone towards the global p^mm = (−0.1, 1)/1.01, refuting it;
+plain GD cannot move from the start (above).
 """
 
 from __future__ import annotations
