@@ -56,8 +56,8 @@ p-SVM of the other examples (drawn family: quick seed 24 #5 and seed 28 #8; form
 
 Control (``p-svm-gd-control``; ``p-svm-gd-normalized-control`` with normalised GD): the local claim at
 γ3 = 0.9 — token 3 ties token 2, so α = token 2 is *not* locally optimal, yet the control asserts
-convergence to (1, 0) from the same cone. Normalised GD leaves the cone towards the global p^mm = (−0.1, 1)/1.01, refuting it;
-plain GD cannot move from the start (above).
+convergence to (1, 0) from the same cone. Normalised GD leaves the cone towards the global p^mm = (−0.1,
+1)/1.01, refuting it; plain GD cannot move from the start (above).
 """
 
 from __future__ import annotations
