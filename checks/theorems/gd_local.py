@@ -318,9 +318,13 @@ class GDLocal(Theorem):
                     f"second-best token, Att-SVM(alpha) feasible, initial multiplier M <= {M_MAX:g})")
         return None
 
+    #: queries z_i = x_i1 (the self-attention variants, issue 24 §4) instead of the family's own z_i
+    self_attention = False
+
     def _draw(self, rng):
         """The instance family: (data, α)."""
-        return local_alpha_data(self.n, self.T, self.d, rng=rng, locally_optimal=True)
+        return local_alpha_data(self.n, self.T, self.d, rng=rng, locally_optimal=True,
+                                self_attention=self.self_attention)
 
     def family_ok(self, data, alpha) -> bool:
         """The hypotheses decided from the data and the SVMs alone (not from GD's run), decided by this
@@ -520,7 +524,7 @@ class GDLocalControl(GDLocal):
     plot_metric = "min_corr"
 
     def _draw(self, rng):
-        return tied_alpha_data(self.n, self.T, self.d, rng=rng)
+        return tied_alpha_data(self.n, self.T, self.d, rng=rng, self_attention=self.self_attention)
 
     def assume_alpha_not_opt(self, inst, st, ctx):
         # with the tie both tokens are optimal: α ≠ opt means α_i is not the unique best token of its example
@@ -567,3 +571,29 @@ class GDLocalNormalizedControl(_NormalizedLocal, GDLocalControl):
         "the cone boundary and same normalised GD as gd-local-normalized"
     )
     control_of = "gd-local-normalized"
+
+
+class _SelfAttention:
+    """Self-attention (TLTO: every GD theorem holds with z_i = x_i1; issue 24 §4): the shared family
+    local_alpha_data / tied_alpha_data drawn with Z None, everything else as the parent check. Given data are
+    not taken (their queries are their own). Only the normalised variant is registered: under plain GD the
+    self-attention check is undecidable for gd-local's reason (measured, quick seed 0: 12 of 12 instances and
+    12 of 12 control instances inconclusive, "cannot move W(0) in float64")."""
+
+    self_attention = True
+    accepts_data = False
+
+
+@register
+class GDLocalNormalizedSelfAttention(_SelfAttention, GDLocalNormalized):
+    id = "gd-local-normalized-self-attention"
+    title = ("Normalised GD (authors' protocol) under self-attention (z_i = x_i1) from the cone of a locally "
+             "optimal W^mm_α converges to W^mm_α")
+    hypotheses_text = GDLocalNormalized.hypotheses_text + "; self-attention: z_i = x_i1"
+
+
+@register
+class GDLocalNormalizedSelfAttentionControl(_SelfAttention, GDLocalNormalizedControl):
+    id = "gd-local-normalized-self-attention-control"
+    control_of = "gd-local-normalized-self-attention"
+    hypotheses_text = GDLocalNormalizedControl.hypotheses_text + "; self-attention: z_i = x_i1"

@@ -150,6 +150,22 @@ def test_gd_local_plain_refutes_a_no_op_where_the_first_step_is_resolvable(monke
     assert "did not move" in r.reason
 
 
+def test_gd_local_normalized_self_attention_queries_are_first_tokens():
+    """The self-attention variant (issue 24 §4): the shared family drawn with z_i = x_i1, confirmed under
+    normalised GD; its tied control is refuted."""
+    from checks.harness import _contexts, run_instances
+
+    cls = REGISTRY["gd-local-normalized-self-attention"]
+    gens, ctxs = _contexts(cls, [0], profile="quick", seed=0, device="cpu", data=None)
+    data = cls().instance(gens[0], ctxs[0])["data"]
+    assert data.self_attention and np.array_equal(data.Z, data.X[:, 0])
+    (r,) = run_instances(cls, [0], profile="quick", seed=0)
+    assert r.outcome == "confirmed", (r.outcome, r.reason)
+    ctl = REGISTRY["gd-local-normalized-self-attention-control"]
+    rs = run_instances(ctl, [0, 1, 2], profile="quick", seed=0)
+    assert any(x.outcome == "refuted" for x in rs), [(x.outcome, x.reason) for x in rs]
+
+
 def test_gd_local_starts_on_the_cone_boundary():
     from checks.theorems.gd_local import MU, boundary_start
     from numerics.tokens import corr
