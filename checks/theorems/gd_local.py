@@ -548,6 +548,9 @@ class _NormalizedLocal:
 @register
 class GDLocalNormalized(_NormalizedLocal, GDLocal):
     id = "gd-local-normalized"
+    #: the instances (family draws, starts) of gd-local: the two algorithms on the same instances, and the
+    #: replays recorded before the split (quick seeds 9 #10, 45) stay the same instances
+    same_instances_as = "gd-local"
     title = "Normalised GD (authors' protocol) from the cone of a locally optimal W^mm_α converges to W^mm_α"
     reference = "TLTO §3 local convergence, normalised-GD reading of its experiments (THEORY.md §5); variant"
     statement = (
@@ -565,6 +568,7 @@ class GDLocalNormalized(_NormalizedLocal, GDLocal):
 @register
 class GDLocalNormalizedControl(_NormalizedLocal, GDLocalControl):
     id = "gd-local-normalized-control"
+    same_instances_as = "gd-local-control"
     hypotheses_text = (
         "logistic loss; α ≠ opt; Att-SVM(α) feasible; α NOT locally optimal, at the boundary: a support "
         "token scores exactly as α_i (tied_alpha_data; on given data: strictly higher); same start on "

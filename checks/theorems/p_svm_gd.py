@@ -431,6 +431,8 @@ class _NormalizedPrompt:
 @register
 class PSvmGDNormalized(_NormalizedPrompt, PSvmGD):
     id = "p-svm-gd-normalized"
+    #: the instances of p-svm-gd: the two algorithms on the same instances
+    same_instances_as = "p-svm-gd"
     title = "Normalised GD (authors' protocol) on the prompt p converges in direction to the p-SVM"
     reference = "TLZO (arXiv 2306.13596) §3–4, normalised-GD reading of its experiments; variant of p-svm-gd"
     statement = (r"p(k+1)=p(k)-\eta\frac{\nabla L}{\|\nabla L\|}:\ \frac{p(k)}{\|p(k)\|}\to"
@@ -459,6 +461,7 @@ class PSvmGDNormalized(_NormalizedPrompt, PSvmGD):
 @register
 class PSvmGDNormalizedControl(_NormalizedPrompt, PSvmGDControl):
     id = "p-svm-gd-normalized-control"
+    same_instances_as = "p-svm-gd-control"
     control_of = "p-svm-gd-normalized"
     hypotheses_text = ("TLZO fixture with γ3 = 0.9 (tie between tokens 2 and 3), p(0) in the cone of (1, 0); "
                        "same normalised GD as p-svm-gd-normalized")
