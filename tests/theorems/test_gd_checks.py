@@ -267,6 +267,27 @@ def test_p_svm_gd_local_starts_on_the_cone_boundary():
     assert r.metrics["start_gap"]["min"] < mod.CORR_TOL  # some starts are already "converged" by the old test
 
 
+def test_prompt_smoothness_bound_dominates_the_prompt_hessian():
+    """L_p (theory.smoothness.lipschitz_bound_logits with the key diameter) ≥ ‖∇²L(p)‖₂ at random p of three
+    scales on random keys and scores (autograd Hessian of numerics.prompt.prompt_loss); the bound is the W
+    bound's derivation, which needs only logits linear in the parameter."""
+    from checks.theorems._smoothness import prompt_smoothness_bound
+    from numerics.prompt import prompt_loss
+
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        K, g = rng.standard_normal((4, 3, 6)), rng.standard_normal((4, 3))
+        L = prompt_smoothness_bound(K, g)
+        Kt, gt = torch.tensor(K[None]), torch.tensor(g[None])
+        for scale in (0.3, 1.0, 3.0):
+            p0 = torch.tensor(scale * rng.standard_normal(6))
+            def loss(q, Kt=Kt, gt=gt):
+                return prompt_loss(Kt, gt, q[None]).sum()
+
+            H = torch.autograd.functional.hessian(loss, p0)
+            assert float(torch.linalg.eigvalsh(H).abs().max()) <= L
+
+
 def test_p_svm_gd_plain_runs_the_drawn_family_with_the_proved_step():
     """p-svm-gd (plain GD, η = 1/L_p): the drawn B.2 instances have n ≥ 4, T ≥ 3, d ≥ 4 (issue 24 §3) and move
     (1 − corr falls from the random start) but only at the fixed step's logarithmic rate: undecided, not
