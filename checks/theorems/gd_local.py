@@ -580,9 +580,10 @@ class GDLocalNormalizedControl(_NormalizedLocal, GDLocalControl):
 class _SelfAttention:
     """Self-attention (TLTO: every GD theorem holds with z_i = x_i1; issue 24 §4): the shared family
     local_alpha_data / tied_alpha_data drawn with Z None, everything else as the parent check. Given data are
-    not taken (their queries are their own). Only the normalised variant is registered: under plain GD the
-    self-attention check is undecidable for gd-local's reason (measured, quick seed 0: 12 of 12 instances and
-    12 of 12 control instances inconclusive, "cannot move W(0) in float64")."""
+    not taken (their queries are their own); the instance seeds are gd-local's (``same_instances_as``,
+    inherited). Only the normalised variant is registered: under plain GD the self-attention check is
+    undecidable for gd-local's reason (measured on 12 quick instances and 12 control instances: every one
+    inconclusive, "cannot move W(0) in float64")."""
 
     self_attention = True
     accepts_data = False
