@@ -163,7 +163,7 @@ CATALOGUE: dict[str, Sabotage] = {
         *(
             Sabotage(
                 name,
-                ("gd", "kq-gd"),
+                ("gd", "kq-gd", "prompt-gd"),  # run_prompt_gd runs on run_gd: the step hook reaches it
                 f"every run_gd step has its step size scaled {f:g}x (a subtle bug: normalised GD still "
                 "descends, only its pace changes)",
                 list,
