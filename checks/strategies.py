@@ -154,6 +154,7 @@ def local_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator, locall
     decided by numerics.svm.is_locally_optimal (support tokens of the certified W^mm_alpha); a
     non-locally-optimal alpha therefore has a support token scoring higher than alpha_i (the optimal
     token of the switched example). Draws up to ``tries`` datasets; InvalidInputError if none fits.
+    ``self_attention``: the same family with queries z_i = x_i1 (numerics.data.AttentionData with Z None).
     """
     from numerics.data import random_unit_sphere
     from numerics.svm import is_locally_optimal, solve_att_svm
@@ -179,7 +180,8 @@ def local_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator, locall
 
 
 def tied_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator,
-                    tries: int = 60, offset: float = 0.0) -> tuple[AttentionData, np.ndarray]:
+                    tries: int = 60, offset: float = 0.0,
+                    self_attention: bool = False) -> tuple[AttentionData, np.ndarray]:
     """Unit-sphere data with a selection alpha != opt that is NOT locally optimal *at the boundary*: a
     support token of W^mm_alpha scores exactly as high as alpha_i (a tie), Att-SVM(alpha) feasible.
 
@@ -190,7 +192,7 @@ def tied_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator,
     numerics.svm.is_locally_optimal is False only because of the tie (gamma_{i alpha_i} > gamma_it fails by
     equality). ``offset`` > 0 puts t that far ABOVE alpha_i instead (gamma_it = gamma_{i alpha_i} + offset:
     strictly not locally optimal, ``offset`` from the tie). Draws up to ``tries`` datasets; InvalidInputError
-    if none fits.
+    if none fits. ``self_attention``: queries z_i = x_i1 (a moved first token moves its query with it).
     """
     from numerics.data import random_unit_sphere
     from numerics.svm import solve_att_svm
@@ -198,7 +200,7 @@ def tied_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator,
 
     _check_sizes(n, T, d)
     for _ in range(tries):
-        data = random_unit_sphere(n, T, d, rng=rng)
+        data = random_unit_sphere(n, T, d, rng=rng, self_attention=self_attention)
         ot = optimal_tokens(data)
         if not ot.unique:
             continue
@@ -209,7 +211,7 @@ def tied_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator,
         t = int(ot.index[i])
         X = np.array(data.X)
         X[i, t] -= (g[i, t] - g[i, alpha[i]] - offset) / (data.Y[i] * float(data.v @ data.v)) * data.v
-        tied = AttentionData(X, data.Y, data.Z, data.v)
+        tied = AttentionData(X, data.Y, None if self_attention else data.Z, data.v)
         sol = solve_att_svm(tied, alpha)
         if sol.feasible and t in set(np.asarray(sol.support[i]).tolist()):
             return tied, alpha

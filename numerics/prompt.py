@@ -169,24 +169,26 @@ class PromptModel(Model):
         return params[0].clone()
 
 
-def run_prompt_gd(keys: Any, gamma: Any, *, steps: int, lr: float, normalized: bool = True,
+def run_prompt_gd(keys: Any, gamma: Any, *, steps: int, lr: Any, normalized: bool = True,
                   loss: str = "logistic", init: Any = None, record_every: int | None = None,
                   device: str = "cpu") -> PromptGDResult:
     """Batched (normalised) GD on the prompt: p ← p − η ∇L/‖∇L‖ (or p − η ∇L), R runs at once, on the GD
     engine (numerics.gd.run_gd with a :class:`PromptModel`: its explicit loop and step hook).
 
-    keys (R, n, T, dk) or (n, T, dk); gamma (R, n, T) or (n, T); init (R, dk) (default zeros).
+    keys (R, n, T, dk) or (n, T, dk); gamma (R, n, T) or (n, T); init (R, dk) (default zeros); lr one step
+    size or one per instance (as numerics.gd.GDConfig.lr).
     Records every ``record_every`` steps (default steps // 20) plus the last iterate.
     """
     K, g, _ = _batched(keys, gamma)
     R, n, T, dk = K.shape
-    if steps < 1 or lr <= 0:
+    if steps < 1 or np.any(np.asarray(lr, dtype=float) <= 0):
         raise InvalidInputError(f"steps must be >= 1 and lr > 0, got steps={steps}, lr={lr}")
     p0 = np.zeros((R, dk)) if init is None else np.asarray(init, dtype=float).reshape(R, dk)
     every = max(1, steps // 20) if record_every is None else int(record_every)
     batch = PromptBatch(torch.as_tensor(K, dtype=torch.float64, device=device),
                         torch.as_tensor(g, dtype=torch.float64, device=device))
     model = PromptModel()
+    lr = float(lr) if np.ndim(lr) == 0 else [float(x) for x in np.ravel(lr)]
     cfg = GDConfig(steps=steps, lr=lr, geometry="normalized" if normalized else "plain", loss=loss,
                    param=model)
     res = run_gd(batch, cfg, init=p0, device=device, record_every=every)

@@ -249,5 +249,15 @@ def lipschitz_bound(data, loss: str = "logistic", form: str = "scores") -> float
         hi = np.linalg.norm(v) * R
         lo = -hi
         r = 2 * R * zn
+    return lipschitz_bound_logits(lo, hi, r, loss)
+
+
+def lipschitz_bound_logits(lo, hi, rho, loss: str = "logistic") -> float:
+    r"""The same proved bound (1/n) Σ_i bound(Δ_i, ρ_i, B1_i, B2_i) for ANY model whose logits are linear in
+    the trained parameter θ, a_i(θ + εM) = a_i(θ) + ε b_i(M): steps 1–5 of the derivation use only that
+    linearity, the fixed scores γ_i (range [lo_i, hi_i], Δ_i = hi_i − lo_i) and ρ_i ≥ max_{t,τ} |b_it − b_iτ|
+    for ‖M‖ = 1. W-attention: ρ_i = D_i‖z_i‖ (:func:`lipschitz_bound`); prompt attention (TLZO, a_it =
+    k_it^T p): ρ_i = the key diameter max_{t,τ} ‖k_it − k_iτ‖ (Cauchy–Schwarz)."""
+    lo, hi, rho = (np.asarray(a, dtype=float) for a in (lo, hi, rho))
     b1, b2 = loss_sup(loss, lo, hi)
-    return float(np.mean(_bound_fn()(hi - lo, r, b1, b2)))
+    return float(np.mean(_bound_fn()(hi - lo, rho, b1, b2)))

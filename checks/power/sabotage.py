@@ -165,7 +165,7 @@ CATALOGUE: dict[str, Sabotage] = {
         *(
             Sabotage(
                 name,
-                ("gd", "kq-gd", "ntp-gd"),
+                ("gd", "kq-gd", "ntp-gd", "prompt-gd"),  # prompt and NTP GD run on run_gd too
                 f"every run_gd step has its step size scaled {f:g}x (a subtle bug: normalised GD still "
                 "descends, only its pace changes)",
                 list,

@@ -84,12 +84,17 @@ def _agreement(step: np.ndarray, want: np.ndarray, scale: float) -> float:
     read as W − W⁺ from parameters of norm ``scale``, which carries an error ≤ ~EPS·scale (W⁺ = fl(W − s)), so
     r is known to δ = 4·EPS·scale/‖want‖ only (a step near saturation, where ‖∇L‖ ≪ ‖W‖, can make δ ~ 1e-8:
     smoothness-step's near-saturated starts); |r − 1| within δ counts as 1, beyond it only the excess
-    counts."""
+    counts. A wanted step below the rounding itself (‖want‖ ≤ 4·EPS·scale: plain GD with η ≤ 1/L_W deep in
+    a cone, where η‖∇L‖ ∝ e^(−M), gd-local) cannot be read from W − W⁺ at all: it agrees when W − W⁺ is
+    within rounding too (so :func:`init_fidelity`'s unit-norm point, where the step is resolved, decides)."""
     ns, nw = np.linalg.norm(step), np.linalg.norm(want)
+    res = 4.0 * EPS * float(scale)
+    if 0 < nw <= res:  # the step is below the rounding of W: W − W⁺ cannot show it (plain GD deep in a
+        return 1.0 if ns <= 2.0 * res else 0.0  # cone, gd-local); only a step of a different size shows
     if ns == 0 or nw == 0:
         return 1.0 if ns == nw else 0.0
     r = float(ns / nw)
-    allow = 4.0 * EPS * float(scale) / float(nw)
+    allow = res / float(nw)
     r = 1.0 if abs(r - 1.0) <= allow else (r - allow if r > 1.0 else r + allow)
     return _corr(step, want) * min(r, 1.0 / r)
 
@@ -138,6 +143,19 @@ def mirror_step_fidelity(data: AttentionData, W: np.ndarray, lr: float, p: float
     return _agreement((u - u_next).ravel(), want, scale)
 
 
+def resolvable_step(step_norm: float, scale: float) -> bool:
+    """Whether a step of norm ``step_norm`` from parameters of norm ``scale`` changes them in float64 beyond
+    rounding (> 4·EPS·scale, the allowance of :func:`_agreement`). Plain GD deep in a cone (η‖∇L‖ ∝ e^(−M))
+    takes steps below it: its iterate cannot move, and a run that does not move is then no evidence against
+    the optimiser; where the first step is resolvable, a run whose iterate never moves is a no-op."""
+    return bool(step_norm > 4.0 * EPS * scale)
+
+
+def unmoved(traj: np.ndarray) -> bool:
+    """The last recorded iterate equals the first to rounding (‖θ(S) − θ(0)‖ ≤ 4·EPS·‖θ(0)‖)."""
+    return not resolvable_step(float(np.linalg.norm(traj[-1] - traj[0])), float(np.linalg.norm(traj[0])))
+
+
 def init_fidelity(data: AttentionData, W0: np.ndarray, lr: float, **kw) -> float:
     """The worse :func:`step_fidelity` of the step from W(0) and from W(0)/‖W(0)‖_F (a small start and a
     unit-norm one, where saturation and scale bugs differ); ``kw`` as for step_fidelity, or with ``p`` (the
@@ -147,6 +165,35 @@ def init_fidelity(data: AttentionData, W0: np.ndarray, lr: float, **kw) -> float
         return min(mirror_step_fidelity(data, W, lr, p, **kw) for W in (W0, W0 / np.linalg.norm(W0)))
     kw.pop("p", None)
     return min(step_fidelity(data, W, lr, **kw) for W in (W0, W0 / np.linalg.norm(W0)))
+
+
+def independent_grad_p(keys: np.ndarray, gamma: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """∇L(p) = (1/n) Σ_i ℓ′(γ_iᵀ s_i) K_iᵀ (diag s_i − s_i s_iᵀ) γ_i, s_i = softmax(K_i p), logistic loss, in
+    plain numpy (prompt attention, TLZO), independent of numerics.prompt."""
+    K, g = np.asarray(keys, dtype=float), np.asarray(gamma, dtype=float)
+    a = np.einsum("itk,k->it", K, p)
+    e = np.exp(a - a.max(axis=1, keepdims=True))
+    s = e / e.sum(axis=1, keepdims=True)
+    lprime = -1.0 / (1.0 + np.exp((s * g).sum(axis=1)))
+    c = s * np.einsum("iu,itu->it", s, g[:, :, None] - g[:, None, :])  # pairwise form, as independent_grad_W
+    return np.einsum("i,it,itk->k", lprime, c, K) / K.shape[0]
+
+
+def prompt_init_fidelity(keys: np.ndarray, gamma: np.ndarray, p0: np.ndarray, lr: float, *,
+                         normalized: bool, device: str = "cpu") -> float:
+    """:func:`init_fidelity` for GD on the prompt p (numerics.prompt.run_prompt_gd): the worse agreement
+    (direction and length) of one step from p(0) and from p(0)/‖p(0)‖ with the independent step."""
+    from numerics.prompt import run_prompt_gd
+
+    out = []
+    for p in (np.asarray(p0, dtype=float), np.asarray(p0, dtype=float) / np.linalg.norm(p0)):
+        nxt = run_prompt_gd(keys, gamma, steps=1, lr=lr, normalized=normalized, init=p[None],
+                            device=device).p[0]
+        g = independent_grad_p(keys, gamma, p)
+        ng = float(np.linalg.norm(g))
+        want = lr * (g / ng if normalized and ng > 0 else g)
+        out.append(_agreement(p - nxt, want, float(np.linalg.norm(p))))
+    return min(out)
 
 
 def step_fidelity_kq(

@@ -34,7 +34,7 @@ import torch
 
 from numerics.data import AttentionData
 from numerics.tokens import optimal_tokens, scores
-from theory.smoothness import lipschitz_bound
+from theory.smoothness import lipschitz_bound, lipschitz_bound_logits
 
 #: Near-saturated starts: W = c · W_sel / ‖·‖ scaled so the selected token leads by about c logits, W_sel the
 #: direction that raises token α_i of every example (α = opt and α = the worst token).
@@ -44,6 +44,14 @@ SATURATION_LOGITS = (4.0, 12.0)
 def smoothness_bound(data: AttentionData) -> float:
     """The proved L_W ≥ Lipschitz constant of ∇L(W), logistic loss, linear head (see the module docstring)."""
     return lipschitz_bound(data, "logistic", "scores")
+
+
+def prompt_smoothness_bound(keys: np.ndarray, gamma: np.ndarray, loss: str = "logistic") -> float:
+    """The proved L_p ≥ Lipschitz constant of ∇L(p) for prompt attention (TLZO: logits K_i p, fixed scores
+    γ (n, T), keys (n, T, dk)): theory.smoothness.lipschitz_bound_logits with ρ_i the key diameter."""
+    K, g = np.asarray(keys, dtype=float), np.asarray(gamma, dtype=float)
+    diam = np.linalg.norm(K[:, :, None, :] - K[:, None, :, :], axis=-1).max(axis=(1, 2))
+    return lipschitz_bound_logits(g.min(1), g.max(1), diam, loss)
 
 
 def _tensors(data):

@@ -41,7 +41,7 @@ def test_every_theorem_decides_on_given_data(digits):
 
 def test_check_digits_exits_0_and_reports_applicability(tmp_path):
     out = tmp_path / "digits"
-    ids = ["loss-assumptions", "svm-rank-bound", "svm-feasibility", "gd-local", "seq-svm"]
+    ids = ["loss-assumptions", "svm-rank-bound", "svm-feasibility", "gd-local-normalized", "seq-svm"]
     assert main(["check", *ids, "--data", "digits", "--out", str(out), "--no-progress"]) == 0
     rep, by_id = _report(out)
     assert rep["run"]["data"] == "digits"
@@ -78,15 +78,15 @@ def test_check_digits_exits_0_and_reports_applicability(tmp_path):
     t = by_id["svm-feasibility"]
     assert t["verdict"] == "VACUOUS" and t["status"] == "hyp. unmet" and t["counts"]["vacuous"] == 8
     assert any("d = 16 < max(T-1, n) = 60" in r for r in t["reasons"])
-    assert "**svm-feasibility**" not in md  # not flagged as a finding (gd-local below is: inconclusive)
+    assert "**svm-feasibility**" not in md  # not flagged as a finding (gd-local-normalized: inconclusive)
 
     # GD from the cone boundary of a locally optimal alpha of the digits: still converging, but the 2000-step
     # budget does not reach the ten-fold fall of 1 - corr on n = 60 (inconclusive, never a hollow PASS)
-    t = by_id["gd-local"]
+    t = by_id["gd-local-normalized"]
     assert t["verdict"] == "INCONCLUSIVE" and t["metrics"]["data_n"]["max"] == 60
     assert t["status"] == "undecided"  # quiet on given data (exit 0 above), never PASS
     assert t["counts"]["refuted"] == 0
-    assert by_id["gd-local-control"]["verdict"] == "FAIL"
+    assert by_id["gd-local-normalized-control"]["verdict"] == "FAIL"
 
 
 def test_check_npz_file(tmp_path):

@@ -41,8 +41,9 @@ def test_seed_45_family_meets_the_data_hypotheses_by_construction():
 
 @pytest.mark.parametrize("k", [6, 0])
 def test_seed_45_instances_are_decided_and_confirmed(k):
-    """#6 needed M = 1.71e3 at its first draw (now redrawn); #0 qualified at once (unchanged)."""
-    (r,) = run_instances(REGISTRY["gd-local"], [k], profile="quick", seed=SEED)
+    """#6 needed M = 1.71e3 at its first draw (now redrawn); #0 qualified at once (unchanged). Confirmed by
+    the normalised protocol (gd-local-normalized, same family and start; plain GD cannot move from there)."""
+    (r,) = run_instances(REGISTRY["gd-local-normalized"], [k], profile="quick", seed=SEED)
     assert r.outcome == "confirmed", (r.outcome, r.reason)
     assert all(r.hypotheses.values())
     assert r.metrics["draws"] == (2 if k == 6 else 1)
@@ -66,5 +67,5 @@ def test_control_stream_is_unchanged_and_still_refuted():
     instances are the ones it drew before; it stays refuted."""
     _, insts = _instances("gd-local-control", range(12))
     assert [inst["draws"] for inst in insts] == [1] * 12
-    rs = run_instances(REGISTRY["gd-local-control"], range(4), profile="quick", seed=SEED)
+    rs = run_instances(REGISTRY["gd-local-normalized-control"], range(4), profile="quick", seed=SEED)
     assert any(r.outcome == "refuted" for r in rs)

@@ -68,7 +68,7 @@ def test_gd_local_start_cone_width_depends_on_alpha():
     from it."""
     from checks.theorems.gd_local import MU
 
-    r = _one("gd-local", 9, 10)
+    r = _one("gd-local-normalized", 9, 10)
     assert r.outcome == "confirmed", (r.outcome, r.reason)
     assert 0 < r.metrics["cone_mu"] < MU
     assert r.metrics["corr_err"] < r.metrics["cone_mu"] / 10
@@ -77,7 +77,7 @@ def test_gd_local_start_cone_width_depends_on_alpha():
 def test_gd_local_cone_width_keeps_mu_where_the_start_separates():
     from checks.theorems.gd_local import MU
 
-    r = _one("gd-local", 0, 0)
+    r = _one("gd-local-normalized", 0, 0)
     assert r.outcome == "confirmed" and r.metrics["cone_mu"] == MU
 
 
