@@ -142,6 +142,9 @@ class TheoremResult:
     source: str | None = None
     #: the measured resolution (checks/power/resolution.json; Theorem.resolution), None if never measured
     resolution: dict[str, Any] | None = None
+    #: Theorem.undecidable: the measured reason the theorem's algorithm cannot decide its claim (INCONCLUSIVE
+    #: is then UNDECIDABLE, quiet)
+    undecidable: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return _jsonable(asdict(self))
@@ -486,7 +489,7 @@ def aggregate(cls: type[Theorem], results: Sequence[InstanceResult], *, profile:
         criteria=[c.to_json() for c in cls.criteria], theorem_number=cls.theorem_number,
         refuted_by=refuted_by, integrity_only=integrity_only, refutations=refutations,
         source=f"{plugin_source(cls)}::{cls.__qualname__}" if plugin_source(cls) else None,
-        resolution=cls.resolution(),
+        resolution=cls.resolution(), undecidable=cls.undecidable,
     )
 
 

@@ -436,6 +436,8 @@ def cmd_check(args) -> int:
         st = report.status_of(t)
         if st not in ("ok", "n/a", "hyp. unmet"):
             print(f"  {st}: {t.id} expected {t.expected}, got {t.verdict}; replay: {t.reproduce}")
+            if st == "UNDECIDABLE":
+                print(f"    (documented: {t.undecidable})")
     if rep["run"].get("ids") and any(t.replay for t in results):
         _print_replay(out, results)
     if code == 130:

@@ -39,7 +39,7 @@ from .experiments.sweep import wilson_interval
 SCHEMA = 1
 #: the statuses of one seed that count as "the expected verdict" (checks.report.QUIET without the given-data
 #: ones, which a stability sweep never produces since it runs every theorem on its own random family)
-EXPECTED_STATUSES = ("ok", "KNOWN FINDING")
+EXPECTED_STATUSES = ("ok", "KNOWN FINDING", "UNDECIDABLE")
 
 
 def parse_seeds(text: str) -> list[int]:

@@ -228,6 +228,13 @@ class Theorem:
     #: the other instances must decide the theorem on their own (PASS without the finding's instances): a
     #: finding never hides them.
     finding_mechanism: ClassVar[Callable[[Any], bool] | None] = None
+    #: Measured, documented undecidability: the theorem's own algorithm cannot decide its claim on its
+    #: own family in float64 on any profile (e.g. plain GD from the theorem's cone, whose first step is
+    #: below the rounding of W), with the measured reason. Its INCONCLUSIVE is then reported as
+    #: UNDECIDABLE: quiet, never a PASS, named with the reason in the summary and the report; a FAIL or an
+    #: ERROR still fails the run, and so does VACUOUS. A control of such a theorem states it too. Never set
+    #: this for a budget that a longer run would meet: that is INCONCLUSIVE and fails the run.
+    undecidable: ClassVar[str | None] = None
     #: metric plotted per instance in the report figure (defaults to the first numeric metric)
     plot_metric: ClassVar[str | None] = None
     #: the y-axis scale of a figure panel by metric (or ``*_curve``) name: "linear", "log" or "symlog"
@@ -362,6 +369,7 @@ class Theorem:
             "expected": cls.expected,
             "control_of": cls.control_of,
             "finding": cls.finding,
+            "undecidable": cls.undecidable,
             "finding_seen": {f"{p}/seed {s}": list(ks) for (p, s), ks in cls.finding_seen.items()},
             "finding_by_mechanism": cls.finding_mechanism is not None,
             "depends_on": list(cls.depends_on),

@@ -39,7 +39,9 @@ def safe_name(s: str) -> str:
 #: which
 #: says nothing about the suite's power (on its own random family INCONCLUSIVE is UNEXPECTED and fails the
 #: run).
-QUIET = ("ok", "n/a", "hyp. unmet", "undecided", "KNOWN FINDING")
+#: UNDECIDABLE: INCONCLUSIVE where the theorem documents (Theorem.undecidable, measured) that its own
+#: algorithm cannot decide the claim in float64; named with its reason in the summary, never a PASS.
+QUIET = ("ok", "n/a", "hyp. unmet", "undecided", "KNOWN FINDING", "UNDECIDABLE")
 
 
 def status_of(t: TheoremResult) -> str:
@@ -60,6 +62,8 @@ def status_of(t: TheoremResult) -> str:
         return "undecided"
     if t.known_finding:
         return "KNOWN FINDING"
+    if t.undecidable and t.verdict == "INCONCLUSIVE":
+        return "UNDECIDABLE"
     if t.verdict == "ERROR":
         return "ERROR"
     if t.control_of:

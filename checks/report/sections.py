@@ -112,6 +112,14 @@ def _refutation_blocks(t: TheoremResult) -> list[Block]:
     return B
 
 
+def _undecidable_blocks(t: TheoremResult) -> list[Block]:
+    """Theorem.undecidable, said above the verdict: why its INCONCLUSIVE is documented, not a budget."""
+    if not t.undecidable:
+        return []
+    return [Para((Bold("Undecidable by the theorem's own algorithm (measured, documented)"),
+                  ": " + t.undecidable), tone="na")]
+
+
 def theorem_blocks(out: Path, t: TheoremResult) -> list[Block]:
     """Everything report.md and report.html say about theorem ``t`` below its heading, in order."""
     head: list[Run] = [Italic(reference_text(t))]
@@ -132,6 +140,7 @@ def theorem_blocks(out: Path, t: TheoremResult) -> list[Block]:
     if t.not_applicable:
         B.append(Para((Bold("Not applicable to the given data"), ": " + t.not_applicable), tone="na"))
         return B
+    B.extend(_undecidable_blocks(t))
     B.append(Para(("Verdict ", Bold(t.verdict), f" (expected {t.expected}), status ", Badge(status_of(t)),
                    f"; {inconclusive_text(t)}.")))
     B.append(Table(COUNT_KEYS, (tuple(str(t.counts.get(k, 0)) for k in COUNT_KEYS),), cls="counts"))
@@ -217,7 +226,8 @@ def to_markdown(blocks: list[Block]) -> list[str]:
 
 # -- report.html -----------------------------------------------------------------------------------------
 
-_STATUS_CLASS = {"ok": "ok", "n/a": "na", "hyp. unmet": "na", "undecided": "na", "KNOWN FINDING": "na"}
+_STATUS_CLASS = {"ok": "ok", "n/a": "na", "hyp. unmet": "na", "undecided": "na", "KNOWN FINDING": "na",
+                 "UNDECIDABLE": "na"}
 
 
 def badge_html(status: str) -> str:

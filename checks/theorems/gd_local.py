@@ -206,6 +206,12 @@ _PLAIN_CRITERIA: tuple[Criterion, ...] = (
 @register
 class GDLocal(Theorem):
     id = "gd-local"
+    undecidable: ClassVar[str | None] = (
+        "plain GD with η = 1/L_W from the theorem's cone (M ≥ 40) takes a first step ~1e-19·‖W(0)‖, below "
+        "the float64 rounding of W, and its norm grows like log k: the ten-fold fall needs ~e^(2.2M) steps "
+        "(measured: quick seeds 0–2 12/12, full seed 0 64/64 inconclusive; the control alike). The "
+        "normalised protocol gd-local-normalized decides the same family"
+    )
     depends_on = ("gd", "svm-fro", "optimal-token")
     title = "Plain GD (η ≤ 1/L_W) from the cone of a locally optimal W^mm_α converges to W^mm_α"
     reference = "TLTO §3 (local convergence of GD, locally optimal directions)"
@@ -467,6 +473,7 @@ class _NormalizedLocal:
     inconclusive band (PROGRESS_MIN, TAIL_FALL)."""
 
     normalized = True
+    undecidable: ClassVar[str | None] = None  # the normalised protocol decides its family
     criteria: ClassVar[tuple[Criterion, ...]] = _NORMALIZED_CRITERIA
 
 

@@ -63,6 +63,8 @@ convergence to (1, 0) from the same cone. Normalised GD leaves the cone towards 
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, held, register
@@ -381,6 +383,13 @@ class _PromptBase(Theorem):
 @register
 class PSvmGD(_PromptBase):
     id = "p-svm-gd"
+    undecidable: ClassVar[str | None] = (
+        "plain GD with η = 1/L_p: from the local fixture's cone (R = 60) one step is below p's float64 "
+        "rounding (p cannot move), and the global runs fall like 1/log²k (quick seed 0: 1 − corr "
+        "0.0074–0.039 at 20000 steps; full seed 0: 2 of 60 below CORR_TOL = 5e-3 at 100000 steps), "
+        "so reaching CORR_TOL needs ~k^2.8 steps. The normalised protocol p-svm-gd-normalized decides the "
+        "same family"
+    )
     depends_on = ("prompt-gd", "svm-fro")
     title = ("Plain GD (η ≤ 1/L_p) on the prompt p converges in direction to the p-SVM (global under B.2, "
              "local from the cone)")
@@ -398,6 +407,7 @@ class PSvmGD(_PromptBase):
 @register
 class PSvmGDControl(_PromptBase):
     id = "p-svm-gd-control"
+    undecidable = PSvmGD.undecidable
     depends_on = ("prompt-gd", "svm-fro")
     title = "Control: local convergence to (1, 0) claimed at γ3 = 0.9, where α is not locally optimal (false)"
     statement = (
@@ -434,6 +444,7 @@ class _NormalizedPrompt:
     per step) and the abandoned-token finding."""
 
     normalized = True
+    undecidable: ClassVar[str | None] = None  # the normalised protocol decides its family
 
 
 @register

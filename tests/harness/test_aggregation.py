@@ -69,6 +69,30 @@ class Finding(_Toy):
 class FindingControl(MostlyControl):
     id = "toy-finding-control"
     control_of = "toy-finding"
+
+@register
+class Undecidable(_Toy):
+    id = "toy-undecidable"
+    title = "true, but its algorithm cannot decide it (documented, measured)"
+    undecidable = "the step is below the rounding of the iterate"
+    def check_ok(self, inst, st, ctx):
+        return undecided("cannot move in float64") if inst["k"] < 10 else held()  # 10 instances
+
+@register
+class UndecidableControl(MostlyControl):
+    id = "toy-undecidable-control"
+    control_of = "toy-undecidable"
+
+@register
+class UndecidableRefuted(Undecidable):
+    id = "toy-undecidable-refuted"
+    def check_ok(self, inst, st, ctx):
+        return failed("refuted") if inst["k"] == 0 else undecided("cannot move in float64")
+
+@register
+class UndecidableRefutedControl(MostlyControl):
+    id = "toy-undecidable-refuted-control"
+    control_of = "toy-undecidable-refuted"
 '''
 
 
@@ -113,6 +137,18 @@ def test_a_known_finding_with_the_rest_undecided_fails_the_run(tmp_path, plugin,
     t = by_id["toy-finding"]
     assert t["verdict"] == "FAIL" and t["finding_instances"] == [0]  # the mechanism recognises instance 0
     assert t["known_finding"] is False and t["status"] != "KNOWN FINDING" and rc == 1  # 5 undecided of 9
+
+
+def test_a_documented_undecidable_theorem_is_quiet_but_never_hides_a_refutation(tmp_path, plugin, capsys):
+    """Theorem.undecidable: INCONCLUSIVE is reported UNDECIDABLE with its reason and does not fail the run;
+    one refuted instance still does (FAIL is never covered by it)."""
+    rc, by_id, out = _run(tmp_path, plugin, "toy-undecidable")
+    t = by_id["toy-undecidable"]
+    assert t["verdict"] == "INCONCLUSIVE" and t["status"] == "UNDECIDABLE" and rc == 0
+    assert "UNDECIDABLE" in capsys.readouterr().out
+    assert "below the rounding" in (out / "report.md").read_text()
+    rc, by_id, _ = _run(tmp_path, plugin, "toy-undecidable-refuted")
+    assert by_id["toy-undecidable-refuted"]["verdict"] == "FAIL" and rc == 1
 
 
 def test_a_pytest_failure_of_a_plugin_theorem_names_a_replay_that_loads_the_plugin(tmp_path, plugin, capsys):
