@@ -88,7 +88,7 @@ CANONICAL_ORDER = (
     "svm-feasibility", "no-stationary-points", "overparam-landscape", "rp-w-frobenius", "rp-kq-nuclear",
     "gd-global", "gd-local", "kq-gd-nuclear", "overparam-global", "gen-svm", "seq-svm", "causal-svm",
     "p-svm-gd", "joint-vp-path",
-    "gd-global-normalized",
+    "gd-global-normalized", "seq-svm-normalized", "causal-svm-normalized",
     # issue 15: the rest of both papers
     "smoothness-step", "cone-no-stationary", "kq-divergence", "nuclear-factorisation", "rp-kq-rank",
     "rp-w-local", "rp-kq-local", "overparam-support",
