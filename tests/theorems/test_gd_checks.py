@@ -201,8 +201,10 @@ def test_gd_global_refutes_a_sabotaged_optimiser(monkeypatch, tid, mode):
 @pytest.mark.parametrize("tid,module,name,fake", [
     ("kq-gd-nuclear", "checks.theorems.kq_gd_nuclear", "run_gd", fake_run_gd("noop")),
     ("p-svm-gd", "checks.theorems.p_svm_gd", "run_prompt_gd", noop_run_prompt_gd),
-    ("seq-svm", "checks.theorems.seq_svm", "run_seq_gd", noop_run_seq_gd),
-    ("causal-svm", "checks.theorems.seq_svm", "run_seq_gd", noop_run_seq_gd),
+    ("seq-svm", "checks.theorems._seq", "run_seq_gd", noop_run_seq_gd),
+    ("causal-svm", "checks.theorems._seq", "run_seq_gd", noop_run_seq_gd),
+    ("seq-svm-normalized", "checks.theorems._seq", "run_seq_gd", noop_run_seq_gd),
+    ("causal-svm-normalized", "checks.theorems._seq", "run_seq_gd", noop_run_seq_gd),
 ])
 def test_a_no_op_optimiser_is_refuted_not_inconclusive(monkeypatch, tid, module, name, fake):
     import importlib
@@ -231,7 +233,7 @@ def test_causal_masking_certified_exactly_once():
     """Structural facts the causal-svm check no longer re-tests per instance (they cannot fail there): the
     causal SVM has no constraint on keys t > k (λ = 0, margin +inf) and the causal softmax gives them 0
     mass."""
-    from checks.theorems.seq_svm import _seq_instance
+    from checks.theorems._seq import _seq_instance
     from numerics.sequence import seq_probs
     from numerics.svm import solve_seq_svm
 
