@@ -100,15 +100,17 @@ class SeqSVM(SeqBase):
     )
     finding = (
         "Genuine counterexamples under these hypotheses, recognised by mechanism on any seed (plain GD, "
-        "η = 1/L_W; quick seed 0: instance 0 of 8, the instance the normalised variant traps too). A query "
-        "locks onto a non-optimal key early in training; its pull towards the best key then becomes "
-        "exponentially small and GD approaches the certified sequence SVM of the other queries alone "
-        "(1 − corr to it falling over the last doublings, below 1 − corr to W^mm_seq), under which the "
-        "trapped query keeps preferring that key (a locally optimal selection). So the trap is not an "
-        "artefact of the authors' normalised steps: per-query B.2 is not sufficient for the global "
-        "sequence claim under the theorem's own GD either."
+        "η = 1/L_W): quick seeds 0, 1, 2: one of 8 each (instances 0, 5, 1); full seed 0: 5 of 60 (0, 13, "
+        "30, 46, 50) -- exactly the instances the authors' normalised protocol trapped on the same draws "
+        "(this id's draws, before the normalised run moved to seq-svm-normalized). A query locks onto a "
+        "non-optimal key early in training; its pull towards the best key then becomes exponentially "
+        "small and GD approaches the certified sequence SVM of the other queries alone (1 − corr to it "
+        "falling over the last doublings, below 1 − corr to W^mm_seq), under which the trapped query keeps "
+        "preferring that key (a locally optimal selection). So the trap is not an artefact of normalised "
+        "steps: per-query B.2 is not sufficient for the global sequence claim under the theorem's own GD."
     )
-    finding_seen = {("quick", 0): (0,)}
+    finding_seen = {("quick", 0): (0,), ("quick", 1): (5,), ("quick", 2): (1,),
+                    ("full", 0): (0, 13, 30, 46, 50)}
     finding_mechanism = attracted_trap_mechanism
 
 
