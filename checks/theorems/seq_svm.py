@@ -138,6 +138,18 @@ class CausalSVM(SeqBase):
         f"logistic loss; {_GD}; causal SVM feasible; per query a unique best visible key and equal scores "
         "for the other visible keys (B.2 per query)"
     )
+    finding = (
+        "Genuine counterexamples under these hypotheses, recognised by mechanism on any seed (plain GD, "
+        "η = 1/L_W, 40000 steps): paper profile, seed 0, instances 108, 174, 182 of 200 (none on quick "
+        "seeds 0-2 or full seed 0) -- the instances the normalised protocol trapped on the same draws. In "
+        "each, the last query locks onto an earlier non-optimal visible key while the other five select "
+        "their best key (selects_optimal = 5/6); GD approaches the certified SVM of the other queries "
+        "(1 − corr 0.013, 0.0098, 0.011 at k = 40000, falling), under which the trapped query's best key "
+        "stays 1.45, 1.60, 1.68 logits behind, while 1 − corr to the causal SVM is 0.59, 0.76, 0.41. Same "
+        "mechanism as seq-svm's: per-query B.2 is not sufficient for the global causal claim."
+    )
+    finding_seen = {("paper", 0): (108, 174, 182)}
+    finding_mechanism = attracted_trap_mechanism
 
 
 @register
