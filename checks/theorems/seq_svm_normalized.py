@@ -17,6 +17,12 @@ that levels off, also below CORR_TOL. Only a run that progresses is inconclusive
 (``is_gradient_descent``, integrity): the engine's first steps from W = 0 and from a unit-norm W against an
 independent numpy gradient (_seq.independent_grad_seq), direction and length.
 
+Resolution (issue 23; checks/power/resolution.json): 0.1 on quick (seq-svm-normalized seed 5: seeds 0–4
+are the finding; causal-svm-normalized seed 0), goal 0.05 not met: the variant's own 1 − corr at S = 2000
+reaches CORR_TOL on some instances, up to 4× a 5 % tilt's 1 − cos θ = 1.25e-3, so the tilt moves the
+S/2 → S ratio too little for SHRINK_MAX and stays within the threshold (the former causal-svm id, on other
+draws, resolved 0.05).
+
 Finding (non-causal): on a small share of these instances a query locks onto *itself* (key t = k, a
 non-optimal token) early in training, after which its pull towards the optimal token is exponentially small
 and GD converges to the SVM of that other selection, which has no active constraint at the trapped query (so
