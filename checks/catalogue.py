@@ -89,7 +89,7 @@ CANONICAL_ORDER = (
     "gd-global", "gd-local", "kq-gd-nuclear", "overparam-global", "gen-svm", "seq-svm", "causal-svm",
     "p-svm-gd", "joint-vp-path",
     "gd-global-normalized", "gd-local-normalized", "p-svm-gd-normalized",
-    "gd-local-normalized-self-attention",
+    "gd-local-normalized-self-attention", "seq-svm-normalized", "causal-svm-normalized",
     # issue 15: the rest of both papers
     "smoothness-step", "cone-no-stationary", "kq-divergence", "nuclear-factorisation", "rp-kq-rank",
     "rp-w-local", "rp-kq-local", "overparam-support",

@@ -125,13 +125,14 @@ class SequenceModel(Model):
         return params[0].clone()
 
 
-def run_seq_gd(X: Any, gamma: Any, *, causal: bool = False, steps: int, lr: float, normalized: bool = True,
+def run_seq_gd(X: Any, gamma: Any, *, causal: bool = False, steps: int, lr: Any, normalized: bool = True,
                loss: str = "logistic", init: Any = None, record_every: int | None = None,
                device: str = "cpu") -> SeqGDResult:
     """Batched (normalised) GD on the sequence / causal loss: W ← W − η ∇L/‖∇L‖_F, on the GD engine
     (numerics.gd.run_gd with a :class:`SequenceModel`: its explicit loop and step hook).
 
-    X (R, n, T, d) or (n, T, d); gamma (R, n, T, T) or (n, T, T); init (R, d, d) (default zeros).
+    X (R, n, T, d) or (n, T, d); gamma (R, n, T, T) or (n, T, T); init (R, d, d) (default zeros); lr one
+    step or one per run (R numbers, e.g. plain GD's 1/L_W of each instance).
     Records every ``record_every`` steps (default steps // 20) and the last iterate.
     """
     Xa = np.asarray(X, dtype=float)
@@ -143,15 +144,18 @@ def run_seq_gd(X: Any, gamma: Any, *, causal: bool = False, steps: int, lr: floa
         raise InvalidInputError(
             f"X must be (R, n, T, d) and gamma (R, n, T, T); got {Xa.shape} and {Ga.shape}"
         )
-    if steps < 1 or lr <= 0:
-        raise InvalidInputError(f"steps must be >= 1 and lr > 0, got steps={steps}, lr={lr}")
     R, n, T, d = Xa.shape
+    lrs = np.atleast_1d(np.asarray(lr, dtype=float))
+    if steps < 1 or np.any(lrs <= 0) or lrs.ndim != 1 or lrs.size not in (1, R):
+        raise InvalidInputError(
+            f"steps must be >= 1 and lr > 0 (one, or one per run), got steps={steps}, lr={lr}")
+    step = float(lrs[0]) if lrs.size == 1 else tuple(float(x) for x in lrs)
     W0 = np.zeros((R, d, d)) if init is None else np.asarray(init, dtype=float).reshape(R, d, d)
     every = max(1, steps // 20) if record_every is None else int(record_every)
     batch = SeqBatch(torch.as_tensor(Xa, dtype=torch.float64, device=device),
                      torch.as_tensor(Ga, dtype=torch.float64, device=device))
     model = SequenceModel(causal)
-    cfg = GDConfig(steps=steps, lr=lr, geometry="normalized" if normalized else "plain", loss=loss,
+    cfg = GDConfig(steps=steps, lr=step, geometry="normalized" if normalized else "plain", loss=loss,
                    param=model)
     res = run_gd(batch, cfg, init=W0, device=device, record_every=every)
     assert res.W_traj is not None and res.iterations is not None and res.loss_traj is not None  # recorded

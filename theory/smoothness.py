@@ -259,5 +259,38 @@ def lipschitz_bound_logits(lo, hi, rho, loss: str = "logistic") -> float:
     for ‖M‖ = 1. W-attention: ρ_i = D_i‖z_i‖ (:func:`lipschitz_bound`); prompt attention (TLZO, a_it =
     k_it^T p): ρ_i = the key diameter max_{t,τ} ‖k_it − k_iτ‖ (Cauchy–Schwarz)."""
     lo, hi, rho = (np.asarray(a, dtype=float) for a in (lo, hi, rho))
+    return float(np.mean(_per_example(lo, hi, rho, loss)))
+
+
+def _per_example(lo, hi, r, loss: str) -> np.ndarray:
+    """Step 5's per-example bound from the score range [lo, hi] and the logit-direction range r (arrays)."""
     b1, b2 = loss_sup(loss, lo, hi)
-    return float(np.mean(_bound_fn()(hi - lo, rho, b1, b2)))
+    return np.asarray(_bound_fn()(hi - lo, r, b1, b2), dtype=float)
+
+
+def seq_lipschitz_bound(X, gamma, causal: bool = False, loss: str = "logistic") -> float:
+    r"""L_W >= Lipschitz constant of grad L(W) for the sequence (causal) loss of numerics.sequence,
+    L(W) = (1/(nT)) sum_{i,k} ell(gamma_ik^T s_ik(W)), s_ik = S(X_i W x_ik) over the allowed keys.
+
+    Reduction (no new proof): query (i, k) is one example of the single-query loss above, with query
+    z = x_ik, keys the allowed x_it (t <= k if causal: masked keys get probability exactly 0, so the softmax
+    is the softmax over the allowed keys alone) and scores gamma_ikt, so its term phi_ik(W) has the
+    per-example bound of step 5 with Delta_ik the range of gamma_ikt and rho_ik <= D_ik ||x_ik|| ||M||_F
+    over the allowed keys (D_ik their diameter); L is the mean of the nT terms, and the Lipschitz constant of
+    a mean of gradients is at most the mean of theirs. A query with one allowed key (causal k = 0) has a
+    constant softmax: D_ik = 0, bound 0. Checked against central differences of numerics.sequence.seq_grad
+    (tests/theory/test_formal.py).
+
+    X (n, T, d); gamma (n, T, T) with gamma[i, k, t] the score of key t for query k.
+    """
+    X, G = np.asarray(X, dtype=float), np.asarray(gamma, dtype=float)
+    if X.ndim != 3 or G.shape != X.shape[:2] + (X.shape[1],):
+        raise InvalidInputError(f"X must be (n, T, d) and gamma (n, T, T); got {X.shape} and {G.shape}")
+    n, T, _ = X.shape
+    total = 0.0
+    for k in range(T):
+        keys = slice(0, k + 1) if causal else slice(None)
+        Xk, g = X[:, keys], G[:, k, keys]
+        diam = np.linalg.norm(Xk[:, :, None, :] - Xk[:, None, :, :], axis=-1).max(axis=(1, 2))  # (n,)
+        total += float(np.sum(_per_example(g.min(1), g.max(1), diam * np.linalg.norm(X[:, k], axis=1), loss)))
+    return total / (n * T)

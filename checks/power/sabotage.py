@@ -165,7 +165,7 @@ CATALOGUE: dict[str, Sabotage] = {
         *(
             Sabotage(
                 name,
-                ("gd", "kq-gd", "ntp-gd", "prompt-gd"),  # prompt and NTP GD run on run_gd too
+                ("gd", "kq-gd", "ntp-gd", "prompt-gd", "seq-gd"),  # every GD runs on run_gd
                 f"every run_gd step has its step size scaled {f:g}x (a subtle bug: normalised GD still "
                 "descends, only its pace changes)",
                 list,
@@ -250,7 +250,7 @@ CATALOGUE: dict[str, Sabotage] = {
         # subtle bugs (issue 23 item 5): one token, one row, a temperature of 1.1 (scaled-svm is the 1.05 one)
         Sabotage(
             "softmax-temperature",
-            ("softmax", "gd", "kq-gd", "regpath"),
+            ("softmax", "gd", "kq-gd", "regpath", "seq-gd"),
             f"the softmax seam divides its logits by {TEMPERATURE} (GD steps use it too)",
             lambda: [(*_softmax_seam_slot(mod, names), _tempered) for mod, names in _SOFTMAX_SEAM],
             hook="descent",

@@ -204,19 +204,24 @@ def step_fidelity_kq(
     *,
     weight_decay: float = 0.0,
     device: str = "cpu",
+    normalized: bool = True,
 ) -> float:
-    """corr of one normalised (K, Q) step of run_gd from (K, Q) with the independent one:
-    ∇_K = ∇L(KQᵀ) Q + 2 wd K and ∇_Q = ∇L(KQᵀ)ᵀ K + 2 wd Q, each factor normalised by its own norm.
+    """Agreement of one (K, Q) step of run_gd from (K, Q) with the independent one:
+    ∇_K = ∇L(KQᵀ) Q + 2 wd K and ∇_Q = ∇L(KQᵀ)ᵀ K + 2 wd Q, each factor normalised by its own norm
+    (``normalized``, the default) or not (plain GD on (K, Q): kq-divergence).
 
     The two steps are compared as one vector (ΔK, ΔQ), direction and length (:func:`_agreement`): a correct
-    step is exactly lr·(∇_K/‖∇_K‖, ∇_Q/‖∇_Q‖)."""
+    step is exactly lr·(∇_K/‖∇_K‖, ∇_Q/‖∇_Q‖) (normalised) or lr·(∇_K, ∇_Q) (plain)."""
     K, Q = np.asarray(K), np.asarray(Q)
-    res = run_gd([data], GDConfig(steps=1, lr=lr, param="KQ", wd=weight_decay), init=(K[None], Q[None]),
-                 device=device)
+    res = run_gd([data], GDConfig(steps=1, lr=lr, param="KQ", wd=weight_decay,
+                                  geometry="normalized" if normalized else "plain"),
+                 init=(K[None], Q[None]), device=device)
     assert res.K is not None and res.Q is not None  # a param="KQ" run returns its factors (GDResult)
     G = independent_grad_W(data, K @ Q.T)
     gK, gQ = G @ Q + 2 * weight_decay * K, G.T @ K + 2 * weight_decay * Q
-    want = np.concatenate([(gK / np.linalg.norm(gK)).ravel(), (gQ / np.linalg.norm(gQ)).ravel()])
+    if normalized:
+        gK, gQ = gK / np.linalg.norm(gK), gQ / np.linalg.norm(gQ)
+    want = np.concatenate([gK.ravel(), gQ.ravel()])
     got = np.concatenate([(K - res.K[0]).ravel(), (Q - res.Q[0]).ravel()])
     return _agreement(got, lr * want, float(np.hypot(np.linalg.norm(K), np.linalg.norm(Q))))
 

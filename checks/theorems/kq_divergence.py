@@ -30,8 +30,8 @@ Predictions.
   where the value is resolvable in float64 (≥ JUDGE_RATIO of its Cauchy–Schwarz scale; the rest, deep in
   saturation, are counted).
 * ``is_gradient_descent``: one run_gd step (param="KQ", plain) from (K(0), Q(0)) and from the iterate at k =
-S/64 is the
-  step along (∇L(W)Q, ∇L(W)^T K) with ∇L from the independent numpy closed form (corr > 1 − FIDELITY_TOL).
+  S/64 is the step η·(∇L(W)Q, ∇L(W)^T K) with ∇L from the independent numpy closed form, direction and
+  length (_gd.step_fidelity_kq: agreement > 1 − FIDELITY_TOL; a step-size bug fails it).
 * ``norms_grow`` (the claim ‖K‖, ‖Q‖ → ∞, judged on a finite run; no rate is claimed): refuted when GD did not
   descend (the loss rose at a recorded doubling beyond rounding, LOSS_RTOL), made no progress (½(‖K‖² + ‖Q‖²)
   did not grow over each of the last two doublings), or reached a finite stationary point (‖∇_{K,Q}L‖ below
@@ -83,7 +83,7 @@ from numerics.gd import GDConfig, run_gd
 from numerics.svm import solve_att_svm
 from numerics.tokens import margins, optimal_tokens, scores
 
-from ._gd import FIDELITY_TOL, independent_grad_W, judge_fidelity
+from ._gd import FIDELITY_TOL, independent_grad_W, judge_fidelity, step_fidelity_kq
 from ._landscape import exact_margin_profile, sign_fixed, signed_inner
 
 #: Plain GD on (K, Q): step and budget (8192 steps of a batch ≈ 1 s on one core), six doublings recorded.
@@ -153,16 +153,10 @@ def kq_grads(data, K, Q):
 
 
 def kq_fidelity(data, K, Q, device="cpu") -> float:
-    """min over K, Q of corr(step taken, independent gradient) for one plain run_gd step (param="KQ")."""
-    res = run_gd([data], GDConfig(steps=1, lr=ETA, geometry="plain", param="KQ"), init=(K[None], Q[None]),
-                 device=device)
-    assert res.K is not None and res.Q is not None  # a param="KQ" run returns its factors (GDResult)
-    G = independent_grad_W(data, K @ Q.T)
-    out = 1.0
-    for step, g in ((K - res.K[0], G @ Q), (Q - res.Q[0], G.T @ K)):
-        den = np.linalg.norm(step) * np.linalg.norm(g)
-        out = min(out, float(np.sum(step * g) / den) if den > 0 else 0.0)
-    return out
+    """Agreement (direction and length, _gd._agreement) of one plain run_gd step (param="KQ") from (K, Q)
+    with η·(∇L(W)Q, ∇L(W)ᵀK), ∇L from the independent numpy closed form (_gd.step_fidelity_kq): a step-size
+    bug (lr-half / lr-double: corr exactly 1) fails it too."""
+    return step_fidelity_kq(data, K, Q, ETA, device=device, normalized=False)
 
 
 def kq_grad_norm(data, K, Q) -> float:
@@ -203,7 +197,8 @@ class KQDivergence(Theorem):
             "min margin growth per doubling of k / ln 2 (last two)", ">=", RATE_MIN, plot_metric="margin_rate"
         ),
         Criterion("½(‖K‖² + ‖Q‖²) growth per doubling / (u ln 2) (last two)", ">=", RATE_MIN),
-        Criterion("corr(run_gd step, −(∇L Q, ∇Lᵀ K))", ">", f"1 - {FIDELITY_TOL:g}"),
+        Criterion("agreement (direction and length) of a run_gd step with −η(∇L Q, ∇Lᵀ K)", ">",
+                  f"1 - {FIDELITY_TOL:g}"),
     )
 
     def not_applicable(self, data):

@@ -38,6 +38,9 @@ per d). Predictions:
       probability about 5 % at most) has its upper end ≥ 0. A step below is refuted and named — the d where
       the curve dips — a finding about the conjecture, not a two-point comparison that skips it. (This
       prediction can only refute: an absent dip is no evidence of growth; (1) decides growth.)
+  (3) ``is_gradient_descent`` (integrity, as gd-local / gd-global): the engine's first normalised step from
+      W(0) and from W(0)/‖W(0)‖ of the first run at each d of the grid agrees, direction and length, with
+      the step along an independent numpy gradient (checks/theorems/_gd.init_fidelity).
 Metrics: the curve (share_curve against share_d, with Wilson intervals share_lo/share_hi), the curve
 conditioned on feasibility (cond_curve; not the claim: infeasible runs left out), feasible/undecided counts
 per d, z and the first dip.
@@ -55,6 +58,8 @@ of the conditioned curve (the former d = 3 vs 16) would never see it.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from checks import Criterion, Profile, Theorem, decide, held, register, undecided
@@ -65,6 +70,8 @@ from numerics.errors import SolverError
 from numerics.gd import GDConfig, run_gd
 from numerics.svm import solve_att_svm
 from numerics.tokens import optimal_tokens
+
+from ._gd import FIDELITY_TOL, init_fidelity, judge_fidelity
 
 N, T = 4, 6
 #: Normalised GD: step 0.5 (see the docstring), 2000 steps, W(0) entries N(0, INIT_SCALE²); 20 recorded
@@ -120,7 +127,14 @@ class OverparamGlobal(Theorem):
                        "W(0) ~ N(0, 0.1²)")
     profiles = PROFILES
     plot_metric = "z_against"
+    #: the engine's first normalised step from W(0) and W(0)/‖W(0)‖ of the first run at each d against an
+    #: independent gradient, direction and length (checks/theorems/_gd.py): a step-size or softmax bug
+    #: (lr-half / lr-double / softmax-temperature) moves no share of the curve decisively
+    integrity: ClassVar[tuple[str, ...]] = ("is_gradient_descent",)
     criteria = (
+        Criterion("1 − agreement (direction and length) of one optimiser step with the normalised step "
+                  "along an independent ∇L, at W(0) and W(0)/‖W(0)‖ of the first run at each d", "<",
+                  FIDELITY_TOL),
         Criterion(f"a run reached W^mm: 1 − corr(W(S), W^mm), S = {STEPS}", "<", GAP_MAX),
         Criterion("a run is undecided (else missed) while 1 − corr(W(S), W^mm) is below", "<", NEAR_MAX),
         Criterion(
@@ -192,7 +206,13 @@ class OverparamGlobal(Theorem):
                     self._classify_run(inst[f"data_{d}"][r], traj[:, j + r], r, cell)
                 st["cells"].append(cell)
                 j += runs
+        for inst, st, ctx in zip(instances, states, ctxs, strict=True):  # integrity, first run of each d
+            st["fidelity"] = min(init_fidelity(inst[f"data_{d}"][0], inst[f"init_{d}"][0], STEP,
+                                               normalized=True, device=ctx.device) for d in self.grid)
         return states
+
+    def check_is_gradient_descent(self, inst, st, ctx):
+        return judge_fidelity(st["fidelity"])
 
     @staticmethod
     def _classify_run(data, traj: np.ndarray, r: int, cell: dict) -> None:

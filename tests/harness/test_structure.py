@@ -66,7 +66,9 @@ def test_sibling_import_detector_sees_relative_and_absolute_imports(tmp_path, mo
 def test_authors_protocol_has_one_home():
     from dataclasses import FrozenInstanceError
 
-    from checks.theorems import gd_global_normalized, gen_svm, kq_gd_nuclear, seq_svm
+    from checks import catalogue
+    from checks.theorem import REGISTRY
+    from checks.theorems import gd_global_normalized, gen_svm, kq_gd_nuclear
     from numerics.gd import AUTHORS, AUTHORS_KQ, AUTHORS_WD, NORMALIZED, uniform_init
 
     assert (AUTHORS.lr, AUTHORS.steps, AUTHORS.geometry, AUTHORS.param, AUTHORS.wd) == (
@@ -82,7 +84,11 @@ def test_authors_protocol_has_one_home():
         assert "GD_LR, GD_STEPS = AUTHORS" not in text, path
     assert (kq_gd_nuclear.STEP, kq_gd_nuclear.STEPS) == (AUTHORS.lr, AUTHORS.steps)
     assert (gd_global_normalized.STEP, gd_global_normalized.STEPS) == (AUTHORS.lr, AUTHORS.steps)
-    assert (gen_svm.LR, gen_svm.STEPS) == (seq_svm.LR, seq_svm.STEPS) == (AUTHORS.lr, AUTHORS.steps)
+    assert (gen_svm.LR, gen_svm.STEPS) == (AUTHORS.lr, AUTHORS.steps)
+    catalogue.load_builtin()
+    for tid in ("seq-svm-normalized", "causal-svm-normalized"):  # the preset itself, passed to run_seq_gd
+        thm = REGISTRY[tid]()
+        assert (thm.step_size(None), thm.steps(None)) == (AUTHORS.lr, AUTHORS.steps)
     u = uniform_init(np.random.default_rng(0), (1000,), 4)
     assert np.all(np.abs(u) <= 0.5) and u.max() > 0.45 and u.min() < -0.45  # uniform on ±1/√d
 

@@ -251,8 +251,10 @@ def test_gd_global_refutes_a_sabotaged_optimiser(monkeypatch, tid, mode):
 @pytest.mark.parametrize("tid,module,name,fake", [
     ("kq-gd-nuclear", "checks.theorems.kq_gd_nuclear", "run_gd", fake_run_gd("noop")),
     ("p-svm-gd-normalized", "checks.theorems.p_svm_gd", "run_prompt_gd", noop_run_prompt_gd),
-    ("seq-svm", "checks.theorems.seq_svm", "run_seq_gd", noop_run_seq_gd),
-    ("causal-svm", "checks.theorems.seq_svm", "run_seq_gd", noop_run_seq_gd),
+    ("seq-svm", "checks.theorems._seq", "run_seq_gd", noop_run_seq_gd),
+    ("causal-svm", "checks.theorems._seq", "run_seq_gd", noop_run_seq_gd),
+    ("seq-svm-normalized", "checks.theorems._seq", "run_seq_gd", noop_run_seq_gd),
+    ("causal-svm-normalized", "checks.theorems._seq", "run_seq_gd", noop_run_seq_gd),
 ])
 def test_a_no_op_optimiser_is_refuted_not_inconclusive(monkeypatch, tid, module, name, fake):
     import importlib
@@ -319,7 +321,7 @@ def test_causal_masking_certified_exactly_once():
     """Structural facts the causal-svm check no longer re-tests per instance (they cannot fail there): the
     causal SVM has no constraint on keys t > k (λ = 0, margin +inf) and the causal softmax gives them 0
     mass."""
-    from checks.theorems.seq_svm import _seq_instance
+    from checks.theorems._seq import _seq_instance
     from numerics.sequence import seq_probs
     from numerics.svm import solve_seq_svm
 
@@ -425,3 +427,25 @@ def test_overparam_global_uses_the_one_wilson_interval():
     assert trends.newcombe_interval is newcombe_interval and trends.trend_z is trend_z
     lo, hi = newcombe_interval(10, 20, 15, 20)
     assert lo < 0.25 < hi and abs((lo + hi) / 2 - 0.25) < 0.05
+
+
+# -- seq-svm / causal-svm: plain GD (η = 1/L_W) is the theorem; the normalised protocol a variant ---------
+def test_seq_svm_plain_gd_traps_the_instance_normalised_gd_trapped():
+    """Quick seed 0 draws the instance (0) the authors' normalised protocol trapped under this id: plain GD
+    with η = 1/L_W traps the same query, recognised by the attractor mechanism; the other seven confirm."""
+    r = run_theorem(REGISTRY["seq-svm"], profile="quick", seed=0)
+    assert r.verdict == "FAIL" and r.known_finding and r.finding_instances == [0], r.counts
+    assert r.counts["confirmed"] == 7 and r.counts["inconclusive"] == 0
+
+
+def test_attracted_trap_mechanism_needs_the_attractor():
+    from types import SimpleNamespace
+
+    from checks.theorems._seq import attracted_trap_mechanism
+
+    m = {"trapped": 1, "attracted": True, "alt_kind": "SVM of the untrapped queries (…)",
+         "trapped_deficit": 1.4}
+    assert attracted_trap_mechanism(SimpleNamespace(metrics=m))
+    for bad in ({"attracted": False}, {"trapped_deficit": 0.0}, {"trapped": 0},
+                {"alt_kind": "the sequence SVM of GD's selection"}):
+        assert not attracted_trap_mechanism(SimpleNamespace(metrics={**m, **bad})), bad
