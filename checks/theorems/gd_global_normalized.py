@@ -39,7 +39,7 @@ predictions held; the other two vacuous (⟨∇L(W(0)), W^mm⟩ ≈ +1e-17 on th
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, cast
 
 import numpy as np
 
@@ -59,7 +59,7 @@ from ._global import (
 
 #: Authors' normalised step and budget (THEORY.md §5; numerics.gd.AUTHORS).
 assert isinstance(AUTHORS.lr, float)  # the authors' step is one scalar (numerics.gd.AUTHORS)
-STEP, STEPS, RECORD = AUTHORS.lr, AUTHORS.steps, 100
+RECORD = 100
 #: Final directional threshold (THEORY.md §4): 1 − corr < 1e-2 confirms (and below its value at k = 100:
 #: progress);
 #: above it the instance is undecided (budget), never refuted — the statement is a limit.
@@ -71,12 +71,12 @@ NORM_RATE_MIN = 0.5
 OPT_MASS_MIN = 0.99
 #: Judged points of the direction: k = 100 (the first record after W(0): progress is measured from there) and
 #: k = S/4, S/2, S (the last two doublings: the attractor test of _global.attractor_metrics).
-JUDGE_KS = (RECORD, STEPS // 4, STEPS // 2, STEPS)
+JUDGE_KS = (RECORD, AUTHORS.steps // 4, AUTHORS.steps // 2, AUTHORS.steps)
 
 
 class _Normalized:
     normalized = True
-    steps, lr, record = STEPS, STEP, RECORD
+    steps, lr, record = AUTHORS.steps, cast(float, AUTHORS.lr), RECORD  # the preset (one scalar step), passed
     corr_err_max = CORR_ERR_MAX
     #: Normalised GD's 1 − corr shrinks ×0.25–0.37 per doubling of k at S/2 → S (‖W‖ ≈ ηk; quick seed 0),
     #: so a ratio above SHRINK_MAX there is a stall: refuted below the threshold too (resolution, issue 23).

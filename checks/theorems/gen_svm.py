@@ -112,8 +112,6 @@ from ._gd import FIDELITY_TOL, init_fidelity, judge_fidelity
 from ._trends import judge_convergence
 
 #: The authors' budget (THEORY.md §6: 2001 steps, normalised GD, step 0.1).
-STEPS = AUTHORS.steps
-LR = AUTHORS.lr
 RECORD_EVERY = 100
 #: Ties between predictors: corr values are computed to ~1e-15; 1e-9 absorbs rounding in 1 − corr and
 #: the least-squares fit of R without hiding any genuine difference (those are ≥ 1e-4 in practice).
@@ -264,7 +262,7 @@ class _GenBase(Theorem):
                 gs = gen_svm(data, W, kind="W", tau_l=TAU_L)
                 gs_mid = gen_svm(data, W_mid, kind="W", tau_l=TAU_L)
                 one = solve_att_svm(data, np.argmax(softmax_probs(data, W_mid), axis=1))
-                fid = init_fidelity(data, W0, LR, V=V, device=ctxs[j].device)
+                fid = init_fidelity(data, W0, AUTHORS.lr, V=V, device=ctxs[j].device)
                 u = np.einsum("itd,it->id", data.X, softmax_probs(data, W))  # (n, d) attention outputs
                 dead = int(np.sum(~np.any(u @ V > 0, axis=1)))  # examples where ∇h(u_i) = 0 (no active unit)
                 W_fin = gs_mid.W_fin
@@ -401,7 +399,7 @@ class _GenBase(Theorem):
         f = p_mid / p_end if p_end > 0 else np.inf
         # rounding: the projection's k coordinates are dot products of d² terms (√k d² EPS ‖W‖), and GD's
         # iterate carries EPS ‖W‖ per step at most (STEPS of them): resolution, not distance
-        floor = (np.sqrt(len(basis)) * data.d ** 2 + STEPS) * EPS * float(np.linalg.norm(traj[-1]))
+        floor = (np.sqrt(len(basis)) * data.d ** 2 + AUTHORS.steps) * EPS * float(np.linalg.norm(traj[-1]))
         tail = TAIL_SAFETY * m / min(f - 1.0, 1.0) if f > 1 else np.inf
         return basis, D, {"fin_motion": m, "masked_fall": float(f), "fin_tail": float(tail),
                           "fin_floor": float(floor), "fin_dim": len(basis)}
@@ -465,7 +463,7 @@ class _GenBase(Theorem):
             err_svmeq_curve=errs,
             max_masked_prob=masked[-1],
             dead_examples=state["dead_examples"],
-            err_svmeq_iterations=np.minimum(RECORD_EVERY * np.arange(len(traj)), STEPS)[
+            err_svmeq_iterations=np.minimum(RECORD_EVERY * np.arange(len(traj)), AUTHORS.steps)[
                 len(traj) // 2 :
             ].tolist(),
         )
@@ -501,7 +499,7 @@ class _GenBase(Theorem):
         budget; reported, not judged): the svmeq error (W^fin, W^dir of the final iterate, R refitted) and the
         largest masked probability at the middle and the end of the extension."""
         gs, data = state["gs"], inst["data"]
-        extra = (EXTEND - 1) * STEPS
+        extra = (EXTEND - 1) * AUTHORS.steps
         traj = run_gd([data], AUTHORS.but(steps=extra), head=ReLUHead(torch.as_tensor(inst["V"][None])),
                       init=state["W"][None], record_every=extra // 2, device=ctx.device).W_traj[:, 0]
         out = {}

@@ -74,7 +74,7 @@ from ._norms import CORR_MIN, DIFFER_MAX, SELECT_MIN, SEP_FRAC, judge_separation
 NORM_GROWTH_MIN = 4.0
 #: The authors' GD protocol (numerics.gd.AUTHORS_KQ: step 0.1, 2000 steps, weight decay = float64 eps,
 #: nn.Linear init).
-STEP, STEPS, RECORD = AUTHORS_KQ.lr, AUTHORS_KQ.steps, 100
+RECORD = 100
 
 PROFILES = {
     "quick": Profile(instances=12, min_confirmed=10, batch=12),
@@ -150,7 +150,7 @@ class KQGDNuclear(Theorem):
             K0, Q0 = instances[j]["K0"], instances[j]["Q0"]
             unit = np.sqrt(np.linalg.norm(K0 @ Q0.T))  # K, Q scaled alike so that ‖K Q^T‖ = 1
             st["fidelity"] = min(
-                step_fidelity_kq(data, K, Q, STEP, weight_decay=AUTHORS_WD, device=ctxs[j].device)
+                step_fidelity_kq(data, K, Q, AUTHORS_KQ.lr, weight_decay=AUTHORS_WD, device=ctxs[j].device)
                 for K, Q in ((K0, Q0), (K0 / unit, Q0 / unit))
             )
             st["fro"] = solve_att_svm(data, alpha)
@@ -196,7 +196,7 @@ class KQGDNuclear(Theorem):
                 alpha_is_opt=alpha_is_opt,
                 selected_mass=st["mass"],
                 corr_nuc_curve=cn.tolist(),
-                corr_nuc_iterations=np.minimum(RECORD * np.arange(len(cn)), STEPS).tolist(),
+                corr_nuc_iterations=np.minimum(RECORD * np.arange(len(cn)), AUTHORS_KQ.steps).tolist(),
             ),
         )
 
@@ -234,7 +234,7 @@ class KQGDNuclear(Theorem):
         convergence (checks/theorems/_norms.py)."""
         if m["svm_corr"] >= DIFFER_MAX:
             return held(separation=float(c_claim[-1] - c_other[-1]))
-        its = np.minimum(RECORD * np.arange(len(c_claim)), STEPS).tolist()
+        its = np.minimum(RECORD * np.arange(len(c_claim)), AUTHORS_KQ.steps).tolist()
         return judge_separation(c_claim, c_other, m["svm_corr"], iterations=its, claim=claim, other=other,
                                 claim_converged=bool(c_claim[-1] >= CORR_MIN))
 
