@@ -34,6 +34,7 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +42,7 @@ import numpy as np
 import torch
 
 from .attention import LOSS_FNS, softmax_logits
-from .errors import InvalidInputError
+from .errors import InvalidInputError, SolverError
 from .gd import GDConfig, Model, run_gd
 
 __all__ = [
@@ -205,11 +206,16 @@ def run_prompt_gd(keys: Any, gamma: Any, *, steps: int, lr: Any, normalized: boo
 
 
 def _log_ell(u: torch.Tensor, loss: str) -> torch.Tensor:
-    """log ℓ(u), stable for large u (the path's losses are exponentially small)."""
+    """log ℓ(u), stable for large |u| (the path's losses are exponentially small; at r = R² the margins reach
+    ±10³). Both branches of the ``where`` are evaluated and differentiated, so each is clamped to the range
+    where it is selected: an unclamped e^{−u} overflows to inf at u < −709 and its zero-weighted gradient
+    0·inf = NaN would poison the whole descent."""
     if loss == "logistic":
         big = u > 30.0  # log softplus(−u) = −u + log1p(−e^{−u}/2 + …): within 1e-26 of −u − e^{−u}/2 here
-        safe = torch.clamp(u, max=30.0)
-        return torch.where(big, -u - 0.5 * torch.exp(-u), torch.log(torch.nn.functional.softplus(-safe)))
+        small_u = torch.clamp(u, max=30.0)
+        big_u = torch.clamp(u, min=30.0)
+        tail = -u - 0.5 * torch.exp(-big_u)
+        return torch.where(big, tail, torch.log(torch.nn.functional.softplus(-small_u)))
     if loss == "exponential":
         return -u
     raise InvalidInputError(f"joint (v, p) path supports logistic or exponential loss, got {loss!r}")
@@ -248,90 +254,116 @@ class VPPath:
 
 
 def joint_vp_path(X: Any, Y: Any, radii: Any, *, keys: Any = None, loss: str = "logistic", starts: int = 8,
-                  rng: np.random.Generator, iters: int = 120, v_radii: Any = None) -> VPPath | list[VPPath]:
+                  rng: np.random.Generator | Sequence[np.random.Generator], iters: int = 120,
+                  v_radii: Any = None) -> VPPath | list[VPPath]:
     """Joint regularisation path (v_r, p_R) = argmin_{‖v‖ ≤ r, ‖p‖ ≤ R} L(v, p), r = R = radii unless
     ``v_radii`` is given. X (n, T, d) / Y (n,) for one dataset, or (B, n, T, d) / (B, n) for a batch
-    of equal-shape datasets solved together (returns a list of B paths).
+    of equal-shape datasets (returns a list of B paths).
 
     Both norm constraints are active at the minimum (L decreases along v ↦ c v, p ↦ c p once the
     margins are positive), so we minimise log L over the spheres: v = r a/‖a‖, p = R b/‖b‖.
     Per radius: ``starts`` random starts plus the previous radius' answer (warm start) run as one
-    batch of independent Adam descents (``iters`` steps), then the best start of every dataset is
-    polished with L-BFGS. Minimising log L (not L) keeps the problem well scaled at large radii; note
-    that float64 resolves the p-dependence of log L only while r·exp(−R·margin) ≫ 1e-15 |log L|,
-    i.e. R ≲ 20 for unit-scale data. ``restart_spread``: max − min of log L over starts before polish.
+    batch of independent Adam descents (``iters`` steps), then the best start is polished with L-BFGS.
+    Minimising log L (not L) keeps the problem well scaled at large radii; note that float64 resolves the
+    p-dependence of log L only while r·exp(−R·margin) ≫ 1e-15 |log L|, i.e. R ≲ 20 for unit-scale data.
+    ``restart_spread``: max − min of log L over starts before polish.
+
+    Each dataset of a batch is solved on its own (its own descent, line search and convergence test) from
+    its own generator: ``rng`` is one generator per dataset, or one generator, which a batch spawns into B
+    (``rng.spawn(B)``). A dataset's path is therefore the one it has alone with the same generator, whatever
+    its batch-mates (one L-BFGS line search on the sum of the objectives would couple them). Raises
+    SolverError when a dataset's minimum is not finite (NaN or ±inf log L or direction), naming it.
     """
     X = np.asarray(X, dtype=float)
     single = X.ndim == 3
     Xb = X[None] if single else X
     Yb = np.asarray(Y, dtype=float)
     Yb = Yb[None] if single else Yb
-    B, n, T, d = Xb.shape
-    if Yb.shape != (B, n):
-        raise InvalidInputError(f"Y must have shape {(B, n)[1:] if single else (B, n)}, got {np.shape(Y)}")
+    B = Xb.shape[0]
+    if Yb.shape != (B, Xb.shape[1]):
+        raise InvalidInputError(f"Y must have shape {(B, Xb.shape[1])[1:] if single else (B, Xb.shape[1])}, "
+                                f"got {np.shape(Y)}")
     Kb = (
         Xb
         if keys is None
         else (np.asarray(keys, dtype=float)[None] if single else np.asarray(keys, dtype=float))
     )
-    dk = Kb.shape[-1]
     radii = np.asarray(radii, dtype=float)
     vr = radii if v_radii is None else np.asarray(v_radii, dtype=float)
-    Xt, Kt, Yt = torch.as_tensor(Xb), torch.as_tensor(Kb), torch.as_tensor(Yb)
+    if isinstance(rng, np.random.Generator):
+        gens = [rng] if B == 1 else list(rng.spawn(B))
+    else:
+        gens = list(rng)
+        if len(gens) != B:
+            raise InvalidInputError(f"rng: one generator per dataset expected, got {len(gens)} for {B} "
+                                    "datasets")
+    paths = []
+    for k in range(B):
+        V, P, LL, SP = _vp_path_one(Xb[k], Yb[k], Kb[k], radii, vr, loss, starts, gens[k], iters)
+        bad = ~(np.isfinite(LL) & np.isfinite(V).all(-1) & np.isfinite(P).all(-1))
+        if bad.any():
+            where = "" if single else f"dataset {k} of the batch: "
+            raise SolverError(f"joint (v, p) path: {where}non-finite minimum (log L = {LL[bad][0]}) at R = "
+                              f"{radii[bad][0]:g}, r = {vr[bad][0]:g}", status="non-finite", solver="L-BFGS")
+        paths.append(VPPath(radii=radii, v=V, p=P, log_loss=LL, restart_spread=SP))
+    return paths[0] if single else paths
 
-    def objective(a, b, r_v, r_p):  # a (B, S, d), b (B, S, dk) -> (B, S)
+
+def _vp_path_one(X: np.ndarray, Y: np.ndarray, K: np.ndarray, radii: np.ndarray, vr: np.ndarray, loss: str,
+                 starts: int, rng: np.random.Generator, iters: int) -> tuple[np.ndarray, ...]:
+    """One dataset's joint path (see :func:`joint_vp_path`): v (S, d), p (S, dk), log L (S,), spread (S,)."""
+    n, _, d = X.shape
+    dk = K.shape[-1]
+    Xt, Kt, Yt = torch.as_tensor(X), torch.as_tensor(K), torch.as_tensor(Y)
+
+    def objective(a, b, r_v, r_p):  # a (S, d), b (S, dk) -> (S,): log L at each start
         v = r_v * a / torch.linalg.vector_norm(a, dim=-1, keepdim=True)
         p = r_p * b / torch.linalg.vector_norm(b, dim=-1, keepdim=True)
-        s = softmax_logits(torch.einsum("bntk,bsk->bsnt", Kt, p))  # (B, S, n, T)
-        u = Yt[:, None, :] * torch.einsum("bsnt,bntd,bsd->bsn", s, Xt, v)  # (B, S, n)
+        s = softmax_logits(torch.einsum("ntk,sk->snt", Kt, p))  # (S, n, T)
+        u = Yt[None, :] * torch.einsum("snt,ntd,sd->sn", s, Xt, v)  # (S, n)
         return torch.logsumexp(_log_ell(u, loss), -1) - np.log(n)
 
     prev: tuple[np.ndarray, np.ndarray] | None = None
-    V: Any = []  # lists of per-radius arrays, stacked to (B, S, ...) at the end
-    P: Any = []
-    LL: Any = []
-    SP: Any = []
+    V, P, LL, SP = [], [], [], []
     for r_v, r_p in zip(vr, radii, strict=True):
-        A0 = rng.standard_normal((B, starts, d))
-        B0 = rng.standard_normal((B, starts, dk))
+        A0 = rng.standard_normal((starts, d))
+        B0 = rng.standard_normal((starts, dk))
         if prev is not None:
-            A0 = np.concatenate([prev[0][:, None], A0], axis=1)
-            B0 = np.concatenate([prev[1][:, None], B0], axis=1)
+            A0 = np.concatenate([prev[0][None], A0], axis=0)
+            B0 = np.concatenate([prev[1][None], B0], axis=0)
         a = torch.tensor(A0, requires_grad=True)
         b = torch.tensor(B0, requires_grad=True)
         opt = torch.optim.Adam([a, b], lr=0.05)
         sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=(1e-3) ** (1.0 / iters))
         for _ in range(iters):
             opt.zero_grad()
-            objective(a, b, r_v, r_p).sum().backward()
+            objective(a, b, r_v, r_p).sum().backward()  # independent starts: Adam is coordinate-wise
             opt.step()
             sched.step()
         with torch.no_grad():
-            vals = objective(a, b, r_v, r_p).numpy()  # (B, S)
-        j = np.argmin(vals, axis=1)
-        rows = np.arange(B)
-        a1 = a.detach()[rows, j][:, None].clone().requires_grad_(True)  # (B, 1, d)
-        b1 = b.detach()[rows, j][:, None].clone().requires_grad_(True)
+            vals = objective(a, b, r_v, r_p).numpy()  # (S,)
+        finite = np.isfinite(vals)
+        j = int(np.argmin(np.where(finite, vals, np.inf)))
+        a1 = a.detach()[j:j + 1].clone().requires_grad_(True)  # (1, d)
+        b1 = b.detach()[j:j + 1].clone().requires_grad_(True)
         lb = torch.optim.LBFGS([a1, b1], lr=1.0, max_iter=100, tolerance_grad=1e-14, tolerance_change=1e-16,
                                history_size=20, line_search_fn="strong_wolfe")
 
         def closure(a1=a1, b1=b1, r_v=r_v, r_p=r_p, lb=lb):
             lb.zero_grad()
-            val = objective(a1, b1, r_v, r_p).sum()  # independent problems: the sum's minimiser is each one's
+            val = objective(a1, b1, r_v, r_p).sum()
             val.backward()
             return val
 
         lb.step(closure)
         with torch.no_grad():
-            best = objective(a1, b1, r_v, r_p)[:, 0].numpy()
-        an, bn = a1.detach().numpy()[:, 0], b1.detach().numpy()[:, 0]
-        an = an / np.linalg.norm(an, axis=-1, keepdims=True)
-        bn = bn / np.linalg.norm(bn, axis=-1, keepdims=True)
+            best = float(objective(a1, b1, r_v, r_p)[0])
+        an, bn = a1.detach().numpy()[0], b1.detach().numpy()[0]
+        an = an / np.linalg.norm(an)
+        bn = bn / np.linalg.norm(bn)
         prev = (an, bn)
         V.append(r_v * an)
         P.append(r_p * bn)
         LL.append(best)
-        SP.append(vals.max(axis=1) - vals.min(axis=1))
-    V, P, LL, SP = (np.stack(x, axis=1) for x in (V, P, LL, SP))  # (B, S, ...)
-    paths = [VPPath(radii=radii, v=V[k], p=P[k], log_loss=LL[k], restart_spread=SP[k]) for k in range(B)]
-    return paths[0] if single else paths
+        SP.append(float(vals[finite].max() - vals[finite].min()) if finite.any() else np.nan)
+    return np.stack(V), np.stack(P), np.asarray(LL), np.asarray(SP)

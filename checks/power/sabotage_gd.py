@@ -80,10 +80,11 @@ def _vp_noop(original):
         B, d, dk = Xb.shape[0], Xb.shape[-1], Kb.shape[-1]
         rad = np.asarray(radii, dtype=float)
         vr = rad if v_radii is None else np.asarray(v_radii, dtype=float)
+        gens = [rng] * B if isinstance(rng, np.random.Generator) else list(rng)  # one per dataset, or shared
         V, P, LL = [], [], []
         for r_v, r_p in zip(vr, rad, strict=True):
-            a = rng.standard_normal((B, starts, d))[:, 0]
-            b = rng.standard_normal((B, starts, dk))[:, 0]
+            a = np.stack([gens[k].standard_normal((starts, d))[0] for k in range(B)])
+            b = np.stack([gens[k].standard_normal((starts, dk))[0] for k in range(B)])
             v = r_v * a / np.linalg.norm(a, axis=-1, keepdims=True)
             p = r_p * b / np.linalg.norm(b, axis=-1, keepdims=True)
             V.append(v)

@@ -170,7 +170,8 @@ class _JointBase(Theorem):
             np.stack([i["Y"] for i in instances]),
             RADII,
             v_radii=self._v_radii(),
-            rng=ctxs[0].rng,
+            rng=[c.rng for c in ctxs],  # each instance from its own generator: its path is the one it has
+            # alone (numerics.prompt.joint_vp_path solves every dataset of a batch on its own)
         )
         states = []
         for inst, path in zip(instances, paths, strict=True):

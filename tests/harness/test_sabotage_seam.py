@@ -56,7 +56,7 @@ SOLVER_CALLS = {"Problem", "linprog", "nnls", "minimize", "solve"}
 #: gradients are closed forms of their own components (broken by the GD sabotages). Autograd is used only by
 #: the joint (v, p) path's own objective (component vp-path, broken by noop-gd): any other ``.backward(`` /
 #: ``autograd.grad(`` bypasses the seam.
-AUTOGRAD_SEAM = {("prompt.py", "joint_vp_path"), ("prompt.py", "closure")}
+AUTOGRAD_SEAM = {("prompt.py", "_vp_path_one"), ("prompt.py", "closure")}
 
 
 def _calls(path: Path):

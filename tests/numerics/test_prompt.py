@@ -1,8 +1,10 @@
 """numerics.prompt: closed-form ∇_p vs autograd, GD on TLZO's fixture, joint (v, p) path fixture."""
 
 import numpy as np
+import pytest
 import torch
 
+from numerics.errors import SolverError
 from numerics.prompt import joint_vp_path, prompt_grad, prompt_keys, prompt_loss, prompt_scores, run_prompt_gd
 from numerics.svm import solve_joint_vp_svm
 
@@ -62,3 +64,52 @@ def test_joint_path_fixture():
     assert 1 - _corr(path.v[-1], np.array([0.0, 1.0])) < 1e-3
     assert 1 - _corr(path.p[-1], p_sol.w) < 5e-3
     assert 1 - _corr(path.p[-1], np.array([1.25, 0.25])) > 5e-3  # not the full p-SVM
+
+
+FIX_TIGHT = np.array([[[0, 0], [1, 1]], [[0, 0], [1, -1]], [[0, 0], [0.5, 1]]], dtype=float)
+FIX_Y = np.array([1.0, -1.0, 1.0])
+
+
+def test_joint_path_of_a_dataset_does_not_depend_on_its_batch():
+    # each dataset of a batch is solved on its own from its own generator (numerics.prompt.joint_vp_path): the
+    # batch computes exactly what the call alone computes, so the answers agree to rounding (1e-12 leaves
+    # room only for a different summation order; the solver's own tolerance, 1e-16 change in log L, is not
+    # what is compared -- a coupled line search moved answers by O(1) here)
+    X = FIX_TIGHT * 3.0
+    X[2, 1] = (0.5 * 3.0, 4.5)  # non-tight: the third example clears the head margin
+    Xs = np.stack([FIX_TIGHT, X, FIX_TIGHT * 2.0])
+    Ys = np.stack([FIX_Y] * 3)
+    radii, kw = [1.0, 4.0], dict(starts=3, iters=30, v_radii=[1.0, 16.0])
+    batch = joint_vp_path(Xs, Ys, radii, rng=[np.random.default_rng(s) for s in (5, 6, 7)], **kw)
+    for k, seed in enumerate((5, 6, 7)):
+        alone = joint_vp_path(Xs[k], Ys[k], radii, rng=np.random.default_rng(seed), **kw)
+        for f in ("v", "p", "log_loss"):
+            np.testing.assert_allclose(getattr(batch[k], f), getattr(alone, f), rtol=1e-12, atol=1e-12)
+    # one generator for a batch is spawned into one per dataset: the same contract
+    g = np.random.default_rng(9)
+    spawned = np.random.default_rng(9).spawn(3)
+    batch = joint_vp_path(Xs, Ys, radii, rng=g, **kw)
+    alone = joint_vp_path(Xs[1], Ys[1], radii, rng=spawned[1], **kw)
+    np.testing.assert_allclose(batch[1].p, alone.p, rtol=1e-12, atol=1e-12)
+
+
+def test_joint_path_finite_when_margins_reach_minus_hundreds():
+    # at r = R² = 256 with tokens of norm ~ 4, Adam's random starts have margins u ≈ −10³: log ℓ's large-u
+    # branch e^{−u} overflowed there and its zero-weighted gradient (0·inf) was NaN, which the former code
+    # returned as the path's answer on seeds 1 and 2 (measured)
+    X = FIX_TIGHT * 4.0
+    for seed in (1, 2):
+        path = joint_vp_path(X, FIX_Y, [1.0, 4.0, 16.0], v_radii=[1.0, 16.0, 256.0],
+                             rng=np.random.default_rng(seed), starts=4, iters=60)
+        assert np.all(np.isfinite(path.v)) and np.all(np.isfinite(path.p))
+        # the minimum, not just a finite number: the unit head (0, 1) has margin 4 on every example, so
+        # log L → −256·4 as the softmax selects the second tokens (measured −1024.02)
+        assert path.log_loss[-1] < -0.99 * 256.0 * 4.0
+        assert 1 - _corr(path.v[-1], np.array([0.0, 1.0])) < 1e-3
+
+
+def test_joint_path_raises_on_a_non_finite_minimum():
+    X = np.stack([FIX_TIGHT, FIX_TIGHT.copy()])
+    X[1, 0, 1, 0] = np.nan
+    with pytest.raises(SolverError, match="dataset 1 of the batch: non-finite"):
+        joint_vp_path(X, np.stack([FIX_Y] * 2), [1.0], rng=np.random.default_rng(0), starts=2, iters=5)
