@@ -330,6 +330,10 @@ class PathCheck(Theorem):
     given_radii = GIVEN_RADII
 
     def not_applicable(self, data):
+        if self.self_attention:  # the -self variants: the family's queries are its first tokens
+            return ("the self-attention variant draws its own family with z_i = x_i1; given data keep "
+                    "their own queries (self-attention when the file has no Z): run "
+                    f"{self.id.split('-self')[0]} on them")
         return need_head(data)
 
     def instance(self, rng, ctx):

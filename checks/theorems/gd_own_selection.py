@@ -165,6 +165,11 @@ class GDOwnSelection(Theorem):
     #: the solution each side's claim names ("fro" / "nuc"); the control swaps them
     w_claim, kq_claim = "fro", "nuc"
 
+    def not_applicable(self, data):
+        return ("runs on its own family, drawn again until the Frobenius and nuclear Att-SVM solutions "
+                "differ measurably (so the cross-norm control is decidable); given data cannot be redrawn, so they "
+                "are not checked here: run kq-gd-nuclear and gd-local on them")
+
     def instance(self, rng, ctx):
         for _ in range(REDRAWS):
             data = random_unit_sphere(self.n, self.T, self.d, rng=rng)

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, register
+from checks import WITHDRAWN, Criterion, Profile, decide, register
 
 from ._paths import (
     NUC_RATIO_MIN,
@@ -163,8 +163,6 @@ class RPKQNuclearSelf(RPKQNuclear):
     self_attention = True
     accepts_data = False
 
-    def not_applicable(self, data):
-        return Theorem.not_applicable(self, data)
 
 
 @register
@@ -177,5 +175,3 @@ class RPKQNuclearSelfControl(RPKQNuclearControl):
     self_attention = True
     accepts_data = False
 
-    def not_applicable(self, data):
-        return Theorem.not_applicable(self, data)

@@ -56,7 +56,7 @@ refuted without tightening past what the path optimiser certifies.
 
 from __future__ import annotations
 
-from checks import WITHDRAWN, Theorem, register
+from checks import WITHDRAWN, register
 
 from ._paths import CORR_ERR_MAX, PathCheck, control_not_applicable, path_criteria
 
@@ -109,8 +109,6 @@ class RPWFrobeniusSelf(RPWFrobenius):
     self_attention = True
     accepts_data = False
 
-    def not_applicable(self, data):
-        return Theorem.not_applicable(self, data)
 
 
 @register
@@ -123,5 +121,3 @@ class RPWFrobeniusSelfControl(RPWFrobeniusControl):
     self_attention = True
     accepts_data = False
 
-    def not_applicable(self, data):
-        return Theorem.not_applicable(self, data)

@@ -139,11 +139,13 @@ def test_gd_local_plain_gd_cannot_move_from_the_theorems_cone():
 def test_gd_local_plain_refutes_a_no_op_where_the_first_step_is_resolvable(monkeypatch):
     """Closer to the cone's apex the plain step is resolvable; an optimiser that then never moves is a no-op
     (refuted), not a frozen GD (undecided)."""
+    import checks.theorems._cone as cone
     import checks.theorems.gd_local as mod
     from checks.harness import run_instances
 
-    monkeypatch.setattr(mod, "M_MIN", 2.0)
-    monkeypatch.setattr(mod, "SHARE_EXP", 0.2)
+    for m in (cone, mod):  # the radius rule lives in _cone (shared with md-local); gd_local imports M_MIN
+        monkeypatch.setattr(m, "M_MIN", 2.0)
+    monkeypatch.setattr(cone, "SHARE_EXP", 0.2)
     monkeypatch.setattr(mod, "run_gd", fake_run_gd("noop"))
     (r,) = run_instances(REGISTRY["gd-local"], [0], profile="quick", seed=0)
     assert r.outcome == "refuted" and r.predictions["direction"] == "failed", (r.outcome, r.reason)
