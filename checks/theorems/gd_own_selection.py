@@ -167,8 +167,8 @@ class GDOwnSelection(Theorem):
 
     def not_applicable(self, data):
         return ("runs on its own family, drawn again until the Frobenius and nuclear Att-SVM solutions "
-                "differ measurably (so the cross-norm control is decidable); given data cannot be redrawn, so they "
-                "are not checked here: run kq-gd-nuclear and gd-local on them")
+                "differ measurably (so the cross-norm control is decidable); given data cannot be redrawn, "
+                "so they are not checked here: run kq-gd-nuclear and gd-local on them")
 
     def instance(self, rng, ctx):
         for _ in range(REDRAWS):
