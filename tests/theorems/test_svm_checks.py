@@ -128,3 +128,21 @@ def test_rp_kq_nuclear_passes_control_fails_and_sabotage_fails(monkeypatch):
         lambda data, *a, norm="fro", **k: real(data, *a, norm="nuc" if norm == "fro" else "fro", **k),
     )
     assert run_theorem(REGISTRY["rp-kq-nuclear"], profile="quick", seed=0).verdict == "FAIL"
+
+
+@pytest.mark.parametrize("tid", ["rp-w-frobenius-self", "rp-kq-nuclear-self"])
+def test_self_attention_path_variants_draw_first_token_queries_and_decide(tid):
+    """The -self variants (issue 24 §4) draw the shared path family with z_i = x_i1 and decide it: instance 0
+    confirmed, and refuted under the control's cross-norm claim (their whole quick runs are in `tox -e
+    slow` / `tox -e checks`, test_catalogue.SLOW_QUICK)."""
+    from checks.harness import _contexts
+
+    catalogue.load_builtin()
+    cls = REGISTRY[tid]
+    gens, ctxs = _contexts(cls, [0], profile="quick", seed=0, device="cpu", data=None)
+    data = cls().instance(gens[0], ctxs[0])["data"]
+    assert data.self_attention and np.array_equal(data.Z, data.X[:, 0])
+    (r,) = run_instances(cls, [0], profile="quick", seed=0)
+    assert r.outcome == "confirmed", (r.outcome, r.reason)
+    (c,) = run_instances(REGISTRY[f"{tid}-control"], [0], profile="quick", seed=0)
+    assert c.outcome == "refuted", (c.outcome, c.reason)
