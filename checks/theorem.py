@@ -297,18 +297,18 @@ class Theorem:
     def sizes(self, inst: Any) -> dict[str, int]:
         """The instance's sizes, recorded in its metrics (the report shows their ranges). Default: n, T, d
         of the AttentionData in the instance (:func:`find_data`, or ``inst.case.data``), else of a token or
-        key array ``inst["X"]`` / ``inst["keys"]`` of shape (n, T, d); none when it carries none."""
+        key array ``inst["X"]`` / ``inst["keys"]`` (a typed instance: ``inst.X`` / ``inst.keys``) of shape
+        (n, T, d); none when it carries none."""
         data = find_data(inst)
         if data is None:
             data = getattr(getattr(inst, "case", None), "data", None)
         if data is not None and all(hasattr(data, k) for k in ("n", "T", "d")):
             return {"n": int(data.n), "T": int(data.T), "d": int(data.d)}
-        if isinstance(inst, dict):
-            for key in ("X", "keys"):
-                arr = inst.get(key)
-                if isinstance(arr, np.ndarray) and arr.ndim == 3:
-                    n, T, d = arr.shape
-                    return {"n": int(n), "T": int(T), "d": int(d)}
+        for key in ("X", "keys"):
+            arr = inst.get(key) if isinstance(inst, dict) else getattr(inst, key, None)
+            if isinstance(arr, np.ndarray) and arr.ndim == 3:
+                n, T, d = arr.shape
+                return {"n": int(n), "T": int(T), "d": int(d)}
         return {}
 
     def applies_to(self, data: Any) -> str | None:

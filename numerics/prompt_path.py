@@ -131,7 +131,11 @@ class OnSphere(Geometry):
         D, dn, _ = _tangent_dir(grads[0], self.radius * u, self.radius, self.cone, self.cos_max)
         move = dn[:, 0] > 0
         d_unit = torch.where(move[:, None], D / torch.where(move[:, None], dn, 1.0), torch.zeros_like(D))
-        u = np.cos(lr) * u + np.sin(lr) * d_unit
+        if isinstance(lr, torch.Tensor):  # one angle per candidate, (M, 1, 1) from the engine
+            lr = lr.reshape(-1, 1)
+            u = torch.cos(lr) * u + torch.sin(lr) * d_unit
+        else:
+            u = np.cos(lr) * u + np.sin(lr) * d_unit
         u = u / torch.linalg.vector_norm(u, dim=-1, keepdim=True)
         if self.cone is not None:
             u = _cone_project(u, self.cone, self.cos_max)
@@ -176,18 +180,42 @@ class _SphereModel(Model):
         return params[0].clone()
 
 
-def _sphere_path(keys, B, dk, r_arr, grad, excess, rng, restarts, steps, lr, c, cos_max) -> PromptPath:
-    """The path loop shared by :func:`prompt_reg_path` and :func:`prompt_head_reg_path`: ``grad(P)`` and
-    ``excess(P)`` act on the B·C candidate points P (B·C, dk), candidate c of instance b at row b·C + c,
-    keys (B·C, n, T, dk). Each radius is one run of numerics.gd.run_gd (:class:`OnSphere`; its explicit
-    loop and step hook)."""
+def _sphere_path(make, B, dk, r_arr, rng, restarts, steps, lr, c, cos_max, starts=None) -> PromptPath:
+    """The path loop shared by :func:`prompt_reg_path` and :func:`prompt_head_reg_path`: ``make(C)`` returns
+    the keys (B·C, n, T, dk) of the B instances each repeated C times and the closures ``grad(P)`` and
+    ``excess(P)`` on B·C candidate points P (B·C, dk), candidate c of instance b at row b·C + c. Each radius
+    is one run of numerics.gd.run_gd (:class:`OnSphere`; its explicit loop and step hook).
+
+    Two sweeps. Upward (R increasing): ``restarts`` random starts with the angle schedule lr·(1 − k/steps),
+    plus the previous radius' answer (warm start) with the angle schedule (lr/R)·(1 − k/steps): at radius R
+    a rotation by θ moves every score by ≈ R·θ·‖k‖, so the warm start — already within O(1/R) of a
+    minimiser — takes steps that move the scores by ≈ lr, where a step of lr would throw it out of a basin
+    of angular width ≈ 1/R (measured: p-nonlinear-head, quick seed 10, #0 left α's basin at R = 128 after
+    finding it at R = 32 and 64). Downward (R decreasing): the largest radius' answer is carried back, one
+    warm start per radius with the same small steps, so a basin found only at a large radius is tried at
+    every smaller one. At each radius the point of least E of the two sweeps is the path's, and
+    ``start_excess`` the least E of both sweeps' starting points. ``starts`` (B, dk) or None: a given start
+    per instance that takes the place of one random start (candidate 1) at every radius of the upward sweep,
+    with the warm start's steps (lr/R: it starts inside a selection's cone; see :func:`selection_start`)."""
     C = restarts + 1
     ct = None if c is None else torch.as_tensor(np.repeat(c, C, axis=0))
-    batch = _Candidates(keys)
-    prev = None
-    Ps, Es, E0s, STs = [], [], [], []
+    c1 = None if c is None else torch.as_tensor(c)
+    keys, grad, excess = make(C)
+    keys1, grad1, excess1 = make(1)  # the downward sweep: one candidate per instance
+    rows = np.arange(B)
+    S = len(r_arr)
+    P = np.zeros((B, S, dk))
+    E, E0, ST = (np.zeros((B, S)) for _ in range(3))
+
+    def run(keys, grad, excess, u, R, cone, lrs):
+        model = _SphereModel(grad, excess, R)
+        res = run_gd(_Candidates(keys), GDConfig(steps=steps, lr=lrs, geometry=OnSphere(R, cone, cos_max),
+                                                 param=model), init=u)
+        return torch.as_tensor(res.W), res.loss
+
     with torch.no_grad():
-        for R in r_arr:
+        prev = None
+        for s, R in enumerate(r_arr):
             U = rng.standard_normal((B, C, dk))
             U /= np.linalg.norm(U, axis=-1, keepdims=True)
             if c is not None:  # uniform angle inside the cone around c
@@ -195,25 +223,33 @@ def _sphere_path(keys, B, dk, r_arr, grad, excess, rng, restarts, steps, lr, c, 
                 w /= np.linalg.norm(w, axis=-1, keepdims=True)
                 phi = rng.uniform(0.0, np.arccos(cos_max), size=(B, C, 1))
                 U = np.cos(phi) * c[:, None] + np.sin(phi) * w
+            lrs = np.full((B, C), lr)
+            if starts is not None:  # a start inside a selection's cone: the warm start's small steps
+                U[:, 1] = starts
+                lrs[:, 1] = lr / max(1.0, R)
             if prev is not None:
                 U[:, 0] = prev
+                lrs[:, 0] = lr / max(1.0, R)
             u = torch.as_tensor(U.reshape(B * C, dk))
             e0 = excess(R * u).numpy().reshape(B, C)
-            model = _SphereModel(grad, excess, R)
-            res = run_gd(batch, GDConfig(steps=steps, lr=lr, geometry=OnSphere(R, ct, cos_max), param=model),
-                         init=u)
-            u = torch.as_tensor(res.W)
-            e = res.loss.reshape(B, C)  # excess(R * u)
+            u, e = run(keys, grad, excess, u, R, ct, tuple(lrs.ravel().tolist()))
+            e = e.reshape(B, C)
             _, _, st = _tangent_step(grad, R * u, R, ct, cos_max)
             j = np.argmin(e, axis=1)
-            rows = np.arange(B)
-            best = u.numpy().reshape(B, C, dk)[rows, j]
-            prev = best
-            Ps.append(R * best)
-            Es.append(e[rows, j])
-            E0s.append(e0.min(axis=1))
-            STs.append(st.numpy().reshape(B, C)[rows, j])
-    P, E, E0, ST = (np.stack(x, axis=1) for x in (Ps, Es, E0s, STs))
+            prev = u.numpy().reshape(B, C, dk)[rows, j]
+            P[:, s], E[:, s], E0[:, s] = R * prev, e[rows, j], e0.min(axis=1)
+            ST[:, s] = st.numpy().reshape(B, C)[rows, j]
+        for s in range(S - 2, -1, -1):
+            R = float(r_arr[s])
+            u = torch.as_tensor(prev)
+            # the carried point is a starting point too (E0: what "no progress" is measured against)
+            E0[:, s] = np.minimum(E0[:, s], excess1(R * u).numpy())
+            u, e = run(keys1, grad1, excess1, u, R, c1, lr / max(1.0, R))
+            _, _, st = _tangent_step(grad1, R * u, R, c1, cos_max)
+            prev = u.numpy()
+            better = e < E[:, s]
+            P[better, s], E[better, s], ST[better, s] = R * prev[better], e[better], st.numpy()[better]
+            prev = P[:, s] / R  # carry the better of the two sweeps down
     return PromptPath(radii=r_arr, p=P, excess=E, start_excess=E0, stationarity=ST)
 
 
@@ -249,24 +285,13 @@ def prompt_reg_path(
         )
     B, n, T, dk = K.shape
     r_arr, refs, c, cos_max = _check_path_args(B, n, T, dk, radii, ref, steps, lr, restarts, cone, cone_mu)
-    C = restarts + 1
-    Kt = torch.as_tensor(np.repeat(K, C, axis=0))
-    gt = torch.as_tensor(np.repeat(g, C, axis=0))
-    rt = torch.as_tensor(np.repeat(refs, C, axis=0), dtype=torch.int64)
-    return _sphere_path(
-        Kt,
-        B,
-        dk,
-        r_arr,
-        lambda P: prompt_grad(Kt, gt, P),
-        lambda P: prompt_excess(Kt, gt, P, rt),
-        rng,
-        restarts,
-        steps,
-        lr,
-        c,
-        cos_max,
-    )
+
+    def make(C):
+        Kt, gt = (torch.as_tensor(np.repeat(x, C, axis=0)) for x in (K, g))
+        rt = torch.as_tensor(np.repeat(refs, C, axis=0), dtype=torch.int64)
+        return Kt, (lambda P: prompt_grad(Kt, gt, P)), (lambda P: prompt_excess(Kt, gt, P, rt))
+
+    return _sphere_path(make, B, dk, r_arr, rng, restarts, steps, lr, c, cos_max)
 
 
 # -- nonlinear head h(u) = Σ_j a_j ReLU(v_j^T u) (TLZO's nonlinear-head path) ---------------------------
@@ -317,10 +342,12 @@ def prompt_head_excess(K: torch.Tensor, X: torch.Tensor, Y: torch.Tensor, V: tor
 
 def prompt_head_reg_path(keys: Any, tokens: Any, Y: Any, V: Any, a: Any, radii: Any, *, ref: Any,
                          rng: np.random.Generator, restarts: int = 3, steps: int = 400, lr: float = 0.05,
-                         cone: Any = None, cone_mu: float | None = None) -> PromptPath:
+                         cone: Any = None, cone_mu: float | None = None, starts: Any = None) -> PromptPath:
     """The regularisation path of p for the ReLU head h(u) = Σ_j a_j ReLU(v_j^T u) (logistic loss): as
     :func:`prompt_reg_path`, with ∇L from :func:`prompt_head_grad` and candidates compared by
-    :func:`prompt_head_excess`. keys (B, n, T, dk), tokens (B, n, T, d), Y (B, n), V (B, d, m), a (B, m)."""
+    :func:`prompt_head_excess`. keys (B, n, T, dk), tokens (B, n, T, d), Y (B, n), V (B, d, m), a (B, m);
+    ``starts`` (B, dk) or None: one given start per instance among the random ones (needs restarts ≥ 2;
+    e.g. :func:`selection_start`)."""
     K = np.asarray(keys, dtype=float)
     X = np.asarray(tokens, dtype=float)
     Yb, Vb, ab = (np.asarray(x, dtype=float) for x in (Y, V, a))
@@ -331,20 +358,49 @@ def prompt_head_reg_path(keys: Any, tokens: Any, Y: Any, V: Any, a: Any, radii: 
         )
     B, n, T, dk = K.shape
     r_arr, refs, c, cos_max = _check_path_args(B, n, T, dk, radii, ref, steps, lr, restarts, cone, cone_mu)
-    C = restarts + 1
-    Kt, Xt, Yt, Vt, at = (torch.as_tensor(np.repeat(x, C, axis=0)) for x in (K, X, Yb, Vb, ab))
-    rt = torch.as_tensor(np.repeat(refs, C, axis=0), dtype=torch.int64)
-    return _sphere_path(
-        Kt,
-        B,
-        dk,
-        r_arr,
-        lambda P: prompt_head_grad(Kt, Xt, Yt, Vt, at, P),
-        lambda P: prompt_head_excess(Kt, Xt, Yt, Vt, at, P, rt),
-        rng,
-        restarts,
-        steps,
-        lr,
-        c,
-        cos_max,
-    )
+
+    def make(C):
+        Kt, Xt, Yt, Vt, at = (torch.as_tensor(np.repeat(x, C, axis=0)) for x in (K, X, Yb, Vb, ab))
+        rt = torch.as_tensor(np.repeat(refs, C, axis=0), dtype=torch.int64)
+        return (Kt, (lambda P: prompt_head_grad(Kt, Xt, Yt, Vt, at, P)),
+                (lambda P: prompt_head_excess(Kt, Xt, Yt, Vt, at, P, rt)))
+
+    if starts is not None:
+        starts = np.asarray(starts, dtype=float)
+        if starts.shape != (B, dk) or restarts < 2 or not np.all(np.isfinite(starts)) \
+                or np.any(np.linalg.norm(starts, axis=-1) == 0):
+            raise InvalidInputError(f"starts must be (B, dk) = {(B, dk)} non-zero finite rows with restarts "
+                                    f">= 2, got {starts.shape} and restarts={restarts}")
+        starts = starts / np.linalg.norm(starts, axis=-1, keepdims=True)
+    return _sphere_path(make, B, dk, r_arr, rng, restarts, steps, lr, c, cos_max, starts)
+
+
+def selection_start(keys: Any, ref: Any) -> np.ndarray:
+    """A start inside the selection's cone that is not the ℓ2 p-SVM: the ℓ∞ max-margin direction of ``ref``,
+    p = argmax_{‖p‖_∞ ≤ 1} min_{i, t ≠ ref_i} p^T(k_{i ref_i} − k_it) (an LP, HiGHS), for keys (n, T, dk) and
+    ref (n,). Where the selection's p-SVM is feasible its margin is > 0 and R·p selects ``ref`` for large R.
+    Raises SolverError (with HiGHS's status) when the LP does not solve, InfeasibleError when the best
+    margin is ≤ 0 (no direction selects ``ref``)."""
+    from scipy.optimize import linprog
+
+    from .errors import InfeasibleError, SolverError
+
+    K = np.asarray(keys, dtype=float)
+    r = np.asarray(ref, dtype=np.int64)
+    n, T, dk = K.shape
+    if r.shape != (n,) or np.any(r < 0) or np.any(r >= T):
+        raise InvalidInputError(f"ref must be (n,) = ({n},) token indices in [0, {T}), got {r!r}")
+    mask = np.ones((n, T), dtype=bool)
+    mask[np.arange(n), r] = False
+    D = (K[np.arange(n), r][:, None, :] - K)[mask]  # (n(T−1), dk)
+    # variables (p, t): maximise t subject to D p ≥ t, −1 ≤ p ≤ 1, t ≤ 1
+    A = np.hstack([-D, np.ones((len(D), 1))])
+    res = linprog(np.r_[np.zeros(dk), -1.0], A_ub=A, b_ub=np.zeros(len(D)),
+                  bounds=[(-1.0, 1.0)] * dk + [(None, 1.0)], method="highs")
+    if res.status != 0:
+        raise SolverError(f"selection_start: the l-inf margin LP did not solve ({res.message})",
+                          status=str(res.status), solver="HIGHS")
+    if -res.fun <= 0:
+        raise InfeasibleError("selection_start: no direction selects ref (l-inf margin <= 0)")
+    p = res.x[:dk]
+    return p / np.linalg.norm(p)

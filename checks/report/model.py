@@ -280,8 +280,9 @@ def save_counterexample(out: Path, theorem_id: str, k: int, inst: Any, replay: s
     data = inst if isinstance(inst, AttentionData) else getattr(inst, "data", None)
     if isinstance(inst, (tuple, list)):
         data = next((x for x in inst if isinstance(x, AttentionData)), None)
-    if data is None and isinstance(inst, dict) and getattr(inst.get("data"), "data_kind", None) == "ntp":
-        data = inst["data"]  # an NTP dataset (numerics.ntp.NTPData): saved in its own .npz format
+    cand = inst.get("data") if isinstance(inst, dict) else getattr(inst, "data", None)
+    if data is None and getattr(cand, "data_kind", None) == "ntp":
+        data = cand  # an NTP dataset (numerics.ntp.NTPData): saved in its own .npz format
     rel = f"counterexamples/{safe_name(theorem_id)}-{k}.npz"
     if isinstance(data, AttentionData) or getattr(data, "data_kind", None) == "ntp":
         write_bytes(out / rel, data.to_npz_bytes())

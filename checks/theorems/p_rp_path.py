@@ -92,7 +92,7 @@ from numerics.prompt_path import prompt_excess, prompt_reg_path
 from numerics.svm import solve_p_svm
 from numerics.tokens import corr
 
-from ._prompt import judge_prompt_path, path_reliable, path_unreliable, require_tight
+from ._prompt import judge_prompt_path, path_reliable, path_unreliable, require_tight, selecting_start
 
 RADII = 2.0 ** np.arange(0, 8)  # 1..128: E = L − L_∞ ~ e^{−1.4 R} stays a normal float64 up to R ≈ 500
 #: Final directional error allowed (measured ≤ 5e-10 global, ≤ 3e-9 local at R = 128).
@@ -373,7 +373,8 @@ class _RPBase(Theorem):
         err = 1 - corr(state["p"], target, axis=-1)
         thr, sep = self._threshold(inst, state)
         why, _ = self._unreliable(state)
-        return judge_prompt_path(err, thr, sep, state, why, "1 − corr(p_R, p^mm_α)", JUDGED_FROM)
+        start = selecting_start(inst["keys"], inst["alpha"], state["p"], JUDGED_FROM)
+        return judge_prompt_path(err, thr, sep, state, why, "1 − corr(p_R, p^mm_α)", JUDGED_FROM, start=start)
 
 
 @register

@@ -14,6 +14,7 @@ import torch
 from numerics import attention as att
 from numerics import gd
 from numerics.data import random_unit_sphere
+from numerics.errors import InvalidInputError
 from numerics.prompt import PromptBatch, PromptModel, prompt_loss
 from numerics.prompt_path import OnSphere, prompt_reg_path
 from numerics.regpath import Projected, regularization_path
@@ -111,8 +112,9 @@ def test_one_sphere_step_rotates_along_the_tangential_descent_direction():
 
 
 def test_step_hook_reaches_the_prompt_path():
-    """One hook run per radius, one call per step with the angle lr (1 - k/steps); a climbing hook leaves
-    a path of higher excess loss at every radius."""
+    """One hook run per radius and sweep (upward: every radius; downward: all but the largest), one call per
+    step with the angle lr (1 - k/steps) of the random starts (the upward warm start and the downward sweep:
+    (lr / R)(1 - k/steps)); a climbing hook leaves a path of higher excess loss at every radius."""
     radii, steps, lr = [1.0, 4.0], 3, 0.1
     ref = np.argmax(SCORES, -1)
     seen: list = []
@@ -123,7 +125,14 @@ def test_step_hook_reaches_the_prompt_path():
 
     with gd.step_hook(factory):
         prompt_reg_path(KEYS, SCORES, radii, ref=ref, rng=np.random.default_rng(0), steps=steps, lr=lr)
-    assert seen == [[lr * (1.0 - k / steps) for k in range(steps)]] * len(radii)
+    angles = [[np.asarray(a, dtype=float).ravel() for a in run] for run in seen]
+    assert len(angles) == 2 * len(radii) - 1 and all(len(run) == steps for run in angles)
+    sched = np.array([1.0 - k / steps for k in range(steps)])
+    for run in angles[:len(radii)]:  # upward: the random starts' angles
+        np.testing.assert_allclose([a.max() for a in run], lr * sched, rtol=1e-15)
+    np.testing.assert_allclose([a.min() for a in angles[1]], lr / radii[1] * sched, rtol=1e-15)  # warm start
+    for run, R in zip(angles[len(radii):], radii[-2::-1], strict=True):  # downward
+        np.testing.assert_allclose([a.max() for a in run], lr / max(1.0, R) * sched, rtol=1e-15)
     kw = dict(ref=ref, steps=40, restarts=1)
     good = prompt_reg_path(KEYS, SCORES, radii, rng=np.random.default_rng(0), **kw)
     with gd.step_hook(lambda: lambda grads, lr: ([-g for g in grads], lr)):
@@ -141,3 +150,27 @@ def test_a_zero_path_point_warm_starts_as_zero():
     out = _w_starts(P, prev, 4.0, 4.0, None, 2, torch.finfo(torch.float64).tiny)
     assert torch.isfinite(out).all() and torch.equal(out[2], prev[0])
     np.testing.assert_allclose(torch.linalg.matrix_norm(out[:2]).numpy(), 4.0, rtol=1e-15)
+
+
+def test_selection_start_lies_in_the_selection_cone():
+    """selection_start: a unit direction with every margin of ``ref`` > 0 (R·p selects ref for large R);
+    no direction selects a token that another token dominates (infeasible: InfeasibleError); bad ref: 2."""
+    from numerics.errors import InfeasibleError
+    from numerics.prompt_path import selection_start
+
+    rng = np.random.default_rng(3)
+    K = rng.standard_normal((4, 3, 5))
+    ref = np.array([0, 2, 1, 0])
+    p = selection_start(K, ref)
+    assert abs(np.linalg.norm(p) - 1) < 1e-12
+    D = K[np.arange(4), ref][:, None, :] - K
+    marg = np.einsum("ntk,k->nt", D, p)
+    marg[np.arange(4), ref] = np.inf
+    assert marg.min() > 0
+    K2 = np.zeros((1, 2, 2))
+    K2[0, 1] = [1.0, 0.0]  # token 0 (the origin) vs token 1 and its mirror image: none selects token 0 ...
+    K3 = np.concatenate([K2, np.array([[[0.0, 0.0], [-1.0, 0.0]]])])  # ... in both examples at once
+    with pytest.raises(InfeasibleError):
+        selection_start(K3, np.array([0, 0]))
+    with pytest.raises(InvalidInputError):
+        selection_start(K, np.array([0, 3, 1, 0]))
