@@ -18,7 +18,9 @@ from numerics.tokens import margins, scores
 #: "a ten-fold fall" and "below 1e-3" coincide, and wide enough (angle 8°) that the start is genuinely
 #: off-ray.
 MU = 0.01
-#: Initial radius rule: softmax share of higher-scoring non-support tokens ≤ e^{-SHARE_EXP}.
+#: Initial radius rule: the gradient weight of every higher-scoring non-support token — its softmax share
+#: e^{-M δ} times its score excess over α_i — is at most e^{-SHARE_EXP} times that of the example's weakest
+#: support token — share e^{-M} (margin 1) times its score deficit below α_i. (See :func:`init_multiplier`.)
 SHARE_EXP = 10.0
 #: M_MIN: below 20, 2 of 64 boundary starts dipped (by ≤ 2e-3) out of the cone before the support tokens
 #: dominated the gradient (M ≈ 11); at 20, 2 of 145 decided paper-profile starts still dipped (instances 73
@@ -105,9 +107,38 @@ def _higher_slacks(data, alpha, W_alpha) -> np.ndarray:
 
 
 def init_multiplier(data, alpha, W_alpha) -> float:
-    """M = max(M_MIN, SHARE_EXP / δ⁺) (inf when δ⁺ = 0)."""
-    slack = _higher_slacks(data, alpha, W_alpha)
-    return M_MIN if slack.size == 0 else max(M_MIN, SHARE_EXP / float(slack.min()))
+    """M = max(M_MIN, max_i (SHARE_EXP + log⁺(up_i / down_i)) / δ⁺_i) (inf when a δ⁺_i = 0), over the
+    examples i with a higher-scoring non-support token: δ⁺_i the smallest margin slack of those tokens, up_i
+    their largest score excess γ_it − γ_iα_i, down_i the smallest score deficit γ_iα_i − γ_it of the
+    example's support tokens that score strictly below α_i (ties are the local-optimality hypothesis's
+    business, decided apart; no such token: up_i/down_i taken as 1).
+
+    Why: at W = R·Ŵ near W^mm_α a token's weight in ∇L is its softmax share times its score difference to
+    the attended mix. The support tokens (share ∝ e^{−M}) hold W on W^mm_α with weight ∝ down; a
+    higher-scoring non-support token (share ∝ e^{−M(1+δ)}) pulls W off it with weight ∝ up. SHARE_EXP / δ⁺
+    alone (the rule before) compared the shares only: quick seed 4, md-local #10 (p = 2) has up/down =
+    0.628/0.014 = 45 at δ⁺ = 0.137, and the start at M = 10/δ⁺ = 73 was pulled out of the cone to W^mm_opt
+    (it converged from M = 200); with the weights compared, M = (10 + log 45)/0.137 = 101 > M_MAX, and the
+    instance is vacuous (redrawn by the families), not a refutation."""
+    g = scores(data)
+    marg = margins(data, W_alpha, alpha)
+    worst = M_MIN
+    for i in range(data.n):
+        ga = g[i, alpha[i]]
+        others = np.arange(data.T) != alpha[i]
+        fin = others & np.isfinite(marg[i])
+        higher = fin & (g[i] >= ga) & (marg[i] - 1 > SUPPORT_TOL)
+        if not higher.any():
+            continue
+        dplus = float((marg[i][higher] - 1).min())
+        if dplus <= 0:
+            return np.inf
+        sup = fin & (marg[i] - 1 <= SUPPORT_TOL) & (g[i] < ga)
+        up = float((g[i][higher] - ga).max())
+        down = float((ga - g[i][sup]).min()) if sup.any() else 0.0
+        ratio = up / down if sup.any() and up > 0 else 1.0
+        worst = max(worst, (SHARE_EXP + max(0.0, float(np.log(ratio)))) / dplus)
+    return worst
 
 
 def slack_plus(data, alpha, W_alpha) -> float:

@@ -133,3 +133,16 @@ def test_md_local_step_is_gd_locals_at_p2_and_bounds_the_growth():
     for p in (1.05, 1.75, 3.0):
         r1 = (lp_norm(W0, p) ** (p - 1) + md_local.STEPS * md_local.mirror_lr(W0, p)) ** (1 / (p - 1))
         assert np.isclose(r1, md_local.GROWTH * lp_norm(W0, p))
+
+
+def test_md_local_quick_seed_4_instance_10_needs_the_weighted_radius():
+    """Quick seed 4, md-local #10 (p = 2): the first draw has up/down = 0.628/0.014 at δ⁺ = 0.137. The
+    shares-only radius 10/δ⁺ = 73 started GD where it was pulled out of the cone to W^mm_opt (refuted, a
+    false alarm: it converges from M = 200); the weighted rule (_cone.init_multiplier) asks M = 101 > M_MAX,
+    so that draw is vacuous and the family redraws; the instance is confirmed."""
+    from checks.harness import run_instances
+    from checks.theorem import REGISTRY
+
+    (r,) = run_instances(REGISTRY["md-local"], [10], profile="quick", seed=4)
+    assert r.outcome == "confirmed", (r.outcome, r.reason)
+    assert r.metrics["draws"] >= 2
