@@ -13,6 +13,16 @@ PY=${PYTHON:-python3}
   $PY -c 'import torch, numpy, cvxpy; print("torch", torch.__version__, "cuda", torch.version.cuda, "numpy", numpy.__version__, "cvxpy", cvxpy.__version__)'
   nproc; uptime
 } 2>&1 | tee "$OUT/machine.txt"
+# Optional, on a many-core device machine: the whole power matrix (every catalogue id, controls included) on
+# its CPUs, in the background while the GPU runs the bench and the catalogue (POWER_WORKERS processes).
+if [ -n "${POWER_WORKERS:-}" ]; then
+  ( tp=$(date +%s)
+    timeout "${POWER_TIMEOUT:-500}" $PY -m checks power $($PY -m checks list --json | $PY -c \
+      'import json, sys; print(" ".join(r["id"] for r in json.load(sys.stdin)))') --workers "$POWER_WORKERS" \
+      --no-progress --out "$OUT/power" > "$OUT/power.log" 2>&1
+    echo "power rc=$? wall=$(( $(date +%s) - tp )) s" >> "$OUT/power.log" ) &
+  POWER_PID=$!
+fi
 t0=$(date +%s)
 timeout "${BENCH_TIMEOUT:-260}" $PY -m checks bench --device cuda --out /tmp/cuda-bench 2>&1 | tail -60
 echo "bench rc=${PIPESTATUS[0]} wall=$(( $(date +%s) - t0 )) s"
@@ -23,3 +33,7 @@ timeout "${CHECK_TIMEOUT:-200}" $PY -m checks check --profile quick --device cud
 echo "check rc=${PIPESTATUS[0]} wall=$(( $(date +%s) - t0 )) s"
 tar czf "$OUT/cuda-quick.tgz" -C /tmp cuda-quick/report.md cuda-quick/report.json cuda-quick/results.jsonl \
   cuda-quick/run.json 2>/dev/null
+if [ -n "${POWER_PID:-}" ]; then
+  wait "$POWER_PID"
+  tail -25 "$OUT/power.log"
+fi
