@@ -8,15 +8,19 @@ resolved against perturbed candidates (the rule of gen-svm's finite part, numeri
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 import numpy as np
 
-from checks import Criterion, Profile, Theorem, decide, failed, held, undecided
+from checks import Context, Criterion, Outcome, Profile, Theorem, decide, failed, held, undecided
 from checks.power.resolution import TILT, tilt_fin
 from numerics.ntp import (
     FAMILY_CONFIGS,
+    GraphSVMResult,
     NTPData,
+    NTPFinitePart,
+    PriorityGraph,
     finite_part,
     graph_svm,
     loss_np,
@@ -47,15 +51,74 @@ EPS = float(np.finfo(float).eps)
 TIE = 1e-9
 
 
-def draw(rng: np.random.Generator, k: int, kind: str) -> dict[str, Any]:
+@dataclass(frozen=True, eq=False)
+class NTPInstance:
+    """One instance of the NTP theorems (ntp-gd, ntp-acyclic, ntp-regpath, ntp-graph-svm and their
+    controls): the dataset, and how many family draws it took (0 for given data)."""
+
+    data: NTPData
+    family_draws: int
+
+
+@dataclass(frozen=True, eq=False)
+class NTPSolved:
+    """The certified objects of an instance (:func:`solve`): the priority graphs G^(k), the graph-SVM
+    (Frobenius), that of the flipped graphs, TLTO's single-token Att-SVM, W^fin and the wrong partition's
+    W^fin (every position kept)."""
+
+    graphs: dict[int, PriorityGraph]
+    svm: GraphSVMResult
+    flip: GraphSVMResult
+    single: GraphSVMResult
+    fin: NTPFinitePart
+    fin_wrong: NTPFinitePart
+
+
+@dataclass(frozen=True, eq=False)
+class NTPState(NTPSolved):
+    """The state of the GD and path theorems: the certified objects and a trajectory ``traj`` (S, d, d)
+    with the indices ``half`` of its second half — GD's iterates at iterations ``its`` (losses ``loss``, step
+    ``lr``, step ``fidelity``), or the regularisation path's W_R at ``radii`` (KKT residuals ``path_kkt``; no
+    path, None, where the graph-SVM is infeasible)."""
+
+    traj: np.ndarray | None = None
+    half: np.ndarray | None = None
+    its: np.ndarray | None = None
+    loss: np.ndarray | None = None
+    lr: float | None = None
+    fidelity: float | None = None
+    radii: np.ndarray | None = None
+    path_kkt: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, solved: NTPSolved, **parts: Any) -> NTPState:
+        """The state of ``solved``'s objects with the trajectory ``parts``."""
+        return cls(**{f.name: getattr(solved, f.name) for f in fields(NTPSolved)}, **parts)
+
+    def path(self) -> tuple[np.ndarray, np.ndarray]:
+        """(traj, half): present wherever a prediction reads them (GD always; the path where the graph-SVM
+        is feasible, a hypothesis)."""
+        if self.traj is None or self.half is None:
+            raise ValueError("no trajectory: the graph-SVM is infeasible")
+        return self.traj, self.half
+
+
+def answer(sol: GraphSVMResult) -> np.ndarray:
+    """A feasible graph-SVM's W (where a hypothesis or a branch has established feasibility)."""
+    if sol.W is None:
+        raise ValueError(f"the graph-SVM has no answer ({sol.status})")
+    return sol.W
+
+
+def draw(rng: np.random.Generator, k: int, kind: str) -> NTPInstance:
     """The instance k of the family (numerics.ntp.random_ntp), (n, T, K, d) cycled over FAMILY_CONFIGS."""
     n, T, K, d = FAMILY_CONFIGS[k % len(FAMILY_CONFIGS)]
     data, tries = random_ntp(rng, n, T, K, d, kind=kind)
-    return {"data": data, "family_draws": tries}
+    return NTPInstance(data=data, family_draws=tries)
 
 
-def ntp_sizes(inst: Any) -> dict[str, int]:
-    data = inst["data"] if isinstance(inst, dict) else inst
+def ntp_sizes(inst: NTPInstance) -> dict[str, int]:
+    data = inst.data
     return {"n": data.n, "T": data.T, "K": data.K, "d": data.d}
 
 
@@ -98,18 +161,18 @@ def fidelity(data: NTPData, run: dict[str, Any], device: str) -> float:
                step_fidelity(data, W1 / np.linalg.norm(W1), run["lr"], device))
 
 
-def solve(data: NTPData) -> dict[str, Any]:
+def solve(data: NTPData) -> NTPSolved:
     """The certified objects of an instance: graph-SVM (Frobenius), that of the flipped graph, TLTO's
     single-token Att-SVM, W^fin and the wrong partition's W^fin (every position kept)."""
     graphs = priority_graphs(data)
-    return {
-        "graphs": graphs,
-        "svm": graph_svm(data, graphs=graphs),
-        "flip": graph_svm(data, graphs=priority_graphs(data, flip=True)),
-        "single": graph_svm(data, graphs=graphs, equalities=False),
-        "fin": finite_part(data, graphs),
-        "fin_wrong": finite_part(data, graphs, positions="all"),
-    }
+    return NTPSolved(
+        graphs=graphs,
+        svm=graph_svm(data, graphs=graphs),
+        flip=graph_svm(data, graphs=priority_graphs(data, flip=True)),
+        single=graph_svm(data, graphs=graphs, equalities=False),
+        fin=finite_part(data, graphs),
+        fin_wrong=finite_part(data, graphs, positions="all"),
+    )
 
 
 def second_half(its: np.ndarray, steps: int = STEPS) -> np.ndarray:
@@ -118,7 +181,7 @@ def second_half(its: np.ndarray, steps: int = STEPS) -> np.ndarray:
 
 # -- the direction rule -------------------------------------------------------------------------------
 def judge_direction(traj: np.ndarray, half: np.ndarray, predicted: np.ndarray,
-                    competitors: dict[str, np.ndarray]) -> Any:
+                    competitors: dict[str, np.ndarray | None]) -> Outcome:
     """corr(W(k), predicted) → 1, at a finite budget: e(k) = 1 − corr(W(k), predicted) over the second half.
     Confirmed when e fell over it (last ≤ first) and at the end predicted explains the iterate better than
     every competitor direction (a wrong limit); refuted when a competitor explains it better at the end while
@@ -143,7 +206,7 @@ def judge_direction(traj: np.ndarray, half: np.ndarray, predicted: np.ndarray,
 # -- the finite-part rule ---------------------------------------------------------------------------
 def judge_finite(traj: np.ndarray, half: np.ndarray, basis: np.ndarray, predicted: np.ndarray,
                  candidates: Sequence[np.ndarray], masses: np.ndarray, steps: int = STEPS,
-                 accuracy: float = 0.0) -> Any:
+                 accuracy: float = 0.0) -> Outcome:
     """Π_{S_fin} W(k) → predicted. D(k) = Π W(k) over the second half; the remaining motion is bounded by
     τ = TAIL_SAFETY · (motion over the half) / min(f − 1, 1), f = mass(mid)/mass(end) of the suppressed
     tokens. Refuted when ‖D(end) − predicted‖ > τ + floor; confirmed when max residual + 2(τ + floor) stays
@@ -177,7 +240,7 @@ def judge_finite(traj: np.ndarray, half: np.ndarray, basis: np.ndarray, predicte
                      f"{r.max():.2g}, candidates ≥ {rc:.2g}, tail bound {tail:.2g} (budget)", **m)
 
 
-def fin_accuracy(fp: Any) -> float:
+def fin_accuracy(fp: NTPFinitePart) -> float:
     """How far a computed finite part may be from the exact minimiser: |∇L_fin| / (least Hessian eigenvalue)
     (strong convexity on S_fin); 0 where S_fin = {0}."""
     if not len(fp.basis):
@@ -185,7 +248,8 @@ def fin_accuracy(fp: Any) -> float:
     return float(fp.grad_norm / fp.curvature) if fp.curvature > 0 else float("inf")
 
 
-def masses_over(data: NTPData, traj: np.ndarray, half: np.ndarray, graphs) -> np.ndarray:
+def masses_over(data: NTPData, traj: np.ndarray, half: np.ndarray,
+                graphs: dict[int, PriorityGraph]) -> np.ndarray:
     return np.array([out_of_scc_mass(data, traj[k], graphs) for k in half])
 
 
@@ -215,41 +279,41 @@ class NTPGDBase(Theorem):
     #: (``judge_finite``'s ``steps``; 0 for a regularisation path).
     gd_steps: ClassVar[int] = STEPS
 
-    def sizes(self, inst):
+    def sizes(self, inst: NTPInstance) -> dict[str, int]:
         return ntp_sizes(inst)
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> NTPInstance:
         if ctx.data is not None:
-            return {"data": ctx.data, "family_draws": 0}
+            return NTPInstance(data=ctx.data, family_draws=0)
         return draw(rng, ctx.instance, self.kind)
 
-    def prepare(self, instances, ctxs):
-        datas = [inst["data"] for inst in instances]
+    def prepare(self, instances: Sequence[NTPInstance], ctxs: Sequence[Context]) -> list[NTPState]:
+        datas = [inst.data for inst in instances]
         runs = run_block(datas, ctxs[0].device if ctxs else "cpu")
         states = []
         for data, run, ctx in zip(datas, runs, ctxs, strict=True):
-            st = {**run, **solve(data)}
-            st["fidelity"] = fidelity(data, run, ctx.device)
-            st["half"] = second_half(run["its"])
-            states.append(st)
+            solved = solve(data)
+            fid = fidelity(data, run, ctx.device)
+            states.append(NTPState.of(solved, traj=run["traj"], half=second_half(run["its"]), its=run["its"],
+                                      loss=run["loss"], lr=run["lr"], fidelity=fid))
         return states
 
-    def assume_graph_svm_feasible(self, inst, state, ctx):
-        return decide(state["svm"].feasible, "the graph-SVM is infeasible (certified by a Farkas vector)")
+    def assume_graph_svm_feasible(self, inst: NTPInstance, state: NTPState, ctx: Context) -> Outcome:
+        return decide(state.svm.feasible, "the graph-SVM is infeasible (certified by a Farkas vector)")
 
-    def assume_fin_unique(self, inst, state, ctx):
-        return decide(state["fin"].unique, f"W^fin is not unique: {state['fin'].message}")
+    def assume_fin_unique(self, inst: NTPInstance, state: NTPState, ctx: Context) -> Outcome:
+        return decide(state.fin.unique, f"W^fin is not unique: {state.fin.message}")
 
-    def check_is_gradient_descent(self, inst, state, ctx):
-        return judge_fidelity(state["fidelity"])
+    def check_is_gradient_descent(self, inst: NTPInstance, state: NTPState, ctx: Context) -> Outcome:
+        assert state.fidelity is not None  # a GD state (the path theorems withdraw this check)
+        return judge_fidelity(state.fidelity)
 
-    def _masses(self, inst, state):
-        if "masses" not in state:
-            state["masses"] = masses_over(inst["data"], state["traj"], state["half"], state["graphs"])
-        return state["masses"]
+    def _masses(self, inst: NTPInstance, state: NTPState) -> np.ndarray:
+        traj, half = state.path()
+        return masses_over(inst.data, traj, half, state.graphs)
 
-    def _svmeq(self, state) -> dict:
-        W, Ws, Wf = state["traj"][-1], state["svm"].W, state["fin"].W
+    def _svmeq(self, state: NTPState) -> dict:
+        W, Ws, Wf = state.path()[0][-1], answer(state.svm), state.fin.W
         u = Ws / np.linalg.norm(Ws)
         R = float(np.sum(W * u))
         return {"R": R, "corr_svmeq": float(corr(W, Wf + R * u))}
@@ -261,17 +325,18 @@ class WrongPartitionControl(NTPGDBase):
     prediction and the true W^fin among the candidates; vacuous unless the two differ by more than
     TILT·‖W^fin‖ (no resolvable difference)."""
 
-    def assume_wrong_part_resolvable(self, inst, state, ctx):
-        fw, fp = state["fin_wrong"], state["fin"]
+    def assume_wrong_part_resolvable(self, inst: NTPInstance, state: NTPState, ctx: Context) -> Outcome:
+        fw, fp = state.fin_wrong, state.fin
         gap = float(np.linalg.norm(fw.W - fp.W))
-        return decide(fw.unique and gap > TILT * np.linalg.norm(fp.W),
+        return decide(bool(fw.unique and gap > TILT * np.linalg.norm(fp.W)),
                       f"the wrong partition's finite part is within {gap:.3g} of W^fin (or not unique)")
 
-    def check_finite_part(self, inst, state, ctx):
-        fp, W = state["fin"], state["fin_wrong"].W
+    def check_finite_part(self, inst: NTPInstance, state: NTPState, ctx: Context) -> Outcome:
+        fp, W = state.fin, state.fin_wrong.W
         cands = [fp.W, tilt_fin(W, fp.basis, sign=1.0), tilt_fin(W, fp.basis, sign=-1.0)]
-        return judge_finite(state["traj"], state["half"], fp.basis, W, cands, self._masses(inst, state),
-                            steps=self.gd_steps, accuracy=fin_accuracy(state["fin_wrong"]))
+        traj, half = state.path()
+        return judge_finite(traj, half, fp.basis, W, cands, self._masses(inst, state),
+                            steps=self.gd_steps, accuracy=fin_accuracy(state.fin_wrong))
 
 
 def gd_criteria(direction: str, finite: str) -> tuple[Criterion, ...]:

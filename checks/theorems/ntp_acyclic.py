@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import WITHDRAWN, Criterion, decide, register
+from checks import WITHDRAWN, Context, Criterion, Outcome, decide, register
 from checks.power.resolution import tilt_fin
 from numerics import tolerances as tol
 
-from ._ntp import NTPGDBase, gd_criteria, judge_direction, judge_finite
+from ._ntp import NTPGDBase, NTPInstance, NTPState, answer, gd_criteria, judge_direction, judge_finite
 
 
 class _AcyclicBase(NTPGDBase):
@@ -53,25 +53,26 @@ class NTPAcyclic(_AcyclicBase):
     )
     assume_fin_unique = WITHDRAWN  # S_fin = {0}: nothing to be unique
 
-    def assume_acyclic(self, inst, state, ctx):
-        cyc = [k for k, g in state["graphs"].items() if g.cyclic]
+    def assume_acyclic(self, inst: NTPInstance, state: NTPState, ctx: Context) -> Outcome:
+        cyc = [k for k, g in state.graphs.items() if g.cyclic]
         return decide(not cyc, f"G^(k) has a cycle for k in {cyc}")
 
-    def check_no_finite_part(self, inst, state, ctx):
-        m = len(state["fin"].basis)
+    def check_no_finite_part(self, inst: NTPInstance, state: NTPState, ctx: Context) -> Outcome:
+        m = len(state.fin.basis)
         return decide(m == 0, f"S_fin has dimension {m} on acyclic graphs", fin_dim=m)
 
-    def check_equals_single_token(self, inst, state, ctx):
-        a, b = state["svm"], state["single"]
+    def check_equals_single_token(self, inst: NTPInstance, state: NTPState, ctx: Context) -> Outcome:
+        a, b = state.svm, state.single
         if not (a.feasible and b.feasible):
             return decide(False, f"graph-SVM {a.status}, single-token Att-SVM {b.status}")
-        rel = float(np.linalg.norm(a.W - b.W) / np.linalg.norm(a.W))
+        Wa = answer(a)
+        rel = float(np.linalg.norm(Wa - answer(b)) / np.linalg.norm(Wa))
         ok = a.certificate.verified and b.certificate.verified and rel <= tol.KKT_TOL
         return decide(ok, f"graph-SVM and single-token Att-SVM differ by {rel:.3g} (relative)", svm_gap=rel)
 
-    def check_direction(self, inst, state, ctx):
-        return judge_direction(state["traj"], state["half"], state["svm"].W,
-                               {"flipped-graph SVM": state["flip"].W})
+    def check_direction(self, inst: NTPInstance, state: NTPState, ctx: Context) -> Outcome:
+        traj, half = state.path()
+        return judge_direction(traj, half, answer(state.svm), {"flipped-graph SVM": state.flip.W})
 
 
 @register
@@ -84,9 +85,9 @@ class NTPAcyclicControl(NTPGDBase):
     hypotheses_text = "as ntp-gd (cyclic family, ‖W^fin‖ ≥ 0.1)"
     criteria = gd_criteria("—", "0")[::2]
 
-    def check_finite_part(self, inst, state, ctx):
-        fp = state["fin"]
+    def check_finite_part(self, inst: NTPInstance, state: NTPState, ctx: Context) -> Outcome:
+        fp = state.fin
         zero = np.zeros_like(fp.W)
         cands = [fp.W, tilt_fin(fp.W, fp.basis, sign=1.0), tilt_fin(fp.W, fp.basis, sign=-1.0)]
-        return judge_finite(state["traj"], state["half"], fp.basis, zero, cands,
-                            self._masses(inst, state))
+        traj, half = state.path()
+        return judge_finite(traj, half, fp.basis, zero, cands, self._masses(inst, state))

@@ -55,13 +55,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks import decide, held, register
+from checks import Context, Outcome, decide, held, register
 from checks.power.resolution import TILT, tilt_fin
 
 from ._ntp import (
     STEPS,
     NTPGDBase,
+    NTPInstance,
+    NTPState,
     WrongPartitionControl,
+    answer,
     fin_accuracy,
     gd_criteria,
     judge_direction,
@@ -82,20 +85,23 @@ class NTPGD(NTPGDBase):
                        "numerics.ntp.random_ntp (cyclic) or --data")
     criteria = gd_criteria("W^svm", "W^fin")
 
-    def check_direction(self, inst, state, ctx):
-        comps = {"flipped-graph SVM": state["flip"].W, "single-token SVM": state["single"].W}
-        out = judge_direction(state["traj"], state["half"], state["svm"].W, comps)
+    def check_direction(self, inst: NTPInstance, state: NTPState, ctx: Context) -> Outcome:
+        comps: dict[str, np.ndarray | None] = {"flipped-graph SVM": state.flip.W,
+                                               "single-token SVM": state.single.W}
+        traj, half = state.path()
+        out = judge_direction(traj, half, answer(state.svm), comps)
         out.metrics.update(self._svmeq(state))
         return out
 
-    def check_finite_part(self, inst, state, ctx):
-        fp = state["fin"]
+    def check_finite_part(self, inst: NTPInstance, state: NTPState, ctx: Context) -> Outcome:
+        fp = state.fin
         if not len(fp.basis):
             return held(fin_dim=0)  # acyclic: S_fin = {0}, Π W = 0 = W^fin identically
         W = fp.W
         cands = [tilt_fin(W, fp.basis, sign=1.0), tilt_fin(W, fp.basis, sign=-1.0), np.zeros_like(W), -W]
-        return judge_finite(state["traj"], state["half"], fp.basis, W, cands,
-                            self._masses(inst, state), accuracy=fin_accuracy(fp))
+        traj, half = state.path()
+        return judge_finite(traj, half, fp.basis, W, cands, self._masses(inst, state),
+                            accuracy=fin_accuracy(fp))
 
 
 @register
@@ -108,11 +114,12 @@ class NTPGDControl(NTPGDBase):
     hypotheses_text = "as ntp-gd, and the flipped graphs' SVM feasible (certified)"
     criteria = gd_criteria("W^svm of the flipped graphs", "—")[:2]
 
-    def assume_flipped_feasible(self, inst, state, ctx):
-        return decide(state["flip"].feasible, "the flipped graphs' SVM is infeasible")
+    def assume_flipped_feasible(self, inst: NTPInstance, state: NTPState, ctx: Context) -> Outcome:
+        return decide(state.flip.feasible, "the flipped graphs' SVM is infeasible")
 
-    def check_direction(self, inst, state, ctx):
-        return judge_direction(state["traj"], state["half"], state["flip"].W, {"graph-SVM": state["svm"].W})
+    def check_direction(self, inst: NTPInstance, state: NTPState, ctx: Context) -> Outcome:
+        traj, half = state.path()
+        return judge_direction(traj, half, answer(state.flip), {"graph-SVM": state.svm.W})
 
 
 @register

@@ -36,19 +36,33 @@ verified Farkas certificate.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
 
-from checks import Criterion, Profile, Theorem, decide, register
+from checks import Context, Criterion, Outcome, Profile, Theorem, decide, register
 from numerics import tolerances as tol
-from numerics.ntp import graph_svm, out_of_scc_mass, priority_graphs
+from numerics.ntp import GraphSVMResult, PriorityGraph, graph_svm, out_of_scc_mass, priority_graphs
 
-from ._ntp import draw, ntp_sizes
+from ._ntp import NTPInstance, answer, draw, ntp_sizes
 
 REFERENCE = "Li, Huang, Ildiz, Rawat, Oymak (AISTATS 2024, arXiv 2403.08081), graph-SVM"
 #: Rank of E: σ_min > INDEP_RTOL σ_max (Gaussian draws have ratios ~1e-1; 1e-8 flags only degenerate data).
 INDEP_RTOL = 1e-8
 #: The radius of the realisation check: e^{-20} ≈ 2e-9 is far above float64's resolution of the masses.
 REALISE_R = 20.0
+
+
+@dataclass(frozen=True, eq=False)
+class GraphSVMState:
+    """The priority graphs G^(k) and, for ntp-graph-svm, the Frobenius and nuclear graph-SVMs (``fro``,
+    ``nuc``); for its control, TLTO's single-token Att-SVM (``single``)."""
+
+    graphs: dict[int, PriorityGraph]
+    fro: GraphSVMResult | None = None
+    nuc: GraphSVMResult | None = None
+    single: GraphSVMResult | None = None
 
 
 class _GraphSVMBase(Theorem):
@@ -61,18 +75,18 @@ class _GraphSVMBase(Theorem):
         "paper": Profile(instances=200, min_confirmed=200),
     }
 
-    def sizes(self, inst):
+    def sizes(self, inst: NTPInstance) -> dict[str, int]:
         return ntp_sizes(inst)
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> NTPInstance:
         if ctx.data is not None:
-            return {"data": ctx.data, "family_draws": 0}
+            return NTPInstance(data=ctx.data, family_draws=0)
         return draw(rng, ctx.instance, "cyclic")
 
-    def assume_independent(self, inst, state, ctx):
-        s = np.linalg.svd(inst["data"].E, compute_uv=False)
+    def assume_independent(self, inst: NTPInstance, state: GraphSVMState, ctx: Context) -> Outcome:
+        s = np.linalg.svd(inst.data.E, compute_uv=False)
         ratio = float(s[-1] / s[0]) if s[0] > 0 else 0.0
-        data = inst["data"]
+        data = inst.data
         return decide(data.d >= data.K and ratio > INDEP_RTOL,
                       f"embeddings not linearly independent (K = {data.K}, d = {data.d}, σ_min/σ_max = "
                       f"{ratio:.2g})")
@@ -96,21 +110,22 @@ class NTPGraphSVM(_GraphSVMBase):
         Criterion(f"mass outside the label's SCC at {REALISE_R:g}·W^svm / ((T − 1) e^(−R))", "<=", 1.0),
     )
 
-    def prepare(self, instances, ctxs):
+    def prepare(self, instances: Sequence[NTPInstance], ctxs: Sequence[Context]) -> list[GraphSVMState]:
         out = []
         for inst in instances:
-            g = priority_graphs(inst["data"])
-            out.append({"graphs": g, "fro": graph_svm(inst["data"], graphs=g),
-                        "nuc": graph_svm(inst["data"], graphs=g, norm="nuc")})
+            g = priority_graphs(inst.data)
+            out.append(GraphSVMState(graphs=g, fro=graph_svm(inst.data, graphs=g),
+                                     nuc=graph_svm(inst.data, graphs=g, norm="nuc")))
         return out
 
-    def check_feasible_certified(self, inst, state, ctx):
-        data, sol = inst["data"], state["fro"]
+    def check_feasible_certified(self, inst: NTPInstance, state: GraphSVMState, ctx: Context) -> Outcome:
+        data, sol = inst.data, state.fro
+        assert sol is not None  # prepared by this theorem
         if not sol.feasible:
             return decide(False, f"the graph-SVM is infeasible ({sol.certificate.summary()})")
-        E, W = data.E, sol.W
+        E, W = data.E, answer(sol)
         eq_res, strict_min = 0.0, np.inf
-        for k, g in state["graphs"].items():
+        for k, g in state.graphs.items():
             for y, j in g.edges:
                 v = float((E[y] - E[j]) @ W @ E[k])
                 if g.same(y, j):
@@ -123,21 +138,23 @@ class NTPGraphSVM(_GraphSVMBase):
                       objective=sol.objective, eq_residual=eq_res, strict_margin=float(strict_min),
                       n_equalities=sol.n_equalities, n_inequalities=sol.n_inequalities)
 
-    def check_nuclear_certified(self, inst, state, ctx):
-        nuc, fro = state["nuc"], state["fro"]
+    def check_nuclear_certified(self, inst: NTPInstance, state: GraphSVMState, ctx: Context) -> Outcome:
+        nuc, fro = state.nuc, state.fro
+        assert nuc is not None and fro is not None  # prepared by this theorem
         if not fro.feasible:
             return decide(nuc.status == "infeasible", "norms disagree on feasibility")
-        fro_nuc = float(np.linalg.svd(fro.W, compute_uv=False).sum())
+        fro_nuc = float(np.linalg.svd(answer(fro), compute_uv=False).sum())
         ok = nuc.feasible and nuc.certificate.verified and nuc.objective <= fro_nuc * (1 + tol.GAP_TOL)
         return decide(ok, f"nuclear graph-SVM not certified or above the Frobenius answer's nuclear norm "
                           f"({nuc.certificate.summary()}; {nuc.objective:.6g} vs {fro_nuc:.6g})",
                       nuc_objective=nuc.objective, nuc_gap=nuc.certificate.gap)
 
-    def check_realises(self, inst, state, ctx):
-        data, sol = inst["data"], state["fro"]
+    def check_realises(self, inst: NTPInstance, state: GraphSVMState, ctx: Context) -> Outcome:
+        data, sol = inst.data, state.fro
+        assert sol is not None  # prepared by this theorem
         if not sol.feasible:
             return decide(False, "no graph-SVM to realise the order")
-        mass = out_of_scc_mass(data, REALISE_R * sol.W / 1.0, state["graphs"])
+        mass = out_of_scc_mass(data, REALISE_R * answer(sol) / 1.0, state.graphs)
         bound = (data.T - 1) * np.exp(-REALISE_R * (1 - tol.FEAS_TOL))
         return decide(mass <= bound, f"mass {mass:.3g} outside the label's SCC at R·W^svm exceeds the bound "
                                      f"{bound:.3g}", out_mass=mass, out_bound=float(bound))
@@ -156,18 +173,19 @@ class NTPGraphSVMControl(_GraphSVMBase):
     criteria = (Criterion("refuted by a verified Farkas certificate of the single-token Att-SVM", "=",
                           "infeasible"),)
 
-    def prepare(self, instances, ctxs):
+    def prepare(self, instances: Sequence[NTPInstance], ctxs: Sequence[Context]) -> list[GraphSVMState]:
         out = []
         for inst in instances:
-            g = priority_graphs(inst["data"])
-            out.append({"graphs": g, "single": graph_svm(inst["data"], graphs=g, equalities=False)})
+            g = priority_graphs(inst.data)
+            out.append(GraphSVMState(graphs=g, single=graph_svm(inst.data, graphs=g, equalities=False)))
         return out
 
-    def assume_cyclic(self, inst, state, ctx):
-        return decide(any(g.cyclic for g in state["graphs"].values()), "every G^(k) is acyclic")
+    def assume_cyclic(self, inst: NTPInstance, state: GraphSVMState, ctx: Context) -> Outcome:
+        return decide(any(g.cyclic for g in state.graphs.values()), "every G^(k) is acyclic")
 
-    def check_single_token_feasible(self, inst, state, ctx):
-        sol = state["single"]
+    def check_single_token_feasible(self, inst: NTPInstance, state: GraphSVMState, ctx: Context) -> Outcome:
+        sol = state.single
+        assert sol is not None  # prepared by this theorem
         return decide(sol.feasible,
                       f"TLTO's single-token Att-SVM is infeasible ({sol.certificate.summary()})",
                       farkas_bound=sol.certificate.norm_lower_bound)

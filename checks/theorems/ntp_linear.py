@@ -41,14 +41,17 @@ Controls: ``ntp-linear-conditions-control`` (below the dimension, d = 2 < m = 6,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
 
-from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
+from checks import Context, Criterion, Outcome, Profile, Theorem, decide, failed, held, register, undecided
 from checks.power.resolution import tilt_fin
 from numerics.ntp_linear import (
     LinearNTP,
+    NTPSVMResult,
     ce,
     f_basis,
     ntp_svm,
@@ -79,8 +82,69 @@ PROFILES = {
 }
 
 
-def _sizes(inst):
-    p = inst["prob"]
+@dataclass(frozen=True, eq=False)
+class LinearInstance:
+    """One instance of the linear-NTP theorems: the contexts, supports and empirical probabilities."""
+
+    prob: LinearNTP
+
+
+@dataclass(frozen=True, eq=False)
+class LinearConditionsState:
+    """ntp-linear-conditions and its controls: the NTP-SVM W^mm (the one-hot control's: without equality
+    rows) and, for the theorem, W⋆ with the max |residual| ``compat`` of its log-ratio equations."""
+
+    svm: NTPSVMResult
+    star: np.ndarray | None = None
+    compat: float | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class LinearGDState:
+    """ntp-linear-gd and its control: GD's iterates ``traj`` at iterations ``its`` (second half: ``half``),
+    W⋆ and its residual ``compat``, the NTP-SVM, an orthonormal basis of F and the step fidelity."""
+
+    its: np.ndarray
+    traj: np.ndarray
+    half: np.ndarray
+    star: np.ndarray
+    compat: float
+    svm: NTPSVMResult
+    basis: np.ndarray
+    fidelity: float
+
+
+@dataclass(frozen=True, eq=False)
+class LinearPathState:
+    """ntp-linear-regpath and its control: the NTP-SVM, the one-hot SVM of the most probable tokens, a basis
+    of F, W⋆ and its residual, and (where W^mm is feasible with a strict row) the path W_R ``traj`` with its
+    KKT residuals ``kkt`` and second half ``half``."""
+
+    svm: NTPSVMResult
+    onehot: NTPSVMResult
+    basis: np.ndarray
+    star: np.ndarray
+    compat: float
+    traj: np.ndarray | None = None
+    kkt: np.ndarray | None = None
+    half: np.ndarray | None = None
+
+    def path(self) -> tuple[np.ndarray, np.ndarray]:
+        """(traj, half): present wherever a prediction reads them (hypothesis compatible_separable)."""
+        if self.traj is None or self.half is None:
+            raise ValueError("no path: W^mm is infeasible or has no strict row")
+        return self.traj, self.half
+
+
+def _answer(sv: NTPSVMResult) -> np.ndarray:
+    """A feasible SVM's W (where a hypothesis has established feasibility)."""
+    if sv.W is None:
+        raise ValueError(f"the SVM has no answer ({sv.status})")
+    return sv.W
+
+
+def _sizes(inst: LinearInstance) -> dict[str, int]:
+    p = inst.prob
     return {"m": p.m, "d": p.d, "V": p.V}
 
 
@@ -93,20 +157,20 @@ class _Linear(Theorem):
     full_support = False
     below_dimension = False
 
-    def not_applicable(self, data):
+    def not_applicable(self, data: object) -> str:
         return ("linear next-token prediction is stated for context embeddings with empirical next-token "
                 "distributions (Thrampoulidis 2024), which neither an attention dataset nor an NTP .npz "
                 "carries; it runs on its own drawn contexts only")
 
-    def sizes(self, inst):
+    def sizes(self, inst: LinearInstance) -> dict[str, int]:
         return _sizes(inst)
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> LinearInstance:
         k = ctx.instance
         if self.below_dimension:
-            return {"prob": random_linear_ntp(rng, 6, 2, 5)}
+            return LinearInstance(prob=random_linear_ntp(rng, 6, 2, 5))
         m, d, V = CONFIGS[k % len(CONFIGS)]
-        return {"prob": random_linear_ntp(rng, m, d, V, support=2 + k % 2, full=self.full_support)}
+        return LinearInstance(prob=random_linear_ntp(rng, m, d, V, support=2 + k % 2, full=self.full_support))
 
     def _rank_ok(self, prob: LinearNTP) -> tuple[bool, float]:
         s = np.linalg.svd(prob.H, compute_uv=False)
@@ -125,19 +189,26 @@ class NTPLinearConditions(_Linear):
     criteria = (Criterion("max |residual| of W⋆'s log-ratio equations", "<=", COMPAT_TOL),
                 Criterion("W^mm: KKT certificate", "=", "verified"))
 
-    def prepare(self, instances, ctxs):
-        return [{"star": w_star(i["prob"]), "svm": ntp_svm(i["prob"])} for i in instances]
+    def prepare(self, instances: Sequence[LinearInstance],
+                ctxs: Sequence[Context]) -> list[LinearConditionsState]:
+        out = []
+        for i in instances:
+            star, compat = w_star(i.prob)
+            out.append(LinearConditionsState(svm=ntp_svm(i.prob), star=star, compat=compat))
+        return out
 
-    def assume_overparameterised(self, inst, state, ctx):
-        ok, ratio = self._rank_ok(inst["prob"])
+    def assume_overparameterised(self, inst: LinearInstance, state: LinearConditionsState,
+                                 ctx: Context) -> Outcome:
+        ok, ratio = self._rank_ok(inst.prob)
         return decide(ok, f"d > m with full rank fails (σ_min/σ_max = {ratio:.2g})")
 
-    def check_compatible(self, inst, state, ctx):
-        r = state["star"][1]
+    def check_compatible(self, inst: LinearInstance, state: LinearConditionsState, ctx: Context) -> Outcome:
+        r = state.compat
+        assert r is not None  # prepared by this theorem
         return decide(r <= COMPAT_TOL, f"log-ratio equations unsolvable: residual {r:.3g}", compat_residual=r)
 
-    def check_separable(self, inst, state, ctx):
-        sv = state["svm"]
+    def check_separable(self, inst: LinearInstance, state: LinearConditionsState, ctx: Context) -> Outcome:
+        sv = state.svm
         return decide(sv.feasible and sv.certificate.verified,
                       f"NTP-separability: {sv.status} ({sv.certificate.summary()})", mm_norm=sv.objective)
 
@@ -153,11 +224,12 @@ class NTPLinearConditionsControl(_Linear):
     hypotheses_text = "d = 2 < m = 6, Gaussian contexts, random supports of size 2"
     criteria = (Criterion("refuted by a verified Farkas certificate", "=", "infeasible"),)
 
-    def prepare(self, instances, ctxs):
-        return [{"svm": ntp_svm(i["prob"])} for i in instances]
+    def prepare(self, instances: Sequence[LinearInstance],
+                ctxs: Sequence[Context]) -> list[LinearConditionsState]:
+        return [LinearConditionsState(svm=ntp_svm(i.prob)) for i in instances]
 
-    def check_separable(self, inst, state, ctx):
-        sv = state["svm"]
+    def check_separable(self, inst: LinearInstance, state: LinearConditionsState, ctx: Context) -> Outcome:
+        sv = state.svm
         return decide(sv.feasible, f"NTP-separability infeasible ({sv.certificate.summary()})")
 
 
@@ -171,14 +243,17 @@ class NTPLinearOneHotControl(_Linear):
     hypotheses_text = "as ntp-linear-conditions, and some |S_j| ≥ 2"
     criteria = (Criterion("refuted by a verified Farkas certificate", "=", "infeasible"),)
 
-    def prepare(self, instances, ctxs):
-        return [{"svm": ntp_svm(i["prob"], equalities=False)} for i in instances]
+    def prepare(self, instances: Sequence[LinearInstance],
+                ctxs: Sequence[Context]) -> list[LinearConditionsState]:
+        return [LinearConditionsState(svm=ntp_svm(i.prob, equalities=False)) for i in instances]
 
-    def assume_some_support_of_two(self, inst, state, ctx):
-        return decide(max(len(S) for S in inst["prob"].supports()) >= 2, "every support is one token")
+    def assume_some_support_of_two(self, inst: LinearInstance, state: LinearConditionsState,
+                                   ctx: Context) -> Outcome:
+        return decide(max(len(S) for S in inst.prob.supports()) >= 2, "every support is one token")
 
-    def check_one_hot_feasible(self, inst, state, ctx):
-        sv = state["svm"]
+    def check_one_hot_feasible(self, inst: LinearInstance, state: LinearConditionsState,
+                               ctx: Context) -> Outcome:
+        sv = state.svm
         return decide(sv.feasible, f"the one-hot multiclass SVM is infeasible ({sv.certificate.summary()})")
 
 
@@ -201,14 +276,14 @@ class _LinearGD(_Linear):
     # through the GD-step softmax seam (gd_common._softmax_rows)
     depends_on: ClassVar[tuple[str, ...]] = ("svm-fro", "softmax", "ntp-gd")
 
-    def prepare(self, instances, ctxs):
+    def prepare(self, instances: Sequence[LinearInstance], ctxs: Sequence[Context]) -> list[LinearGDState]:
         """Plain GD (η = 1/(2L) each) on the GD engine, one batched run per shape (m, d, V)."""
         rec = np.union1d([0, 1, 10, 100, 1000], np.linspace(STEPS // 2, STEPS, HALF_POINTS).astype(int))
-        probs = [inst["prob"] for inst in instances]
+        probs = [inst.prob for inst in instances]
         groups: dict[tuple[int, int, int], list[int]] = {}
         for b, p in enumerate(probs):
             groups.setdefault((p.m, p.d, p.V), []).append(b)
-        out: list[dict] = [{} for _ in probs]
+        out: dict[int, LinearGDState] = {}
         device = ctxs[0].device if ctxs else "cpu"
         for idx in groups.values():
             lrs = [1.0 / (2 * smoothness(probs[b])) for b in idx]
@@ -216,16 +291,16 @@ class _LinearGD(_Linear):
             for j, b in enumerate(idx):
                 p, its = probs[b], r.iterations
                 Ws, res = w_star(p)
-                out[b] = {"its": its, "traj": r.W_traj[:, j], "half": np.flatnonzero(its >= STEPS // 2),
-                          "star": Ws, "compat": res, "svm": ntp_svm(p), "basis": f_basis(p),
-                          "fidelity": _linear_fidelity(p, lrs[j], device)}
-        return out
+                out[b] = LinearGDState(its=its, traj=r.W_traj[:, j], half=np.flatnonzero(its >= STEPS // 2),
+                                       star=Ws, compat=res, svm=ntp_svm(p), basis=f_basis(p),
+                                       fidelity=_linear_fidelity(p, lrs[j], device))
+        return [out[b] for b in range(len(probs))]
 
-    def check_is_gradient_descent(self, inst, state, ctx):
-        return judge_fidelity(state["fidelity"])
+    def check_is_gradient_descent(self, inst: LinearInstance, state: LinearGDState, ctx: Context) -> Outcome:
+        return judge_fidelity(state.fidelity)
 
-    def check_ce_to_entropy(self, inst, state, ctx):
-        p, traj, half = inst["prob"], state["traj"], state["half"]
+    def check_ce_to_entropy(self, inst: LinearInstance, state: LinearGDState, ctx: Context) -> Outcome:
+        p, traj, half = inst.prob, state.traj, state.half
         H = p.entropy()
         gap = np.array([ce(p, traj[k])[0] - H for k in half])
         rnd = 64 * EPS * max(1.0, H)
@@ -236,14 +311,14 @@ class _LinearGD(_Linear):
             return held(**m)
         return undecided("CE − 𝓗 did not fall over the second half", **m)
 
-    def check_norm_diverges(self, inst, state, ctx):
+    def check_norm_diverges(self, inst: LinearInstance, state: LinearGDState, ctx: Context) -> Outcome:
         """Refuted where a finite minimiser exists: CE(W⋆) = 𝓗 to rounding (CE ≥ 𝓗 always), and GD with
         η ≤ 1/L on a convex function with a minimiser keeps ‖W_k − W⋆‖ non-increasing (Fejér), so ‖W_k‖ stays
         bounded (the measured distances are reported). Confirmed where W^mm is certified and has a strict row
         (then CE > 𝓗 at every finite W — the mass off the supports is positive — so CE has no minimiser, and
         GD's iterates, whose CE tends to its infimum, cannot stay bounded) and ‖W‖ grew over the second half.
         Undecided otherwise."""
-        p, traj, half, Ws = inst["prob"], state["traj"], state["half"], state["star"]
+        p, traj, half, Ws = inst.prob, state.traj, state.half, state.star
         H = p.entropy()
         gap_star = ce(p, Ws)[0] - H
         rnd = 64 * EPS * max(1.0, H)
@@ -252,11 +327,11 @@ class _LinearGD(_Linear):
         m = {"ce_gap_at_star": float(gap_star), "W_norm": n1, "W_norm_mid": n0,
              "dist_star_end": float(dist[-1]),
              "dist_star_rises": int(np.sum(np.diff(dist) > rnd * dist[:-1]))}
-        if state["compat"] <= COMPAT_TOL and gap_star <= rnd:
+        if state.compat <= COMPAT_TOL and gap_star <= rnd:
             return failed(f"CE attains 𝓗 at the finite W⋆ (CE − 𝓗 = {gap_star:.2g}): GD's ‖W_k − W⋆‖ is "
                           f"non-increasing (measured {dist[0]:.4g} → {dist[-1]:.4g}), so ‖W_k‖ stays bounded",
                           **m)
-        strict = state["svm"].feasible and bool(np.any(state["svm"].W))
+        strict = state.svm.feasible and bool(np.any(state.svm.W))
         if strict and n1 > n0:
             return held(**m)
         return undecided("no certified separation with a strict row, or ‖W‖ did not grow "
@@ -281,25 +356,26 @@ class NTPLinearGD(_LinearGD):
         Criterion("direction and finite part: ntp-gd's rules with W^mm, W⋆, F", "as", "ntp-gd"),
     )
 
-    def assume_overparameterised(self, inst, state, ctx):
-        ok, ratio = self._rank_ok(inst["prob"])
+    def assume_overparameterised(self, inst: LinearInstance, state: LinearGDState, ctx: Context) -> Outcome:
+        ok, ratio = self._rank_ok(inst.prob)
         return decide(ok, f"d > m with full rank fails (σ_min/σ_max = {ratio:.2g})")
 
-    def assume_compatible_separable(self, inst, state, ctx):
-        return decide(state["compat"] <= COMPAT_TOL and state["svm"].feasible,
+    def assume_compatible_separable(self, inst: LinearInstance, state: LinearGDState,
+                                    ctx: Context) -> Outcome:
+        return decide(state.compat <= COMPAT_TOL and state.svm.feasible,
                       "not compatible or not separable")
 
-    def check_direction(self, inst, state, ctx):
-        comps = {"W⋆": state["star"]} if np.any(state["star"]) else {}
-        return judge_direction(state["traj"], state["half"], state["svm"].W, comps)
+    def check_direction(self, inst: LinearInstance, state: LinearGDState, ctx: Context) -> Outcome:
+        comps: dict[str, np.ndarray | None] = {"W⋆": state.star} if np.any(state.star) else {}
+        return judge_direction(state.traj, state.half, _answer(state.svm), comps)
 
-    def check_finite_part(self, inst, state, ctx):
-        W, B = state["star"], state["basis"]
+    def check_finite_part(self, inst: LinearInstance, state: LinearGDState, ctx: Context) -> Outcome:
+        W, B = state.star, state.basis
         if not len(B):
             return decide(not np.any(W), "W⋆ ≠ 0 with F = {0}")
-        masses = np.array([off_support_mass(inst["prob"], state["traj"][k]) for k in state["half"]])
+        masses = np.array([off_support_mass(inst.prob, state.traj[k]) for k in state.half])
         cands = [tilt_fin(W, B, sign=1.0), tilt_fin(W, B, sign=-1.0), np.zeros_like(W), -W]
-        return judge_finite(state["traj"], state["half"], B, W, cands, masses)
+        return judge_finite(state.traj, state.half, B, W, cands, masses)
 
 
 @register
@@ -322,25 +398,28 @@ PATH_HALF = 3
 
 
 class _LinearPath(_Linear):
-    def prepare(self, instances, ctxs):
+    def prepare(self, instances: Sequence[LinearInstance], ctxs: Sequence[Context]) -> list[LinearPathState]:
         out = []
         for inst in instances:
-            p = inst["prob"]
+            p = inst.prob
             sv = ntp_svm(p)
-            st = {"svm": sv, "onehot": ntp_svm(p, argmax_labels=True), "basis": f_basis(p)}
-            st["star"], st["compat"] = w_star(p)
+            onehot, basis = ntp_svm(p, argmax_labels=True), f_basis(p)
+            star, compat = w_star(p)
+            st = LinearPathState(svm=sv, onehot=onehot, basis=basis, star=star, compat=compat)
             if sv.feasible and np.any(sv.W):
-                st["traj"], st["kkt"] = regularization_path(p, float(np.linalg.norm(sv.W)) * PATH_RADII)
-                st["half"] = np.arange(len(PATH_RADII) - PATH_HALF, len(PATH_RADII))
+                traj, kkt = regularization_path(p, float(np.linalg.norm(_answer(sv))) * PATH_RADII)
+                half = np.arange(len(PATH_RADII) - PATH_HALF, len(PATH_RADII))
+                st = replace(st, traj=traj, kkt=kkt, half=half)
             out.append(st)
         return out
 
-    def assume_overparameterised(self, inst, state, ctx):
-        ok, ratio = self._rank_ok(inst["prob"])
+    def assume_overparameterised(self, inst: LinearInstance, state: LinearPathState, ctx: Context) -> Outcome:
+        ok, ratio = self._rank_ok(inst.prob)
         return decide(ok, f"d > m with full rank fails (σ_min/σ_max = {ratio:.2g})")
 
-    def assume_compatible_separable(self, inst, state, ctx):
-        return decide(state["compat"] <= COMPAT_TOL and "traj" in state,
+    def assume_compatible_separable(self, inst: LinearInstance, state: LinearPathState,
+                                    ctx: Context) -> Outcome:
+        return decide(state.compat <= COMPAT_TOL and state.traj is not None,
                       "not compatible, or not separable with a strict row")
 
 
@@ -356,15 +435,17 @@ class NTPLinearRegPath(_LinearPath):
     criteria = (Criterion("direction and finite part: ntp-gd's rules with W^mm (competitor: the one-hot "
                           "SVM of the most probable tokens), W⋆, F", "as", "ntp-gd"),)
 
-    def check_direction(self, inst, state, ctx):
-        comps = {"one-hot SVM": state["onehot"].W if state["onehot"].feasible else None}
-        return judge_direction(state["traj"], state["half"], state["svm"].W, comps)
+    def check_direction(self, inst: LinearInstance, state: LinearPathState, ctx: Context) -> Outcome:
+        comps = {"one-hot SVM": state.onehot.W if state.onehot.feasible else None}
+        traj, half = state.path()
+        return judge_direction(traj, half, _answer(state.svm), comps)
 
-    def check_finite_part(self, inst, state, ctx):
-        W, B = state["star"], state["basis"]
-        masses = np.array([off_support_mass(inst["prob"], state["traj"][k]) for k in state["half"]])
+    def check_finite_part(self, inst: LinearInstance, state: LinearPathState, ctx: Context) -> Outcome:
+        W, B = state.star, state.basis
+        traj, half = state.path()
+        masses = np.array([off_support_mass(inst.prob, traj[k]) for k in half])
         cands = [tilt_fin(W, B, sign=1.0), tilt_fin(W, B, sign=-1.0), np.zeros_like(W), -W]
-        return judge_finite(state["traj"], state["half"], B, W, cands, masses, steps=0)
+        return judge_finite(traj, half, B, W, cands, masses, steps=0)
 
 
 @register
@@ -378,8 +459,9 @@ class NTPLinearRegPathControl(_LinearPath):
     hypotheses_text = "as ntp-linear-regpath, the one-hot SVM feasible (certified)"
     criteria = NTPLinearRegPath.criteria
 
-    def assume_onehot_feasible(self, inst, state, ctx):
-        return decide(state["onehot"].feasible, "the one-hot SVM is infeasible")
+    def assume_onehot_feasible(self, inst: LinearInstance, state: LinearPathState, ctx: Context) -> Outcome:
+        return decide(state.onehot.feasible, "the one-hot SVM is infeasible")
 
-    def check_direction(self, inst, state, ctx):
-        return judge_direction(state["traj"], state["half"], state["onehot"].W, {"W^mm": state["svm"].W})
+    def check_direction(self, inst: LinearInstance, state: LinearPathState, ctx: Context) -> Outcome:
+        traj, half = state.path()
+        return judge_direction(traj, half, _answer(state.onehot), {"W^mm": state.svm.W})

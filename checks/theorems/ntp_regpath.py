@@ -29,16 +29,21 @@ loss with every position kept" — refuted (hypothesis: it differs from W^fin by
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from checks import WITHDRAWN, Criterion, Profile, decide, register
+from checks import WITHDRAWN, Context, Criterion, Outcome, Profile, decide, register
 from checks.power.resolution import TILT, tilt_fin
 from numerics.ntp import PATH_KKT, regularization_path
 
 from ._ntp import (
     PROFILES,
     NTPGDBase,
+    NTPInstance,
+    NTPState,
     WrongPartitionControl,
+    answer,
     fin_accuracy,
     judge_direction,
     judge_finite,
@@ -61,17 +66,18 @@ class _PathBase(NTPGDBase):
     check_is_gradient_descent = WITHDRAWN
     profiles = {**PROFILES, "quick": Profile(instances=8, min_confirmed=6, batch=8)}
 
-    def prepare(self, instances, ctxs):
+    def prepare(self, instances: Sequence[NTPInstance], ctxs: Sequence[Context]) -> list[NTPState]:
         states = []
         for inst in instances:
-            data = inst["data"]
-            st = solve(data)
-            if st["svm"].feasible:
-                radii = float(np.linalg.norm(st["svm"].W)) * RADII
-                st["radii"] = radii
-                st["traj"], st["path_kkt"] = regularization_path(data, radii)
-                st["half"] = np.arange(len(RADII) - HALF, len(RADII))
-            states.append(st)
+            data = inst.data
+            solved = solve(data)
+            if solved.svm.feasible:
+                radii = float(np.linalg.norm(answer(solved.svm))) * RADII
+                traj, kkt = regularization_path(data, radii)
+                states.append(NTPState.of(solved, radii=radii, traj=traj, path_kkt=kkt,
+                                          half=np.arange(len(RADII) - HALF, len(RADII))))
+            else:
+                states.append(NTPState.of(solved))
         return states
 
 
@@ -98,19 +104,22 @@ class NTPRegPath(_PathBase):
                   "competitor's at R_max", "<", "competitors", plot_metric="dir_err"),
     )
 
-    def check_direction(self, inst, state, ctx):
-        comps = {"flipped-graph SVM": state["flip"].W, "single-token SVM": state["single"].W}
-        return judge_direction(state["traj"], state["half"], state["svm"].W, comps)
+    def check_direction(self, inst: NTPInstance, state: NTPState, ctx: Context) -> Outcome:
+        comps: dict[str, np.ndarray | None] = {"flipped-graph SVM": state.flip.W,
+                                               "single-token SVM": state.single.W}
+        traj, half = state.path()
+        return judge_direction(traj, half, answer(state.svm), comps)
 
-    def check_finite_part(self, inst, state, ctx):
-        fp = state["fin"]
+    def check_finite_part(self, inst: NTPInstance, state: NTPState, ctx: Context) -> Outcome:
+        fp = state.fin
         if not len(fp.basis):
             return decide(float(np.abs(fp.W).max(initial=0.0)) == 0.0, "W^fin ≠ 0 with S_fin = {0}",
                           fin_dim=0)
         W = fp.W
         cands = [tilt_fin(W, fp.basis, sign=1.0), tilt_fin(W, fp.basis, sign=-1.0), np.zeros_like(W), -W]
-        return judge_finite(state["traj"], state["half"], fp.basis, W, cands,
-                            self._masses(inst, state), steps=0, accuracy=fin_accuracy(fp))
+        traj, half = state.path()
+        return judge_finite(traj, half, fp.basis, W, cands, self._masses(inst, state), steps=0,
+                            accuracy=fin_accuracy(fp))
 
 
 @register

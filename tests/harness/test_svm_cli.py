@@ -194,9 +194,10 @@ def test_ntp_file_as_check_data(ntp_file):
 
 def test_ntp_counterexample_saved_in_ntp_format(tmp_path, ntp_file):
     from checks.report.model import save_counterexample
+    from checks.theorems._ntp import NTPInstance
     from numerics.ntp import NTPData
 
     data = NTPData.load(ntp_file)
-    rel = save_counterexample(tmp_path, "ntp-gd-control", 3, {"data": data, "family_draws": 1}, "replay")
+    rel = save_counterexample(tmp_path, "ntp-gd-control", 3, NTPInstance(data=data, family_draws=1), "replay")
     back = NTPData.load(tmp_path / rel)
     assert np.array_equal(back.tokens, data.tokens) and np.array_equal(back.E, data.E)
