@@ -67,15 +67,19 @@ direction (a limit of the statement; the cone itself stays the true one).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
-from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
+from checks import Context, Criterion, Outcome, Profile, Theorem, decide, failed, held, register, undecided
 from checks import hypotheses as hyp
 from checks.strategies import local_alpha_data, tied_alpha_data
 from numerics import attention as att
 from numerics import tolerances as tol
-from numerics.svm import is_locally_optimal, solve_att_svm
+from numerics.data import AttentionData
+from numerics.svm import SVMSolution, is_locally_optimal, solve_att_svm
 from numerics.tokens import margins, optimal_tokens, scores
 
 from ._cone import boundary_start
@@ -111,6 +115,26 @@ PROFILES = {
     "full": Profile(instances=60, min_confirmed=50, params={"random": 10, "ascent_steps": 50}),
     "paper": Profile(instances=200, min_confirmed=170, params={"random": 12, "ascent_steps": 60}),
 }
+
+
+@dataclass(frozen=True, eq=False)
+class ConeNoStationaryInstance:
+    """One instance of cone-no-stationary (and its control): the data, the selection α (n,) and the seed of
+    the sampled cone points."""
+
+    data: AttentionData
+    alpha: np.ndarray
+    seed: int
+
+
+@dataclass(frozen=True, eq=False)
+class ConeNoStationaryState:
+    """Att-SVM(α) ``sol``; where it is feasible with an exact KKT proof, its exact margin profile ``h``
+    (n, T), and then the reconstructed cone ``rule`` (:func:`cone_rule`: mu, M, R, delta_plus)."""
+
+    sol: SVMSolution
+    h: np.ndarray | None = None
+    rule: dict[str, float] | None = None
 
 
 def _features(data, alpha):
@@ -223,46 +247,50 @@ class ConeNoStationary(Theorem):
     def _draw(self, rng):
         return local_alpha_data(self.n, self.T, self.d, rng=rng, locally_optimal=True)
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> ConeNoStationaryInstance:
         data, alpha = self._draw(rng)
-        return {"data": data, "alpha": alpha, "seed": int(rng.integers(2**31))}
+        return ConeNoStationaryInstance(data=data, alpha=alpha, seed=int(rng.integers(2**31)))
 
-    def prepare(self, instances, ctxs):
+    def prepare(self, instances: Sequence[ConeNoStationaryInstance],
+                ctxs: Sequence[Context]) -> list[ConeNoStationaryState]:
         out = []
         for inst in instances:
-            data, a = inst["data"], inst["alpha"]
+            data, a = inst.data, inst.alpha
             sol = solve_att_svm(data, a)
-            st = {"sol": sol, "h": None, "rule": None}
-            if sol.feasible:
-                st["h"] = exact_margin_profile(data, sol)
-                if st["h"] is not None:
-                    st["rule"] = cone_rule(data, a, sol.W, st["h"])
-            out.append(st)
+            h = exact_margin_profile(data, sol) if sol.feasible else None
+            rule = cone_rule(data, a, sol.W, h) if h is not None else None
+            out.append(ConeNoStationaryState(sol=sol, h=h, rule=rule))
         return out
 
-    def assume_loss_A(self, inst, st, ctx):
+    def assume_loss_A(self, inst: ConeNoStationaryInstance, st: ConeNoStationaryState, ctx: Context) -> bool:
         return hyp.loss_satisfies_assumption_a("logistic")
 
-    def assume_alpha_not_opt(self, inst, st, ctx):
-        return bool(np.any(inst["alpha"] != optimal_tokens(inst["data"]).index))
+    def assume_alpha_not_opt(self, inst: ConeNoStationaryInstance, st: ConeNoStationaryState,
+                             ctx: Context) -> bool:
+        return bool(np.any(inst.alpha != optimal_tokens(inst.data).index))
 
-    def assume_feasible_exact(self, inst, st, ctx):
-        return decide(st["sol"].feasible and st["h"] is not None,
+    def assume_feasible_exact(self, inst: ConeNoStationaryInstance, st: ConeNoStationaryState,
+                              ctx: Context) -> Outcome:
+        return decide(st.sol.feasible and st.h is not None,
                       "Att-SVM(α) infeasible, or its margins have no exact rational KKT proof")
 
-    def assume_alpha_locally_optimal(self, inst, st, ctx):
-        return bool(st["sol"].feasible) and is_locally_optimal(inst["data"], inst["alpha"], st["sol"])
+    def assume_alpha_locally_optimal(self, inst: ConeNoStationaryInstance, st: ConeNoStationaryState,
+                                     ctx: Context) -> bool:
+        return bool(st.sol.feasible) and is_locally_optimal(inst.data, inst.alpha, st.sol)
 
-    def assume_R_large(self, inst, st, ctx):
-        r = st["rule"]
+    def assume_R_large(self, inst: ConeNoStationaryInstance, st: ConeNoStationaryState,
+                       ctx: Context) -> Outcome:
+        r = st.rule
         if r is None:
             return failed("no cone rule: Att-SVM(α) infeasible or its margins not proved exactly")
         return decide(r["M"] <= M_MAX, f"the cone rule needs M = {r['M']:.3g} > {M_MAX:g}", cone_mu=r["mu"],
                       cone_M=float(min(r["M"], 1e12)), delta_plus=r["delta_plus"])
 
-    def _points(self, inst, st, ctx):
-        data, a, W = inst["data"], inst["alpha"], st["sol"].W
-        r, rng = st["rule"], np.random.default_rng(inst["seed"])
+    def _points(self, inst: ConeNoStationaryInstance, st: ConeNoStationaryState,
+                ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float]:
+        data, a, W = inst.data, inst.alpha, st.sol.W
+        r, rng = st.rule, np.random.default_rng(inst.seed)
+        assert W is not None and r is not None  # the hypotheses held: feasible, with a cone rule
         R, mu, d = r["R"], r["mu"], data.d
         Wh = W / np.linalg.norm(W)
         F = _features(data, a)
@@ -274,23 +302,25 @@ class ConeNoStationary(Theorem):
         for c, v in zip(cs, dirs, strict=True):
             U = v - np.sum(v * Wh) * Wh
             inner.append(R * (c * Wh + np.sqrt(1 - c * c) * U / np.linalg.norm(U)))
-        P, N, _ = signed_inner(data, bnd[: len(dirs)], W, "logistic", h=st["h"])
+        P, N, _ = signed_inner(data, bnd[: len(dirs)], W, "logistic", h=st.h)
         gap = np.where(np.isfinite(N), N - P, -np.inf)
         starts = np.argsort(-gap)[:ASCENT_STARTS]
         U0 = np.array([dirs[j] for j in starts])
-        adv = adversarial_boundary(data, st["h"], W, R, mu, U0, int(ctx.params.get("ascent_steps", 30)))
+        adv = adversarial_boundary(data, st.h, W, R, mu, U0, int(ctx.params.get("ascent_steps", 30)))
         return bnd, np.array(inner), adv, R, mu
 
-    def check_descent_in_cone(self, inst, st, ctx):
+    def check_descent_in_cone(self, inst: ConeNoStationaryInstance, st: ConeNoStationaryState,
+                              ctx: Context) -> Outcome:
         # W^mm_α, the direction of descent the claim names, through the resolution seam (the cone sampled
         # around the true one is the claim's domain, not its prediction)
-        data, W = inst["data"], self.predicted("W^mm_α", st["sol"].W, "direction")
+        data, W = inst.data, self.predicted("W^mm_α", st.sol.W, "direction")
         bnd, inner, adv, R, mu = self._points(inst, st, ctx)
         Ws = np.concatenate([bnd, inner, adv])
-        P, N, _ = signed_inner(data, Ws, W, "logistic", h=st["h"])
-        c = classify(P, N)
+        P, N, _ = signed_inner(data, Ws, W, "logistic", h=st.h)
+        c = classify(np.asarray(P), np.asarray(N))  # batched W: signed_inner's P, N are arrays
         gap = np.where(np.isfinite(N) & np.isfinite(P), N - P, np.where(np.isfinite(N), np.inf, -np.inf))
-        W0 = st["sol"].W  # the cone's own axis
+        W0 = st.sol.W  # the cone's own axis
+        assert W0 is not None
         cw = np.sum(Ws * W0, axis=(1, 2)) / (np.linalg.norm(Ws, axis=(1, 2)) * np.linalg.norm(W0))
         nrm = np.linalg.norm(Ws, axis=(1, 2))
         m = {"points": int(len(Ws)), "positive": int((c > 0).sum()), "undecided_points": int((c == 0).sum()),
@@ -309,15 +339,17 @@ class ConeNoStationary(Theorem):
             return undecided("some inner products cancel below the log-space precision", **m)
         return held(**m)
 
-    def check_closed_form_agrees(self, inst, st, ctx):
+    def check_closed_form_agrees(self, inst: ConeNoStationaryInstance, st: ConeNoStationaryState,
+                                 ctx: Context) -> Outcome:
         """On the ray corr = 1 − μ at norms from ‖W^mm_α‖ up to R (geometric): the closed form GD uses and the
         exact form agree wherever the value is representable (deep in the cone it may underflow float64)."""
-        data, W = inst["data"], st["sol"].W
-        r, rng = st["rule"], np.random.default_rng(inst["seed"] + 1)
+        data, W = inst.data, st.sol.W
+        r, rng = st.rule, np.random.default_rng(inst.seed + 1)
+        assert W is not None and r is not None  # the hypotheses held: feasible, with a cone rule
         radii = np.geomspace(np.linalg.norm(W), r["R"], CLOSED_FORM_POINTS)
         Ws = np.array([boundary_start(W, k, v, r["mu"]) for k, v in
                        zip(radii, rng.standard_normal((len(radii), data.d, data.d)), strict=True)])
-        P, N, _ = signed_inner(data, Ws, W, "logistic", h=st["h"])
+        P, N, _ = signed_inner(data, Ws, W, "logistic", h=st.h)
         exact = -(np.exp(P) - np.exp(N)) / data.n
         b = att.batch_from_data([data] * len(Ws))
         G = att.grad_W(b.X, b.Y, b.Z, torch.as_tensor(Ws), b.linear_head()).numpy()
@@ -359,9 +391,11 @@ class ConeNoStationaryControl(ConeNoStationary):
     def _draw(self, rng):
         return tied_alpha_data(self.n, self.T, self.d, rng=rng, offset=self.offset)
 
-    def assume_alpha_not_opt(self, inst, st, ctx):
-        g, a = scores(inst["data"]), inst["alpha"]
+    def assume_alpha_not_opt(self, inst: ConeNoStationaryInstance, st: ConeNoStationaryState,
+                             ctx: Context) -> bool:
+        g, a = scores(inst.data), inst.alpha
         return bool(np.any(g[np.arange(len(a)), a] < g.max(1)))
 
-    def assume_alpha_locally_optimal(self, inst, st, ctx):  # the control's hypothesis is the negation
-        return bool(st["sol"].feasible) and not is_locally_optimal(inst["data"], inst["alpha"], st["sol"])
+    def assume_alpha_locally_optimal(self, inst: ConeNoStationaryInstance, st: ConeNoStationaryState,
+                                     ctx: Context) -> bool:  # the control's hypothesis is the negation
+        return bool(st.sol.feasible) and not is_locally_optimal(inst.data, inst.alpha, st.sol)

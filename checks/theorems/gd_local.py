@@ -87,16 +87,20 @@ strictly higher) was far from the boundary.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from checks import Criterion, Profile, Theorem, decide, held, register
+from checks import Context, Criterion, Outcome, Profile, Theorem, decide, held, register
 from checks.power.resolution import token_difference_span
 from checks.strategies import local_alpha_data, tied_alpha_data
 from checks.theorems._trends import corr_curve, judge_convergence
+from numerics.data import AttentionData
 from numerics.gd import GDConfig, run_gd
-from numerics.svm import is_locally_optimal, solve_att_svm
+from numerics.svm import SVMSolution, is_locally_optimal, solve_att_svm
 from numerics.tokens import corr, optimal_tokens, scores
 
 from ._cone import (
@@ -148,6 +152,37 @@ PROFILES = {
     "full": Profile(instances=64, min_confirmed=40, batch=32),
     "paper": Profile(instances=200, min_confirmed=130, batch=50),
 }
+
+
+@dataclass(frozen=True, eq=False)
+class GDLocalInstance:
+    """One instance of gd-local (its variants and controls): the data, the selection α (n,), the direction
+    of W(0) (d, d) (its unit part orthogonal to W^mm_α), and ``draws``: how many (data, α) the family drew
+    (None on given data)."""
+
+    data: AttentionData
+    alpha: np.ndarray
+    direction: np.ndarray
+    draws: int | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class GDLocalState:
+    """Att-SVM(α) ``sol``, Att-SVM(opt) ``glob`` and the start's multiplier ``M``; where GD runs (feasible,
+    M ≤ M_MAX) the cone width ``mu``, radius ``R``, step ``lr``, the optimiser's fidelity, the length
+    ``step0`` of one independent step from W(0), and the recorded trajectory ``traj`` (S, d, d) at iterations
+    ``its``."""
+
+    sol: SVMSolution
+    glob: SVMSolution
+    M: float
+    mu: float | None = None
+    R: float | None = None
+    lr: float | None = None
+    fidelity: float | None = None
+    step0: float | None = None
+    traj: np.ndarray | None = None
+    its: np.ndarray | None = None
 
 
 _NORMALIZED_CRITERIA: tuple[Criterion, ...] = (
@@ -251,18 +286,19 @@ class GDLocal(Theorem):
         return local_alpha_data(self.n, self.T, self.d, rng=rng, locally_optimal=True,
                                 self_attention=self.self_attention)
 
-    def family_ok(self, data, alpha) -> bool:
+    def family_ok(self, data: AttentionData, alpha: np.ndarray) -> bool:
         """The hypotheses decided from the data and the SVMs alone (not from GD's run), decided by this
         theorem's own assume_* methods on the same solutions prepare computes: α ≠ opt, feasibility,
         (non-)local optimality, M ≤ M_MAX."""
         sol = solve_att_svm(data, alpha)
-        st = {"sol": sol, "glob": solve_att_svm(data), "M": multiplier(data, alpha, sol)}
-        inst = {"data": data, "alpha": alpha}
+        st = GDLocalState(sol=sol, glob=solve_att_svm(data), M=multiplier(data, alpha, sol))
+        # the direction of W(0) is drawn after the family (none of these hypotheses reads it)
+        inst = GDLocalInstance(data=data, alpha=alpha, direction=np.zeros((data.d, data.d)))
         hyps = (self.assume_alpha_not_opt, self.assume_feasible, self.assume_alpha_locally_optimal,
                 self.assume_R_large)
         return all(holds(f(inst, st, None)) for f in hyps)  # in order: local optimality needs feasibility
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> GDLocalInstance:
         """(data, α) and the direction U of W(0). The family meets its data hypotheses by construction
         (issue 29: quick seed 45 was VACUOUS, 7 of 12 draws needing M > M_MAX): up to FAMILY_TRIES (data, α)
         are drawn from the instance's own rng until ``family_ok`` holds (metric ``draws``); after
@@ -271,92 +307,100 @@ class GDLocal(Theorem):
         if ctx.data is not None:
             data = ctx.data
             _, alpha, _ = draw_candidate(self._given_candidates(data), rng)
-            draws = {}
+            draws = None
         else:
             for k in range(1, FAMILY_TRIES + 1):  # noqa: B007 (k: the draws, recorded below)
                 data, alpha = self._draw(rng)
                 if self.family_ok(data, alpha):
                     break
-            draws = {"draws": k}
-        return {"data": data, "alpha": alpha, "direction": rng.standard_normal((data.d, data.d)), **draws}
+            draws = k
+        return GDLocalInstance(data=data, alpha=alpha, direction=rng.standard_normal((data.d, data.d)),
+                               draws=draws)
 
-    def budget(self, ctx) -> tuple[int, int]:
+    def budget(self, ctx: Context) -> tuple[int, int]:
         """(steps, record_every) of the run: normalised GD STEPS / RECORD; plain GD PLAIN_STEPS[profile]."""
         if self.normalized:
             return STEPS, RECORD
         steps = PLAIN_STEPS.get(ctx.profile, PLAIN_STEPS["quick"])
         return steps, steps // PLAIN_RECORDS
 
-    def step_size(self, data, R: float) -> float:
+    def step_size(self, data: AttentionData, R: float) -> float:
         """The run's fixed step: normalised GD GROWTH_BUDGET·R/STEPS (relative to the start); plain GD
         ETA_FRACTION/L_W with the proved L_W (the theorem's η ≤ 1/L_W)."""
         return GROWTH_BUDGET * R / STEPS if self.normalized else ETA_FRACTION / smoothness_bound(data)
 
-    def prepare(self, instances, ctxs):
+    def prepare(self, instances: Sequence[GDLocalInstance], ctxs: Sequence[Context]) -> list[GDLocalState]:
         states = []
         runs: dict[tuple, list[tuple[int, np.ndarray, float]]] = {}  # shape -> (instance, W(0), step)
         geometry = "normalized" if self.normalized else "plain"
         for j, (inst, ctx) in enumerate(zip(instances, ctxs, strict=True)):
-            data = inst["data"]
-            sol = solve_att_svm(data, inst["alpha"])
-            st = {"sol": sol, "glob": solve_att_svm(data), "M": multiplier(data, inst["alpha"], sol)}
+            data = inst.data
+            sol = solve_att_svm(data, inst.alpha)
+            st = GDLocalState(sol=sol, glob=solve_att_svm(data), M=multiplier(data, inst.alpha, sol))
             if sol.feasible:
-                M = st["M"]
+                M, Wa = st.M, sol.W
+                assert Wa is not None  # a feasible solution has its W
                 if M <= M_MAX:  # otherwise vacuous (assume_R_large): GD is not run
-                    R = M * np.linalg.norm(sol.W)
-                    st["mu"] = mu = cone_width(data, inst["alpha"], sol.W, inst["direction"], M,
-                                               slack_plus(data, inst["alpha"], sol.W))
-                    W0 = boundary_start(sol.W, R, inst["direction"], mu)
+                    R = float(M * np.linalg.norm(Wa))
+                    mu = cone_width(data, inst.alpha, Wa, inst.direction, M, slack_plus(data, inst.alpha, Wa))
+                    W0 = boundary_start(Wa, R, inst.direction, mu)
                     lr = self.step_size(data, R)
-                    st.update(R=R, lr=lr, fidelity=init_fidelity(data, W0, lr, normalized=self.normalized,
-                                                                  device=ctx.device),
-                              step0=float(lr * np.linalg.norm(independent_grad_W(data, W0))))
+                    st = dataclasses.replace(
+                        st, mu=mu, R=R, lr=lr,
+                        fidelity=init_fidelity(data, W0, lr, normalized=self.normalized, device=ctx.device),
+                        step0=float(lr * np.linalg.norm(independent_grad_W(data, W0))),
+                    )
                     runs.setdefault((data.n, data.T, data.d), []).append((j, W0, lr))
             states.append(st)
         # one batched run per shape; the step is each instance's own (one lr per instance)
         for group in runs.values():
             idx = [j for j, _, _ in group]
             steps, every = self.budget(ctxs[idx[0]])
-            cfg = GDConfig(steps=steps, lr=[lr for *_, lr in group], geometry=geometry)
-            res = run_gd([instances[j]["data"] for j in idx], cfg, init=np.stack([W0 for _, W0, _ in group]),
+            cfg = GDConfig(steps=steps, lr=tuple(lr for *_, lr in group), geometry=geometry)
+            res = run_gd([instances[j].data for j in idx], cfg, init=np.stack([W0 for _, W0, _ in group]),
                          record_every=every, device=ctxs[idx[0]].device)
+            traj = res.W_traj
+            assert traj is not None  # recorded (record_every)
             for col, j in enumerate(idx):
-                states[j].update(traj=res.W_traj[:, col], its=np.asarray(res.iterations))
+                states[j] = dataclasses.replace(states[j], traj=traj[:, col], its=np.asarray(res.iterations))
         return states
 
-    def assume_alpha_not_opt(self, inst, st, ctx):
-        return bool(np.any(inst["alpha"] != optimal_tokens(inst["data"]).index))
+    def assume_alpha_not_opt(self, inst: GDLocalInstance, st: GDLocalState, ctx: Context | None) -> bool:
+        return bool(np.any(inst.alpha != optimal_tokens(inst.data).index))
 
-    def assume_feasible(self, inst, st, ctx):
-        return st["sol"].feasible and st["glob"].feasible
+    def assume_feasible(self, inst: GDLocalInstance, st: GDLocalState, ctx: Context | None) -> bool:
+        return st.sol.feasible and st.glob.feasible
 
-    def assume_alpha_locally_optimal(self, inst, st, ctx):
-        return is_locally_optimal(inst["data"], inst["alpha"], st["sol"])
+    def assume_alpha_locally_optimal(self, inst: GDLocalInstance, st: GDLocalState,
+                                     ctx: Context | None) -> bool:
+        return is_locally_optimal(inst.data, inst.alpha, st.sol)
 
-    def assume_R_large(self, inst, st, ctx):
+    def assume_R_large(self, inst: GDLocalInstance, st: GDLocalState, ctx: Context | None) -> Outcome:
         # ``draws``: how many (data, α) the family drew for this instance (see ``instance``)
         return decide(
-            st["M"] <= M_MAX, f"needs M = {st['M']:.3g} > {M_MAX:g}", init_M=float(min(st["M"], 1e9)),
-            **({"draws": int(inst["draws"])} if "draws" in inst else {}),
+            st.M <= M_MAX, f"needs M = {st.M:.3g} > {M_MAX:g}", init_M=float(min(st.M, 1e9)),
+            **({"draws": int(inst.draws)} if inst.draws is not None else {}),
         )
 
-    def assume_step_below_1_over_L(self, inst, st, ctx):
+    def assume_step_below_1_over_L(self, inst: GDLocalInstance, st: GDLocalState, ctx: Context) -> Outcome:
         """Plain GD: η·L_W ≤ 1 with the proved L_W (the theorem's step hypothesis); normalised GD has none."""
-        if self.normalized or "lr" not in st:
+        if self.normalized or st.lr is None:
             return held()
-        L = smoothness_bound(inst["data"])
-        return decide(st["lr"] * L <= 1.0, f"η·L_W = {st['lr'] * L:.3g} > 1", L_bound=L, eta=st["lr"])
+        L = smoothness_bound(inst.data)
+        return decide(st.lr * L <= 1.0, f"η·L_W = {st.lr * L:.3g} > 1", L_bound=L, eta=st.lr)
 
-    def check_is_gradient_descent(self, inst, st, ctx):
-        return judge_fidelity(st["fidelity"])
+    def check_is_gradient_descent(self, inst: GDLocalInstance, st: GDLocalState, ctx: Context) -> Outcome:
+        assert st.fidelity is not None, "GD was not run"
+        return judge_fidelity(st.fidelity)
 
-    def target(self, inst, st):
+    def target(self, inst: GDLocalInstance, st: GDLocalState) -> np.ndarray:
         """W^mm_α, the direction GD is predicted to follow (the resolution seam: Theorem.predicted)."""
-        return self.predicted("W^mm_α", st["sol"].W, "direction", lambda: token_difference_span(inst["data"]))
+        return self.predicted("W^mm_α", st.sol.W, "direction", lambda: token_difference_span(inst.data))
 
-    def check_stays_in_cone(self, inst, st, ctx):
-        c = corr_curve(st["traj"], self.target(inst, st))
-        mu = st["mu"]
+    def check_stays_in_cone(self, inst: GDLocalInstance, st: GDLocalState, ctx: Context) -> Outcome:
+        assert st.traj is not None and st.its is not None and st.mu is not None, "GD was not run"
+        c = corr_curve(st.traj, self.target(inst, st))
+        mu = st.mu
         return decide(
             c.min() >= 1 - mu - CONE_RTOL,
             f"left the cone: min corr {c.min():.6f} < 1 − μ = {1 - mu:.6g}",
@@ -364,37 +408,39 @@ class GDLocal(Theorem):
             cone_mu=mu,
             start_corr_err=float(1 - c[0]),
             corr_alpha_curve=c.tolist(),
-            corr_alpha_iterations=st["its"].tolist(),
+            corr_alpha_iterations=st.its.tolist(),
         )
 
-    def check_direction(self, inst, st, ctx):
-        err = 1 - corr_curve(st["traj"], self.target(inst, st))
+    def check_direction(self, inst: GDLocalInstance, st: GDLocalState, ctx: Context) -> Outcome:
+        assert st.traj is not None, "GD was not run"
+        err = 1 - corr_curve(st.traj, self.target(inst, st))
         e0, e1 = float(err[0]), float(err[-1])
-        growth = float(np.linalg.norm(st["traj"][-1]) / np.linalg.norm(st["traj"][0]))
+        growth = float(np.linalg.norm(st.traj[-1]) / np.linalg.norm(st.traj[0]))
         m = dict(given_metrics(ctx), corr_err=e1, corr_err_fall=e0 / max(e1, 1e-300), norm_growth=growth)
         fell = e1 <= e0 / FALL_FACTOR
         if not self.normalized:
             return self._judge_plain(st, err, fell, m)
         return judge_cone_fall(err, growth, m, target="W^mm_α", norm="‖W‖")
 
-    def _judge_plain(self, st, err, fell, m):
+    def _judge_plain(self, st: GDLocalState, err: np.ndarray, fell: bool, m: dict) -> Outcome:
         """The direction under plain GD (module docstring, "What quick decides"): confirmed by the same
         ten-fold fall below CORR_ERR_MAX as the normalised variant; short of it undecided (fixed-step rate:
         ‖W(k)‖ grows like log k, so the fall needs ~e^{2.2 M} steps), never refuted by a slow or frozen run —
         leaving the cone (``stays_in_cone``) and preferring W^mm (``not_global``) are what refute."""
-        traj, its = st["traj"], st["its"]
+        traj, its, step0, lr = st.traj, st.its, st.step0, st.lr
+        assert traj is not None and its is not None and step0 is not None and lr is not None, "GD was not run"
         e0, e1 = float(err[0]), float(err[-1])
         moved = float(np.linalg.norm(traj[-1] - traj[0]) / np.linalg.norm(traj[0]))
         scale = float(np.linalg.norm(traj[0]))
-        resolvable = resolvable_step(st["step0"], scale)
-        m.update(rel_move=moved, eta=st["lr"], steps=int(its[-1]), first_step=st["step0"] / scale)
+        resolvable = resolvable_step(step0, scale)
+        m.update(rel_move=moved, eta=lr, steps=int(its[-1]), first_step=step0 / scale)
         frozen = not resolvable  # a step below W's rounding: the iterate moves by rounding drift only
         no_op = (f"the iterate did not move in {its[-1]} steps although one plain step from W(0) moves it by "
-                 f"{st['step0'] / scale:.3g}·‖W(0)‖ (beyond rounding): not the GD of the theorem"
+                 f"{step0 / scale:.3g}·‖W(0)‖ (beyond rounding): not the GD of the theorem"
                  if unmoved(traj) and resolvable else "")
         why = (
-            f"plain GD (η = {st['lr']:.3g} = 1/L_W) cannot move W(0) in float64: at M = {st['M']:.3g} its "
-            f"step η‖∇L(W(0))‖ = {st['step0'] / scale:.2g}·‖W(0)‖ ∝ e^(−M) is below the rounding of W (the "
+            f"plain GD (η = {lr:.3g} = 1/L_W) cannot move W(0) in float64: at M = {st.M:.3g} its "
+            f"step η‖∇L(W(0))‖ = {step0 / scale:.2g}·‖W(0)‖ ∝ e^(−M) is below the rounding of W (the "
             "fixed-step norm grows like log k: no budget reaches the limit from the theorem's radius)"
             if frozen else
             f"1 − corr(W, W^mm_α) {e0:.3g} → {e1:.3g} over {its[-1]} steps of η = 1/L_W (‖W‖ grew "
@@ -404,8 +450,9 @@ class GDLocal(Theorem):
         return judge_convergence(converged=fell and e1 < CORR_ERR_MAX, no_progress=no_op, stalled=why,
                                  waits=((True, why),), **m)
 
-    def check_not_global(self, inst, st, ctx):
-        Wa, Wg, W = st["sol"].W, st["glob"].W, st["traj"][-1]
+    def check_not_global(self, inst: GDLocalInstance, st: GDLocalState, ctx: Context) -> Outcome:
+        assert st.traj is not None, "GD was not run"
+        Wa, Wg, W = st.sol.W, st.glob.W, st.traj[-1]
         svm_corr = float(corr(Wa, Wg))
         ca, cg = float(corr(W, Wa)), float(corr(W, Wg))
         if svm_corr >= DIFFER_MAX:
@@ -439,14 +486,15 @@ class GDLocalControl(GDLocal):
     def _draw(self, rng):
         return tied_alpha_data(self.n, self.T, self.d, rng=rng, self_attention=self.self_attention)
 
-    def assume_alpha_not_opt(self, inst, st, ctx):
+    def assume_alpha_not_opt(self, inst: GDLocalInstance, st: GDLocalState, ctx: Context | None) -> bool:
         # with the tie both tokens are optimal: α ≠ opt means α_i is not the unique best token of its example
-        g = scores(inst["data"])
-        a = inst["alpha"]
-        return bool(np.any(g[np.arange(len(a)), a] < g.max(1)) or not optimal_tokens(inst["data"]).unique)
+        g = scores(inst.data)
+        a = inst.alpha
+        return bool(np.any(g[np.arange(len(a)), a] < g.max(1)) or not optimal_tokens(inst.data).unique)
 
-    def assume_alpha_locally_optimal(self, inst, st, ctx):  # the control's hypothesis is the negation
-        return not is_locally_optimal(inst["data"], inst["alpha"], st["sol"])
+    def assume_alpha_locally_optimal(self, inst: GDLocalInstance, st: GDLocalState,
+                                     ctx: Context | None) -> bool:  # the control's hypothesis: the negation
+        return not is_locally_optimal(inst.data, inst.alpha, st.sol)
 
 
 class _NormalizedLocal:

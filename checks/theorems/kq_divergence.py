@@ -70,17 +70,32 @@ Numerics: numerics.gd.run_gd (param="KQ", torch path, plain GD), numerics.attent
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, failed, held, register, undecided
+from checks import (
+    WITHDRAWN,
+    Context,
+    Criterion,
+    Outcome,
+    Profile,
+    Theorem,
+    decide,
+    failed,
+    held,
+    register,
+    undecided,
+)
 from checks import hypotheses as hyp
 from checks.strategies import b1_data, b2_data, valley_data
 from numerics import attention as att
 from numerics import tolerances as tol
+from numerics.data import AttentionData
 from numerics.gd import GDConfig, run_gd
-from numerics.svm import solve_att_svm
+from numerics.svm import SVMSolution, solve_att_svm
 from numerics.tokens import margins, optimal_tokens, scores
 
 from ._gd import FIDELITY_TOL, independent_grad_W, judge_fidelity, step_fidelity_kq
@@ -122,6 +137,31 @@ PROFILES = {
     "full": Profile(instances=60, min_confirmed=55, batch=30, params={"per_scale": 6}),
     "paper": Profile(instances=200, min_confirmed=190, batch=50, params={"per_scale": 10}),
 }
+
+
+@dataclass(frozen=True, eq=False)
+class KQDivergenceInstance:
+    """One instance of kq-divergence (and its control): the data, the start K(0), Q(0) (d, d) of GD and a
+    seed (drawn, kept with the instance)."""
+
+    data: AttentionData
+    K0: np.ndarray
+    Q0: np.ndarray
+    seed: int
+
+
+@dataclass(frozen=True, eq=False)
+class KQDivergenceState:
+    """Att-SVM(opt) ``sol`` and its exact margin profile ``h`` (n, T) where feasible with an exact KKT proof;
+    GD's (K, Q) and loss at the checkpoints (``K``, ``Q``: (C, d, d), ``L``: (C,)) and the optimiser's
+    fidelity at the start and the first checkpoint."""
+
+    sol: SVMSolution
+    h: np.ndarray | None
+    K: np.ndarray
+    Q: np.ndarray
+    L: np.ndarray
+    fidelity: float
 
 
 def checkpoints(steps: int = STEPS, doublings: int = DOUBLINGS) -> list[int]:
@@ -211,61 +251,68 @@ class KQDivergence(Theorem):
     def _data(self, rng, ctx):
         return b2_data(3, 4, 6, rng=rng) if ctx.instance % 2 == 0 else b1_data(2, 3, 6, rng=rng)
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> KQDivergenceInstance:
         data = self._data(rng, ctx)
         d = data.d
-        return {"data": data, "K0": INIT_SCALE * rng.standard_normal((d, d)),
-                "Q0": INIT_SCALE * rng.standard_normal((d, d)), "seed": int(rng.integers(2**31))}
+        K0 = INIT_SCALE * rng.standard_normal((d, d))
+        Q0 = INIT_SCALE * rng.standard_normal((d, d))
+        return KQDivergenceInstance(data=data, K0=K0, Q0=Q0, seed=int(rng.integers(2**31)))
 
-    def prepare(self, instances, ctxs):
-        states = []
+    def prepare(self, instances: Sequence[KQDivergenceInstance],
+                ctxs: Sequence[Context]) -> list[KQDivergenceState]:
+        sols, hs = [], []
         for inst in instances:
-            data = inst["data"]
-            sol = solve_att_svm(data)
-            st = {"sol": sol, "h": exact_margin_profile(data, sol) if sol.feasible else None}
-            states.append(st)
+            sol = solve_att_svm(inst.data)
+            sols.append(sol)
+            hs.append(exact_margin_profile(inst.data, sol) if sol.feasible else None)
         groups: dict[tuple, list[int]] = {}
         for j, inst in enumerate(instances):
-            dt = inst["data"]
+            dt = inst.data
             groups.setdefault((dt.n, dt.T, dt.d), []).append(j)
+        states: dict[int, KQDivergenceState] = {}
         for idx in groups.values():
-            datas = [instances[j]["data"] for j in idx]
-            Ks, Qs, Ls = run_segments(datas, np.stack([instances[j]["K0"] for j in idx]),
-                                      np.stack([instances[j]["Q0"] for j in idx]), device=ctxs[idx[0]].device)
+            datas = [instances[j].data for j in idx]
+            Ks, Qs, Ls = run_segments(datas, np.stack([instances[j].K0 for j in idx]),
+                                      np.stack([instances[j].Q0 for j in idx]), device=ctxs[idx[0]].device)
             for c, j in enumerate(idx):
                 inst = instances[j]
                 # fidelity at the start and the first checkpoint (k = S/64): the gradient is still resolvable
                 # there also on the control's data, whose GD reaches a stationary point (a step of rounding
                 # noise) later
-                states[j].update(
+                states[j] = KQDivergenceState(
+                    sol=sols[j],
+                    h=hs[j],
                     K=Ks[:, c],
                     Q=Qs[:, c],
                     L=Ls[:, c],
                     fidelity=min(
-                        kq_fidelity(inst["data"], inst["K0"], inst["Q0"], ctxs[j].device),
-                        kq_fidelity(inst["data"], Ks[0, c], Qs[0, c], ctxs[j].device),
+                        kq_fidelity(inst.data, inst.K0, inst.Q0, ctxs[j].device),
+                        kq_fidelity(inst.data, Ks[0, c], Qs[0, c], ctxs[j].device),
                     ),
                 )
-        return states
+        return [states[j] for j in range(len(instances))]
 
-    def assume_loss_A(self, inst, st, ctx):
+    def assume_loss_A(self, inst: KQDivergenceInstance, st: KQDivergenceState, ctx: Context) -> bool:
         return hyp.loss_satisfies_assumption_a("logistic")
 
-    def assume_unique_opt(self, inst, st, ctx):
-        return optimal_tokens(inst["data"]).unique
+    def assume_unique_opt(self, inst: KQDivergenceInstance, st: KQDivergenceState, ctx: Context) -> bool:
+        return optimal_tokens(inst.data).unique
 
-    def assume_feasible_exact(self, inst, st, ctx):
-        return decide(st["sol"].feasible and st["h"] is not None,
+    def assume_feasible_exact(self, inst: KQDivergenceInstance, st: KQDivergenceState,
+                              ctx: Context) -> Outcome:
+        return decide(st.sol.feasible and st.h is not None,
                       "Att-SVM(opt) infeasible, or its margins have no exact rational KKT proof")
 
-    def assume_B1_or_B2(self, inst, st, ctx):
-        data = inst["data"]
-        b1, b2 = hyp.b1_or_b2(st["sol"], scores(data), optimal_tokens(data).index)
+    def assume_B1_or_B2(self, inst: KQDivergenceInstance, st: KQDivergenceState, ctx: Context) -> Outcome:
+        data = inst.data
+        b1, b2 = hyp.b1_or_b2(st.sol, scores(data), optimal_tokens(data).index)
         return decide(b1 or b2, "neither B.1 nor B.2 holds", B1=b1, B2=b2)
 
-    def check_no_stationary_point(self, inst, st, ctx):
-        data, Wmm, rng = inst["data"], st["sol"].W, ctx.rng
-        fixed, m = sign_fixed(scores(data), st["h"])
+    def check_no_stationary_point(self, inst: KQDivergenceInstance, st: KQDivergenceState,
+                                  ctx: Context) -> Outcome:
+        data, Wmm, rng = inst.data, st.sol.W, ctx.rng
+        assert Wmm is not None and st.h is not None  # the hypotheses held: feasible, exact margins
+        fixed, m = sign_fixed(scores(data), st.h)
         b0 = att.batch_from_data([data])
         z = torch.zeros((1, data.d, data.d), dtype=torch.float64)
         gK0, gQ0 = att.grad_KQ(b0.X, b0.Y, b0.Z, z, z, b0.linear_head())
@@ -273,15 +320,15 @@ class KQDivergence(Theorem):
         if not fixed:
             return failed("B.1/B.2 hold but the pair products do not fix the sign of ⟨∇L(W), W^mm⟩", **m)
         k, d = int(ctx.params.get("per_scale", 3)), data.d
-        K = np.concatenate([s * rng.standard_normal((k, d, d)) for s in KQ_SCALES] + [st["K"]])
-        Q = np.concatenate([s * rng.standard_normal((k, d, d)) for s in KQ_SCALES] + [st["Q"]])
+        K = np.concatenate([s * rng.standard_normal((k, d, d)) for s in KQ_SCALES] + [st.K])
+        Q = np.concatenate([s * rng.standard_normal((k, d, d)) for s in KQ_SCALES] + [st.Q])
         A = 0.5 * np.linalg.solve(Q, Wmm.T[None]).transpose(0, 2, 1)  # A Q^T = ½ W^mm
         B = 0.5 * np.linalg.solve(K, np.broadcast_to(Wmm, K.shape)).transpose(0, 2, 1)  # K B^T = ½ W^mm
         res = np.linalg.norm(A @ Q.transpose(0, 2, 1) + K @ B.transpose(0, 2, 1) - Wmm, axis=(1, 2))
         tang = float(res.max() / np.linalg.norm(Wmm))
         gK, gQ = kq_grads(data, K, Q)
         D = np.sum(gK * A, axis=(1, 2)) + np.sum(gQ * B, axis=(1, 2))
-        P, N, _ = signed_inner(data, K @ Q.transpose(0, 2, 1), Wmm, "logistic", h=st["h"])
+        P, N, _ = signed_inner(data, K @ Q.transpose(0, 2, 1), Wmm, "logistic", h=st.h)
         exact = -(np.exp(P) - np.exp(N)) / data.n
         scale = np.linalg.norm(gK, axis=(1, 2)) * np.linalg.norm(A, axis=(1, 2)) + np.linalg.norm(
             gQ, axis=(1, 2)
@@ -304,22 +351,23 @@ class KQDivergence(Theorem):
             )
         return decide(bool(np.all(D[ok] < 0)) and ok.any(), "a (K, Q) with ⟨∇_{K,Q}L, (A, B)⟩ ≥ 0", **m)
 
-    def check_is_gradient_descent(self, inst, st, ctx):
-        return judge_fidelity(st["fidelity"], step="(K, Q) step", along="−(∇_K L, ∇_Q L)")
+    def check_is_gradient_descent(self, inst: KQDivergenceInstance, st: KQDivergenceState,
+                                  ctx: Context) -> Outcome:
+        return judge_fidelity(st.fidelity, step="(K, Q) step", along="−(∇_K L, ∇_Q L)")
 
-    def _unit(self, inst, st):
-        return unit(inst["data"], optimal_tokens(inst["data"]).index)
+    def _unit(self, inst: KQDivergenceInstance, st: KQDivergenceState) -> float:
+        return unit(inst.data, optimal_tokens(inst.data).index)
 
-    def check_norms_grow(self, inst, st, ctx):
-        data = inst["data"]
-        K, Q, L = st["K"], st["Q"], st["L"]
+    def check_norms_grow(self, inst: KQDivergenceInstance, st: KQDivergenceState, ctx: Context) -> Outcome:
+        data = inst.data
+        K, Q, L = st.K, st.Q, st.L
         nK, nQ = np.linalg.norm(K, axis=(1, 2)), np.linalg.norm(Q, axis=(1, 2))
         E = 0.5 * (nK ** 2 + nQ ** 2)
         rho = np.array([float(np.min(margins(data, k @ q.T))) for k, q in zip(K, Q, strict=True)])
         u = self._unit(inst, st)
         e_rate = np.diff(E) / (u * math.log(2))
         m_rate = np.diff(rho) / math.log(2)
-        grad_ratio = kq_grad_norm(data, K[-1], Q[-1]) / kq_grad_norm(data, inst["K0"], inst["Q0"])
+        grad_ratio = kq_grad_norm(data, K[-1], Q[-1]) / kq_grad_norm(data, inst.K0, inst.Q0)
         m = {
             "energy_rate": float(e_rate[-1]),
             "energy_rate_prev": float(e_rate[-2]),
@@ -382,18 +430,19 @@ class KQDivergenceControl(KQDivergence):
     assume_feasible_exact = WITHDRAWN
     check_no_stationary_point = WITHDRAWN
 
-    def assume_infeasible(self, inst, st, ctx):
-        sol = st["sol"]
+    def assume_infeasible(self, inst: KQDivergenceInstance, st: KQDivergenceState, ctx: Context) -> Outcome:
+        sol = st.sol
         return decide(not sol.feasible and bool(sol.certificate.verified),
                       "Att-SVM(opt) is feasible (or its infeasibility is not certified)")
 
-    def _unit(self, inst, st):
-        return unit(inst["data"], optimal_tokens(inst["data"]).index)
+    def _unit(self, inst: KQDivergenceInstance, st: KQDivergenceState) -> float:
+        return unit(inst.data, optimal_tokens(inst.data).index)
 
-    def check_gd_reaches_no_stationary_point(self, inst, st, ctx):
-        data = inst["data"]
-        K, Q = st["K"][-1], st["Q"][-1]
-        gstart, gend = kq_grad_norm(data, inst["K0"], inst["Q0"]), kq_grad_norm(data, K, Q)
+    def check_gd_reaches_no_stationary_point(self, inst: KQDivergenceInstance, st: KQDivergenceState,
+                                             ctx: Context) -> Outcome:
+        data = inst.data
+        K, Q = st.K[-1], st.Q[-1]
+        gstart, gend = kq_grad_norm(data, inst.K0, inst.Q0), kq_grad_norm(data, K, Q)
         return decide(
             gend > STATIONARY_RTOL * gstart,
             f"GD reached a finite stationary point: ‖∇_(K,Q)L‖ = {gend:.3g} "

@@ -56,14 +56,17 @@ from W^mm_⋆ tilted by 5 % (1 − cos θ = 1.25e-3, inside the run's own residu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
 
-from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, held, register, undecided
+from checks import WITHDRAWN, Context, Criterion, Outcome, Profile, Theorem, decide, held, register, undecided
 from checks.power.resolution import token_difference_span
 from checks.theorems._trends import RISE_FRAC, corr_curve, judge_convergence, rising
-from numerics.data import random_unit_sphere
+from numerics.data import AttentionData, random_unit_sphere
 from numerics.gd import AUTHORS_KQ, AUTHORS_WD, run_gd, uniform_init
-from numerics.svm import solve_att_svm
+from numerics.svm import SVMSolution, solve_att_svm
 from numerics.tokens import optimal_tokens, softmax_probs
 
 from ._gd import FIDELITY_TOL, judge_fidelity, step_fidelity_kq
@@ -81,6 +84,31 @@ PROFILES = {
     "full": Profile(instances=84, min_confirmed=70, batch=42, max_inconclusive=0.2),
     "paper": Profile(instances=200, min_confirmed=170, batch=50, max_inconclusive=0.2),
 }
+
+
+@dataclass(frozen=True, eq=False)
+class KQGDNuclearInstance:
+    """One instance of kq-gd-nuclear (and its control): the data and the start K(0), Q(0) (d, d)."""
+
+    data: AttentionData
+    K0: np.ndarray
+    Q0: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class KQGDNuclearState:
+    """GD's recorded K Q^T ``traj`` (S, d, d), the selection α (n,) of its last softmax and that softmax's
+    smallest max ``mass``, the optimiser's fidelity, Att-SVM(α) ``fro`` and, where it is feasible,
+    Att-SVM⋆(α) ``nuc``. ``skipped``: GD was not run (given data with m = d < n: vacuous), and the other
+    fields are None."""
+
+    skipped: bool = False
+    traj: np.ndarray | None = None
+    alpha: np.ndarray | None = None
+    mass: float | None = None
+    fidelity: float | None = None
+    fro: SVMSolution | None = None
+    nuc: SVMSolution | None = None
 
 
 @register
@@ -127,64 +155,77 @@ class KQGDNuclear(Theorem):
     def not_applicable(self, data):
         return need_head(data)
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> KQGDNuclearInstance:
         if ctx.data is not None:
             d = ctx.data.d
-            return {"data": ctx.data, "K0": uniform_init(rng, (d, d), d), "Q0": uniform_init(rng, (d, d), d)}
+            K0 = uniform_init(rng, (d, d), d)
+            return KQGDNuclearInstance(data=ctx.data, K0=K0, Q0=uniform_init(rng, (d, d), d))
         data = random_unit_sphere(self.n, self.T, self.d, rng=rng)
         d = self.d
-        return {"data": data, "K0": uniform_init(rng, (d, d), d), "Q0": uniform_init(rng, (d, d), d)}
+        K0 = uniform_init(rng, (d, d), d)
+        return KQGDNuclearInstance(data=data, K0=K0, Q0=uniform_init(rng, (d, d), d))
 
-    def prepare(self, instances, ctxs):
-        if ctxs[0].data is not None and ctxs[0].data.d < ctxs[0].data.n:
-            return [{"skipped": True} for _ in instances]  # m = d < n: vacuous (assume_m_ge_n), GD not run
-        datas = [i["data"] for i in instances]
-        K0 = np.stack([i["K0"] for i in instances])
-        Q0 = np.stack([i["Q0"] for i in instances])
+    def prepare(self, instances: Sequence[KQGDNuclearInstance],
+                ctxs: Sequence[Context]) -> list[KQGDNuclearState]:
+        given = ctxs[0].data
+        if given is not None and given.d < given.n:
+            # m = d < n: vacuous (assume_m_ge_n), GD not run
+            return [KQGDNuclearState(skipped=True) for _ in instances]
+        datas = [i.data for i in instances]
+        K0 = np.stack([i.K0 for i in instances])
+        Q0 = np.stack([i.Q0 for i in instances])
         traj = run_gd(datas, AUTHORS_KQ, init=(K0, Q0), record_every=RECORD, device=ctxs[0].device).W_traj
+        assert traj is not None  # recorded (record_every)
+        lr = AUTHORS_KQ.lr
+        assert isinstance(lr, float)  # the protocol's one step
         out = []
         for j, data in enumerate(datas):
             s = softmax_probs(data, traj[-1, j])
             alpha = s.argmax(1)
-            st = {"traj": traj[:, j], "alpha": alpha, "mass": float(s.max(1).min())}
-            K0, Q0 = instances[j]["K0"], instances[j]["Q0"]
-            unit = np.sqrt(np.linalg.norm(K0 @ Q0.T))  # K, Q scaled alike so that ‖K Q^T‖ = 1
-            st["fidelity"] = min(
-                step_fidelity_kq(data, K, Q, AUTHORS_KQ.lr, weight_decay=AUTHORS_WD, device=ctxs[j].device)
-                for K, Q in ((K0, Q0), (K0 / unit, Q0 / unit))
+            K0j, Q0j = instances[j].K0, instances[j].Q0
+            unit = np.sqrt(np.linalg.norm(K0j @ Q0j.T))  # K, Q scaled alike so that ‖K Q^T‖ = 1
+            fidelity = min(
+                step_fidelity_kq(data, K, Q, lr, weight_decay=AUTHORS_WD, device=ctxs[j].device)
+                for K, Q in ((K0j, Q0j), (K0j / unit, Q0j / unit))
             )
-            st["fro"] = solve_att_svm(data, alpha)
-            st["nuc"] = solve_att_svm(data, alpha, norm="nuc") if st["fro"].feasible else None
-            out.append(st)
+            fro = solve_att_svm(data, alpha)
+            nuc = solve_att_svm(data, alpha, norm="nuc") if fro.feasible else None
+            out.append(KQGDNuclearState(traj=traj[:, j], alpha=alpha, mass=float(s.max(1).min()),
+                                        fidelity=fidelity, fro=fro, nuc=nuc))
         return out
 
-    def assume_m_ge_n(self, inst, st, ctx):
-        data = inst["data"]  # m = d
+    def assume_m_ge_n(self, inst: KQGDNuclearInstance, st: KQGDNuclearState, ctx: Context) -> Outcome:
+        data = inst.data  # m = d
         return decide(data.d >= data.n, f"m = d = {data.d} < n = {data.n}")
 
-    def assume_feasible(self, inst, st, ctx):
-        if st.get("skipped"):
+    def assume_feasible(self, inst: KQGDNuclearInstance, st: KQGDNuclearState,
+                        ctx: Context) -> Outcome | bool:
+        if st.skipped:
             return undecided("not judged: GD was not run (m < n)")
-        return st["fro"].feasible and st["nuc"] is not None and st["nuc"].feasible
+        assert st.fro is not None
+        return st.fro.feasible and st.nuc is not None and st.nuc.feasible
 
     #: the solution the claim names ("nuc": W^mm_⋆; the control: "fro"), handed through the resolution seam
     claim_key = "nuc"
 
-    def _curves(self, inst, st, ctx=None):
+    def _curves(self, inst: KQGDNuclearInstance, st: KQGDNuclearState,
+                ctx: Context | None = None) -> tuple[np.ndarray, np.ndarray, dict]:
         def span():
-            return token_difference_span(inst["data"])
+            return token_difference_span(inst.data)
 
-        Wn, Wf = st["nuc"].W, st["fro"].W
+        assert st.fro is not None and st.nuc is not None and st.traj is not None, "not run, or infeasible"
+        Wn, Wf = st.nuc.W, st.fro.W
+        assert Wn is not None and Wf is not None  # feasible (the hypotheses held)
+        s = svm_corr(Wf, Wn)  # of the solutions themselves (the claimed one is then handed through the seam)
         if self.claim_key == "nuc":
             Wn = self.predicted("W^mm_⋆", Wn, "direction", span)
         else:
             Wf = self.predicted("W^mm", Wf, "direction", span)
-        cn = corr_curve(st["traj"], Wn)
-        cf = corr_curve(st["traj"], Wf)
-        s = svm_corr(st["fro"].W, st["nuc"].W)
+        cn = corr_curve(st.traj, Wn)
+        cf = corr_curve(st.traj, Wf)
         # descriptive only (how often GD selected opt); no decision uses optimal_tokens, so "optimal-token" is
         # not among depends_on
-        alpha_is_opt = float(np.all(st["alpha"] == optimal_tokens(inst["data"]).index))
+        alpha_is_opt = float(np.all(st.alpha == optimal_tokens(inst.data).index))
         return (
             cn,
             cf,
@@ -194,29 +235,33 @@ class KQGDNuclear(Theorem):
                 corr_fro=float(cf[-1]),
                 svm_corr=s,
                 alpha_is_opt=alpha_is_opt,
-                selected_mass=st["mass"],
+                selected_mass=st.mass,
                 corr_nuc_curve=cn.tolist(),
                 corr_nuc_iterations=np.minimum(RECORD * np.arange(len(cn)), AUTHORS_KQ.steps).tolist(),
             ),
         )
 
-    def check_is_gradient_descent(self, inst, st, ctx):
-        return judge_fidelity(st["fidelity"], step="(K, Q) step", along="−(∇_K L, ∇_Q L)")
+    def check_is_gradient_descent(self, inst: KQGDNuclearInstance, st: KQGDNuclearState,
+                                  ctx: Context) -> Outcome:
+        assert st.fidelity is not None, "GD was not run"
+        return judge_fidelity(st.fidelity, step="(K, Q) step", along="−(∇_K L, ∇_Q L)")
 
-    def check_progress(self, inst, st, ctx):
-        n = np.linalg.norm(st["traj"], axis=(1, 2))
+    def check_progress(self, inst: KQGDNuclearInstance, st: KQGDNuclearState, ctx: Context) -> Outcome:
+        assert st.traj is not None, "GD was not run"
+        n = np.linalg.norm(st.traj, axis=(1, 2))
         g = float(n[-1] / max(n[0], 1e-300))
         return decide(g >= NORM_GROWTH_MIN, f"no progress: ‖K Q^T‖ grew {g:.3g}× (< {NORM_GROWTH_MIN:g}×)",
                       norm_growth=g)
 
-    def check_selected(self, inst, st, ctx):
-        if st["mass"] <= SELECT_MIN:
+    def check_selected(self, inst: KQGDNuclearInstance, st: KQGDNuclearState, ctx: Context) -> Outcome:
+        assert st.mass is not None, "GD was not run"
+        if st.mass <= SELECT_MIN:
             return undecided(
-                f"no clear token selection yet (min max-softmax {st['mass']:.3f} ≤ {SELECT_MIN})"
+                f"no clear token selection yet (min max-softmax {st.mass:.3f} ≤ {SELECT_MIN})"
             )
         return held()
 
-    def _converges(self, c, metrics, name):
+    def _converges(self, c: np.ndarray, metrics: dict, name: str) -> Outcome:
         return judge_convergence(
             converged=bool(c[-1] >= CORR_MIN),
             falling=f"corr with the {name} solution still rising but {c[-1]:.4f} < {CORR_MIN}"
@@ -225,11 +270,13 @@ class KQGDNuclear(Theorem):
             **metrics,
         )
 
-    def check_nuclear_direction(self, inst, st, ctx):
+    def check_nuclear_direction(self, inst: KQGDNuclearInstance, st: KQGDNuclearState,
+                                ctx: Context) -> Outcome:
         cn, cf, m = self._curves(inst, st, ctx)
         return self._converges(cn, m, "nuclear")
 
-    def _separated(self, c_claim, c_other, m, claim, other):
+    def _separated(self, c_claim: np.ndarray, c_other: np.ndarray, m: dict, claim: str,
+                   other: str) -> Outcome:
         """corr with the claimed solution exceeds corr with the other by ≥ SEP_FRAC·(1 − s), judged at
         convergence (checks/theorems/_norms.py)."""
         if m["svm_corr"] >= DIFFER_MAX:
@@ -238,7 +285,8 @@ class KQGDNuclear(Theorem):
         return judge_separation(c_claim, c_other, m["svm_corr"], iterations=its, claim=claim, other=other,
                                 claim_converged=bool(c_claim[-1] >= CORR_MIN))
 
-    def check_beats_frobenius(self, inst, st, ctx):
+    def check_beats_frobenius(self, inst: KQGDNuclearInstance, st: KQGDNuclearState,
+                              ctx: Context) -> Outcome:
         cn, cf, m = self._curves(inst, st, ctx)
         return self._separated(cn, cf, m, "nuclear", "Frobenius")
 
@@ -275,19 +323,22 @@ class KQGDNuclearControl(KQGDNuclear):
             )
         return need_head(data)
 
-    def assume_solutions_differ(self, inst, st, ctx):
+    def assume_solutions_differ(self, inst: KQGDNuclearInstance, st: KQGDNuclearState,
+                                ctx: Context) -> bool:
         _, _, m = self._curves(inst, st, ctx)
         return m["svm_corr"] < DIFFER_MAX
 
     claim_key = "fro"
 
-    def check_nuclear_direction(self, inst, st, ctx):
+    def check_nuclear_direction(self, inst: KQGDNuclearInstance, st: KQGDNuclearState,
+                                ctx: Context) -> Outcome:
         cn, cf, m = self._curves(inst, st, ctx)
         return self._converges(cf, m, "Frobenius")
 
     #: the theorem's separation prediction is replaced by its mirror image (None removes the inherited one)
     check_beats_frobenius = WITHDRAWN
 
-    def check_beats_nuclear(self, inst, st, ctx):
+    def check_beats_nuclear(self, inst: KQGDNuclearInstance, st: KQGDNuclearState,
+                            ctx: Context) -> Outcome:
         cn, cf, m = self._curves(inst, st, ctx)
         return self._separated(cf, cn, m, "Frobenius", "nuclear")

@@ -71,17 +71,19 @@ Numerics: numerics.gd.run_gd (torch path, plain GD, record every step), numerics
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 import torch
 
-from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, register
+from checks import WITHDRAWN, Context, Criterion, Outcome, Profile, Theorem, decide, register
 from checks import hypotheses as hyp
 from checks.strategies import b2_data, tight_curvature, tight_data, valley_data
 from numerics import attention as att
 from numerics import tolerances as tol
-from numerics.data import random_unit_sphere
+from numerics.data import AttentionData, random_unit_sphere
 from numerics.gd import GDConfig, run_gd
 from numerics.tokens import scores
 
@@ -131,6 +133,33 @@ PROFILES = {
     "paper": Profile(instances=200, min_confirmed=190,
                      params={"per_scale": 20, "ascent_steps": 150, "hess_steps": 200}),
 }
+
+
+@dataclass(frozen=True, eq=False)
+class SmoothnessStepInstance:
+    """One instance of smoothness-step (and its control): the data of family ``kind`` (KINDS), the start W0
+    (d, d) and the seed of its searches."""
+
+    data: AttentionData
+    kind: str
+    W0: np.ndarray
+    seed: int
+
+
+@dataclass(frozen=True, eq=False)
+class SmoothnessStepState:
+    """The optimiser's ``fidelity``; the theorem's: the step ``eta`` = 1/L_W, GD's trajectory ``traj``
+    (S + 1, d, d) and losses ``losses`` (S + 1,), and the Hessian search ``hess``
+    (_smoothness.hessian_search); the control's: the curvature ``lam`` = λ_max(W0) and its eigenvector ``U``
+    (d, d)."""
+
+    fidelity: float
+    eta: float | None = None
+    traj: np.ndarray | None = None
+    losses: np.ndarray | None = None
+    hess: dict[str, np.ndarray] | None = None
+    lam: float | None = None
+    U: np.ndarray | None = None
 
 
 def valley_geometry(data):
@@ -259,48 +288,49 @@ class SmoothnessStep(Theorem):
             "it is tight by construction (n=1, T=2, scores ±Δ/2); running it on given data is not implemented"
         )
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> SmoothnessStepInstance:
         kind = KINDS[ctx.instance % len(KINDS)]
         data, W0 = draw(kind, rng)
-        return {"data": data, "kind": kind, "W0": W0, "seed": int(rng.integers(2**31))}
+        return SmoothnessStepInstance(data=data, kind=kind, W0=W0, seed=int(rng.integers(2**31)))
 
-    def claimed(self, data) -> float:
+    def claimed(self, data: AttentionData) -> float:
         """The constant the claim is judged with (through the resolution seam: an upper bound, scaled by 1 − ε
         under ``attnsvm power --resolution``)."""
         return self.predicted("L_W", self.bound_scale * smoothness_bound(data), "upper")
 
-    def prepare(self, instances, ctxs):
+    def prepare(self, instances: Sequence[SmoothnessStepInstance],
+                ctxs: Sequence[Context]) -> list[SmoothnessStepState]:
         out = []
         for inst, ctx in zip(instances, ctxs, strict=True):
-            data = inst["data"]
+            data = inst.data
             eta = 1.0 / self.claimed(data)
-            res = run_gd([data], GDConfig(steps=STEPS, lr=eta, geometry="plain"), init=inst["W0"][None],
+            res = run_gd([data], GDConfig(steps=STEPS, lr=eta, geometry="plain"), init=inst.W0[None],
                          record_every=1,
                          device=ctx.device)
             traj = np.asarray(res.W_traj)[:, 0]
             fid = min(step_fidelity(data, W, eta, normalized=False, device=ctx.device)
-                      for W in (inst["W0"], traj[len(traj) // 2]))
-            starts = search_starts(data, inst["W0"], np.random.default_rng(inst["seed"]))
-            hs = hessian_search(data, starts, int(ctx.params.get("hess_steps", 40)), seed=inst["seed"])
-            out.append({"eta": eta, "traj": traj, "losses": np.asarray(res.loss_traj)[:, 0], "fidelity": fid,
-                        "hess": hs})
+                      for W in (inst.W0, traj[len(traj) // 2]))
+            starts = search_starts(data, inst.W0, np.random.default_rng(inst.seed))
+            hs = hessian_search(data, starts, int(ctx.params.get("hess_steps", 40)), seed=inst.seed)
+            out.append(SmoothnessStepState(eta=eta, traj=traj, losses=np.asarray(res.loss_traj)[:, 0],
+                                           fidelity=fid, hess=hs))
         return out
 
-    def assume_loss_A(self, inst, st, ctx):
+    def assume_loss_A(self, inst: SmoothnessStepInstance, st: SmoothnessStepState, ctx: Context) -> bool:
         return hyp.loss_satisfies_assumption_a("logistic")
 
-    def check_lipschitz(self, inst, st, ctx):
-        data, rng = inst["data"], ctx.rng
+    def check_lipschitz(self, inst: SmoothnessStepInstance, st: SmoothnessStepState, ctx: Context) -> Outcome:
+        data, rng = inst.data, ctx.rng
         d, k = data.d, int(ctx.params.get("per_scale", 4))
-        W1, W2 = [], []
+        first, second = [], []  # the pairs (W1, W2), per scale: random, then near
         for r in PAIR_SCALES:
-            W1.append(r * rng.standard_normal((k, d, d)))
-            W2.append(r * rng.standard_normal((k, d, d)))
+            first.append(r * rng.standard_normal((k, d, d)))
+            second.append(r * rng.standard_normal((k, d, d)))
             A = r * rng.standard_normal((k, d, d))
             E = rng.standard_normal((k, d, d))
-            W1.append(A)
-            W2.append(A + NEAR_EPS * E / np.linalg.norm(E, axis=(1, 2), keepdims=True))
-        W1, W2 = np.concatenate(W1), np.concatenate(W2)
+            first.append(A)
+            second.append(A + NEAR_EPS * E / np.linalg.norm(E, axis=(1, 2), keepdims=True))
+        W1, W2 = np.concatenate(first), np.concatenate(second)
         ratio = self._ratios(data, W1, W2)
         best = np.argsort(-ratio)[:ASCENT_STARTS]
         A1, A2 = adversarial_pairs(data, W1[best], W2[best], int(ctx.params.get("ascent_steps", 25)))
@@ -308,23 +338,24 @@ class SmoothnessStep(Theorem):
         W1, W2 = np.concatenate([W1, A1[ok]]), np.concatenate([W2, A2[ok]])
         ratio = self._ratios(data, W1, W2)
         bound, claim = smoothness_bound(data), self.claimed(data)
-        hess = st["hess"]["value"]
+        assert st.hess is not None, "the Hessian search was not run"
+        hess = st.hess["value"]
         measured = max(float(ratio.max()), float(hess.max()))
         gerr = self._grad_disagreement(data, np.concatenate([W1, W2]))
         m = {
             "tightness": measured / bound,
-            f"tightness_{inst['kind']}": measured / bound,
+            f"tightness_{inst.kind}": measured / bound,
             "pair_tightness": float(ratio.max() / bound),
             "hess_tightness": float(hess.max() / bound),
-            "hess_search_gain": float(hess.max() / max(st["hess"]["start_value"].max(), 1e-300)),
+            "hess_search_gain": float(hess.max() / max(st.hess["start_value"].max(), 1e-300)),
             "L_bound": bound,
             "L_claimed": claim,
             "pairs": int(len(ratio)),
             "grad_rel_err": gerr,
         }
-        if inst["kind"] == "valley":
+        if inst.kind == "valley":
             m["valley_curvature_over_bound"] = valley_geometry(data)[2] / bound
-        if inst["kind"] == "tight":
+        if inst.kind == "tight":
             m["tight_closed_form"] = tight_curvature(data)[2]
         if gerr > GRAD_RTOL:
             return decide(
@@ -351,20 +382,24 @@ class SmoothnessStep(Theorem):
             err = max(err, float(np.linalg.norm(g - ref) / max(np.linalg.norm(ref), GRAD_FLOOR)))
         return err
 
-    def check_is_gradient_descent(self, inst, st, ctx):
-        return judge_fidelity(st["fidelity"])
+    def check_is_gradient_descent(self, inst: SmoothnessStepInstance, st: SmoothnessStepState,
+                                  ctx: Context) -> Outcome:
+        return judge_fidelity(st.fidelity)
 
-    def ladder_points(self, inst, st):
+    def ladder_points(self, inst: SmoothnessStepInstance,
+                      st: SmoothnessStepState) -> list[tuple[str, np.ndarray, float]]:
         """(name, W, constant) of each point the ladder runs at."""
-        hs = st["hess"]
-        L = self.claimed(inst["data"])
-        return [("W0", inst["W0"], L), ("W*", hs["W"][int(np.argmax(hs["value"]))], L)]
+        hs = st.hess
+        assert hs is not None, "the Hessian search was not run"
+        L = self.claimed(inst.data)
+        return [("W0", inst.W0, L), ("W*", hs["W"][int(np.argmax(hs["value"]))], L)]
 
-    def check_descent_ladder(self, inst, st, ctx):
-        data = inst["data"]
+    def check_descent_ladder(self, inst: SmoothnessStepInstance, st: SmoothnessStepState,
+                             ctx: Context) -> Outcome:
+        data = inst.data
         worst, where, past = -np.inf, "", 0.0
         for name, W, L in self.ladder_points(inst, st):
-            lam = top_curvature(data, W, seed=inst["seed"])[0]
+            lam = top_curvature(data, W, seed=inst.seed)[0]
             for eta, rel in ladder(data, W, L, lam):
                 past = max(past, eta * lam)
                 if rel > worst:
@@ -374,13 +409,16 @@ class SmoothnessStep(Theorem):
         return decide(worst <= LOSS_RTOL,
                       f"descent lemma violated at {where}: slack {worst:.3g} of the float scale", **m)
 
-    def _gnorm2(self, inst, st):
-        return np.array([float(np.sum(independent_grad_W(inst["data"], W) ** 2)) for W in st["traj"][:-1]])
+    def _gnorm2(self, inst: SmoothnessStepInstance, st: SmoothnessStepState) -> np.ndarray:
+        assert st.traj is not None, "GD was not run"
+        return np.array([float(np.sum(independent_grad_W(inst.data, W) ** 2)) for W in st.traj[:-1]])
 
-    def check_descent_lemma(self, inst, st, ctx):
-        Ls, eta = st["losses"], st["eta"]
+    def check_descent_lemma(self, inst: SmoothnessStepInstance, st: SmoothnessStepState,
+                            ctx: Context) -> Outcome:
+        Ls, eta = st.losses, st.eta
+        assert Ls is not None and eta is not None, "GD was not run"
         g2 = self._gnorm2(inst, st)
-        gmax = float(np.abs(scores(inst["data"])).max())
+        gmax = float(np.abs(scores(inst.data)).max())
         slack = (Ls[1:] - Ls[:-1]) + 0.5 * eta * g2  # ≤ 0 by the descent lemma (η = 1/L)
         scale = np.maximum.reduce([np.abs(Ls[1:]), np.abs(Ls[:-1]), eta * g2, np.full_like(g2, gmax)])
         rel = slack / scale
@@ -415,29 +453,34 @@ class SmoothnessStepControl(SmoothnessStep):
     plot_metric = "ladder_worst"
     criteria = (Criterion("ladder: [L(W − η∇L) − L(W) + η(1 − ηL'/2)‖∇L‖²] / S", "<=", LOSS_RTOL),)
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> SmoothnessStepInstance:
         kind = ("tight", "valley")[ctx.instance % 2]
         data, W0 = draw(kind, rng)
-        return {"data": data, "kind": kind, "W0": W0, "seed": int(rng.integers(2**31))}
+        return SmoothnessStepInstance(data=data, kind=kind, W0=W0, seed=int(rng.integers(2**31)))
 
-    def prepare(self, instances, ctxs):
+    def prepare(self, instances: Sequence[SmoothnessStepInstance],
+                ctxs: Sequence[Context]) -> list[SmoothnessStepState]:
         out = []
         for inst, ctx in zip(instances, ctxs, strict=True):
-            data, W0 = inst["data"], inst["W0"]
-            lam, U = top_curvature(data, W0, seed=inst["seed"])
+            data, W0 = inst.data, inst.W0
+            lam, U = top_curvature(data, W0, seed=inst.seed)
             fid = step_fidelity(data, W0, 1.0 / lam, normalized=False, device=ctx.device)
-            out.append({"lam": lam, "U": U, "fidelity": fid})
+            out.append(SmoothnessStepState(lam=lam, U=U, fidelity=fid))
         return out
 
     #: the control keeps the ladder and drops the other predictions, which concern the true L_W
     check_lipschitz = WITHDRAWN
     check_descent_lemma = WITHDRAWN
 
-    def assume_gradient_on_top_eigenvector(self, inst, st, ctx):
-        g = independent_grad_W(inst["data"], inst["W0"])
-        c = abs(float(np.sum(g * st["U"]))) / max(float(np.linalg.norm(g)), 1e-300)
-        return decide(c > 1 - 1e-9 and st["lam"] > 0, f"|corr(∇L, top eigenvector)| = {c:.12f}",
-                      grad_top_corr=c, lambda_max=st["lam"])
+    def assume_gradient_on_top_eigenvector(self, inst: SmoothnessStepInstance, st: SmoothnessStepState,
+                                           ctx: Context) -> Outcome:
+        assert st.U is not None and st.lam is not None  # the control's state
+        g = independent_grad_W(inst.data, inst.W0)
+        c = abs(float(np.sum(g * st.U))) / max(float(np.linalg.norm(g)), 1e-300)
+        return decide(c > 1 - 1e-9 and st.lam > 0, f"|corr(∇L, top eigenvector)| = {c:.12f}",
+                      grad_top_corr=c, lambda_max=st.lam)
 
-    def ladder_points(self, inst, st):
-        return [("W0", inst["W0"], CONTROL_FRACTION * st["lam"])]
+    def ladder_points(self, inst: SmoothnessStepInstance,
+                      st: SmoothnessStepState) -> list[tuple[str, np.ndarray, float]]:
+        assert st.lam is not None  # the control's state
+        return [("W0", inst.W0, CONTROL_FRACTION * st.lam)]

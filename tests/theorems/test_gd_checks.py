@@ -159,7 +159,7 @@ def test_gd_local_normalized_self_attention_queries_are_first_tokens():
 
     cls = REGISTRY["gd-local-normalized-self-attention"]
     gens, ctxs = _contexts(cls, [0], profile="quick", seed=0, device="cpu", data=None)
-    data = cls().instance(gens[0], ctxs[0])["data"]
+    data = cls().instance(gens[0], ctxs[0]).data
     assert data.self_attention and np.array_equal(data.Z, data.X[:, 0])
     (r,) = run_instances(cls, [0], profile="quick", seed=0)
     assert r.outcome == "confirmed", (r.outcome, r.reason)

@@ -174,7 +174,7 @@ def test_cone_points_lie_in_the_cone_including_its_boundary():
         inst = thm.instance(g, c)
         st = thm.prepare([inst], [c])[0]
         bnd, inner, adv, R, mu = thm._points(inst, st, c)
-        W = st["sol"].W
+        W = st.sol.W
         for Ws, boundary in ((bnd, True), (adv, True), (inner, False)):
             cw = np.sum(Ws * W, axis=(1, 2)) / (np.linalg.norm(Ws, axis=(1, 2)) * np.linalg.norm(W))
             assert cw.min() >= 1 - mu - 1e-12
@@ -198,6 +198,7 @@ def test_kq_gd_accepts_non_contiguous_tokens():
 
 
 def test_cone_hypotheses_on_an_infeasible_alpha_are_unmet_not_errors():
+    from checks.theorems.cone_no_stationary import ConeNoStationaryInstance
     from numerics.data import random_unit_sphere
 
     cls = REGISTRY["cone-no-stationary"]
@@ -206,9 +207,9 @@ def test_cone_hypotheses_on_an_infeasible_alpha_are_unmet_not_errors():
     data = random_unit_sphere(
         4, 6, 2, rng=np.random.default_rng(0)
     )  # d = 2 < T - 1: this alpha is infeasible
-    inst = {"data": data, "alpha": np.array([0, 1, 2, 3]), "seed": 1}
+    inst = ConeNoStationaryInstance(data=data, alpha=np.array([0, 1, 2, 3]), seed=1)
     st = thm.prepare([inst], ctxs)[0]
-    assert not st["sol"].feasible
+    assert not st.sol.feasible
     outs = {name: fn(thm, inst, st, ctxs[0]) for name, fn in cls._methods("assume_")}
     assert outs["alpha_locally_optimal"] is False
     assert outs["R_large"].status == "failed" and outs["feasible_exact"].status == "failed"

@@ -34,9 +34,9 @@ def test_seed_45_family_meets_the_data_hypotheses_by_construction():
 
     th, insts = _instances("gd-local", range(12))
     for k, inst in enumerate(insts):
-        assert 1 <= inst["draws"] <= FAMILY_TRIES
-        assert (inst["draws"] > 1) == (k in FORMERLY_VACUOUS), (k, inst["draws"])
-        assert th.family_ok(inst["data"], inst["alpha"])
+        assert 1 <= inst.draws <= FAMILY_TRIES
+        assert (inst.draws > 1) == (k in FORMERLY_VACUOUS), (k, inst.draws)
+        assert th.family_ok(inst.data, inst.alpha)
 
 
 @pytest.mark.parametrize("k", [6, 0])
@@ -67,6 +67,6 @@ def test_control_stream_is_unchanged_and_still_refuted():
     """The control shares R_large but its tied family always qualifies at the first draw (seeds 0-49), so its
     instances are the ones it drew before; it stays refuted."""
     _, insts = _instances("gd-local-control", range(12))
-    assert [inst["draws"] for inst in insts] == [1] * 12
+    assert [inst.draws for inst in insts] == [1] * 12
     rs = run_instances(REGISTRY["gd-local-normalized-control"], range(4), profile="quick", seed=SEED)
     assert any(r.outcome == "refuted" for r in rs)
