@@ -125,7 +125,7 @@ STAT_TOL = 1e-3
 #: The bound on the stationarity ratio: STAT_TOL for a target with one support constraint (the ratio ≈ the
 #: angle to the sphere's minimiser), STAT_TOL·R at the largest radius for several (their weights e^{−R q}
 #: rebalance at rate R per radian, so the ratio ≈ R × the angle: p_nonlinear_head's rule).
-def stat_bound(sol) -> float:
+def stat_bound(sol: VectorSVMSolution) -> float:
     n_sup = sum(len(s) for s in sol.support)
     return STAT_TOL if n_sup <= 1 else STAT_TOL * float(RADII[-1])
 
@@ -199,7 +199,7 @@ def _cap_angles(keys: np.ndarray, alpha: np.ndarray, w: np.ndarray) -> tuple[np.
     return np.arccos(np.clip(c, -1.0, 1.0)), nrm
 
 
-def cone_slack(keys: np.ndarray, gamma: np.ndarray, alpha: np.ndarray, sol) -> float:
+def cone_slack(keys: np.ndarray, gamma: np.ndarray, alpha: np.ndarray, sol: VectorSVMSolution) -> float:
     """The largest half-angle θ of a cap around p̂^mm_α on which, for every example i and token t ≠ α_i, the
     least margin min_{p in the cap} p̂ᵀΔ_it = ‖Δ_it‖cos(θ_it + θ) stays > 0, and for every non-support t with
     γ_it ≥ γ_iα_i stays above the support margin q0 = 1/‖p^mm_α‖: then inside C_μ (μ = 1 − cos θ) the loss's
@@ -208,7 +208,7 @@ def cone_slack(keys: np.ndarray, gamma: np.ndarray, alpha: np.ndarray, sol) -> f
     n, T = gamma.shape
     if not sol.feasible:
         return -np.inf
-    w = sol.w
+    w = feasible_w(sol)
     th, nrm = _cap_angles(keys, alpha, w)
     q0 = 1.0 / float(np.linalg.norm(w))
     sup = np.zeros((n, T), dtype=bool)
@@ -299,7 +299,7 @@ class _RPBase(Theorem):
             "model with per-example queries"
         )
 
-    def _kind(self, ctx) -> str:
+    def _kind(self, ctx: Context) -> str:
         return "global" if ctx.instance % 2 == 0 else "local"
 
     def _gamma3(self, rng: np.random.Generator, kind: str) -> float:
@@ -452,7 +452,7 @@ class PRPPathControl(_RPBase):
         "γ_α + U(0, 0.08)); same cones and threshold"
     )
 
-    def _kind(self, ctx) -> str:
+    def _kind(self, ctx: Context) -> str:
         return "local"
 
     def _gamma3(self, rng: np.random.Generator, kind: str) -> float:

@@ -204,7 +204,7 @@ class _PromptBase(Theorem):
             "given data define the W-attention model with queries z_i instead"
         )
 
-    def _kind(self, ctx) -> str:
+    def _kind(self, ctx: Context) -> str:
         return KINDS[ctx.instance % len(KINDS)]
 
     def _local_fixture(self, rng: np.random.Generator, gamma3: float) -> PSvmInstance:
