@@ -3,16 +3,37 @@ abandoned-optimal-token mechanism)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from checks import decide, undecided
+from checks import Outcome, decide, undecided
 from numerics import tolerances as tol
 from numerics.errors import SolverError
-from numerics.svm import solve_p_svm
+from numerics.svm import VectorSVMSolution, solve_p_svm
 
 from ._paths import judge_path
+
+
+@dataclass(frozen=True, eq=False)
+class PromptPathPoints:
+    """One instance's prompt regularisation path on the radii R_1 < … < R_S (p-rp-path, p-nonlinear-head):
+    the path points ``p`` (S, dk), their excess loss E = L − L_∞ (``excess``, S), stationarity ratios
+    (``stat``, S), the excess at the target's ball points R·p̂_target (``cand``, S) and the best excess among
+    the starting points (``start_excess``, S)."""
+
+    p: np.ndarray
+    excess: np.ndarray
+    stat: np.ndarray
+    cand: np.ndarray
+    start_excess: np.ndarray
+
+
+def feasible_w(sol: VectorSVMSolution) -> np.ndarray:
+    """The solution w of a feasible p-SVM (the paths are computed only for those, which carry w)."""
+    assert sol.w is not None  # a feasible solution carries w
+    return sol.w
 
 
 def least_margin(keys: np.ndarray, alpha: np.ndarray, p: np.ndarray) -> float:
@@ -24,10 +45,11 @@ def least_margin(keys: np.ndarray, alpha: np.ndarray, p: np.ndarray) -> float:
     return float((diffs @ p)[mask].min())
 
 
-def require_tight(keys: np.ndarray, alpha: np.ndarray, sol) -> float:
+def require_tight(keys: np.ndarray, alpha: np.ndarray, sol: VectorSVMSolution) -> float:
     """The certified p-SVM solution's least margin is 1 (to the KKT tolerance): a hard-margin SVM's optimum is
     tight. A feasible, non-optimal answer (e.g. 1.05·p^mm, which has the same direction, so no directional
     check can see it) raises SolverError: the instance is an error carrying status 'not-tight'."""
+    assert sol.w is not None  # called on a feasible solution, which carries w
     m = least_margin(keys, alpha, sol.w)
     if abs(m - 1.0) > tol.KKT_TOL:
         raise SolverError(f"p-SVM answer is not tight: least margin {m:.9g} ≠ 1", status="not-tight",
@@ -35,11 +57,12 @@ def require_tight(keys: np.ndarray, alpha: np.ndarray, sol) -> float:
     return m
 
 
-def path_unreliable(state: dict, judged_from: int, cand_rtol: float, stat_bound: float) -> tuple[str, dict]:
+def path_unreliable(path: PromptPathPoints, judged_from: int, cand_rtol: float,
+                    stat_bound: float) -> tuple[str, dict[str, Any]]:
     """Why a prompt path's numerics failed on the judged radii ('' when they did not), with metrics: the
     excess E = L − L_∞ must fall radius by radius, no candidate (the target's ball point) may beat the path
     point by more than ``cand_rtol`` relative, and the final stationarity must be at most ``stat_bound``."""
-    E, cand, stat = state["excess"], state["cand"], float(state["stat"][-1])
+    E, cand, stat = path.excess, path.cand, float(path.stat[-1])
     dec = bool(np.all(np.diff(E[judged_from:]) < 0))
     beaten = bool(np.any((cand < E - cand_rtol * np.abs(E))[judged_from:]))
     metrics = dict(final_stationarity=stat, excess_final=float(E[-1]), excess_list=[float(x) for x in E])
@@ -50,7 +73,7 @@ def path_unreliable(state: dict, judged_from: int, cand_rtol: float, stat_bound:
     return why, metrics
 
 
-def path_reliable(why: str, metrics: dict):
+def path_reliable(why: str, metrics: dict[str, Any]) -> Outcome:
     """The path_reliable prediction: undecided (never refuted) when the path numerics failed."""
     if why:
         return undecided(f"path numerics failed: {why}", **metrics)
@@ -71,8 +94,9 @@ def selecting_start(keys: np.ndarray, ref: np.ndarray, P: np.ndarray, judged_fro
     return max(judged_from, 0 if bad.size == 0 else int(bad[-1]) + 1)
 
 
-def judge_prompt_path(err: np.ndarray, thr: float, sep: float, state: dict, why: str, what: str,
-                      judged_from: int, plateau_rtol: float | None = None, start: int | None = None):
+def judge_prompt_path(err: np.ndarray, thr: float, sep: float, path: PromptPathPoints, why: str, what: str,
+                      judged_from: int, plateau_rtol: float | None = None,
+                      start: int | None = None) -> Outcome:
     """The direction prediction of a prompt path: no progress over the starting points refutes; a path the
     numerics did not find (``why``) decides nothing; otherwise :func:`judge_path` on 1 − corr ``err``.
 
@@ -84,7 +108,7 @@ def judge_prompt_path(err: np.ndarray, thr: float, sep: float, state: dict, why:
     direction only undercuts at larger R): a radius budget, not a counterexample. ``start``: the first index
     of the judged trend (:func:`selecting_start`; default the large-R half)."""
     curve: dict[str, Any] = dict(err_final=float(err[-1]), err_curve=[float(x) for x in err])
-    E, E0 = state["excess"][judged_from:], state["start_excess"][judged_from:]
+    E, E0 = path.excess[judged_from:], path.start_excess[judged_from:]
     unresolved = f"path numerics failed: {why}" if why else ""
     if plateau_rtol is not None and not why and err[-1] >= thr and E[-1] > 0 \
             and E[-1] >= E[-2] * (1.0 - plateau_rtol):

@@ -47,14 +47,18 @@ since mid-run), so a 5 % tilt (1 − cos θ = 1.25e-3) stays within the threshol
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
-from checks import Criterion, Profile, Theorem, decide, register, undecided
+from checks import Context, Criterion, Outcome, Profile, Theorem, decide, register, undecided
 from checks.strategies import b2_data
 from numerics.data import AttentionData
 from numerics.gd import GDConfig, run_gd
 from numerics.prompt import prompt_scores, run_prompt_gd
-from numerics.svm import solve_att_svm, solve_p_svm
+from numerics.svm import SVMSolution, VectorSVMSolution, solve_att_svm, solve_p_svm
 from numerics.tokens import corr
 
 from ._prompt import abandoned_opt_metrics, abandoned_opt_refutation
@@ -113,9 +117,40 @@ def abandoned_opt_mechanism(result) -> bool:
                                     TREND_RTOL)
 
 
-def _corr(a: np.ndarray, b: np.ndarray) -> np.ndarray | float:
+@dataclass(frozen=True, eq=False)
+class PGDEquivInstance:
+    """One instance of p-gd-equivalence (and its control): the B.2 data with the shared prompt p as every
+    example's query, p (d,) and its norm ``p_norm``, the start W(0) (d, d) and the prompt scores γ (n, T)."""
+
+    data: AttentionData
+    p: np.ndarray
+    p_norm: float
+    W0: np.ndarray
+    gamma: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class PGDEquivState:
+    """The recorded W-GD and prompt-GD trajectories ``W_traj`` (S, d, d), ``q_traj`` (S, d) at iterations
+    ``its``; from every recorded W(k): one W-step (``one_w``), one q-step from ``q_start`` = W(k) p
+    (``one_q``); the certified W-SVM and p-SVM of opt = ``alpha``; the W and q steps ``wlr``, ``qlr``."""
+
+    W_traj: np.ndarray
+    q_traj: np.ndarray
+    its: np.ndarray
+    one_w: np.ndarray
+    one_q: np.ndarray
+    q_start: np.ndarray
+    wsvm: SVMSolution
+    psvm: VectorSVMSolution
+    alpha: np.ndarray
+    wlr: float
+    qlr: float
+
+
+def _corr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """numerics.tokens.corr over b's axes (a may carry leading batch/record axes)."""
-    return corr(a, b, axis=tuple(range(-np.ndim(b), 0)))
+    return np.asarray(corr(a, b, axis=tuple(range(-np.ndim(b), 0))))
 
 
 class _EquivBase(Theorem):
@@ -147,7 +182,7 @@ class _EquivBase(Theorem):
     def _prompt_lr(self, p_norm: float) -> float:
         return LR
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> PGDEquivInstance:
         base = b2_data(2, 3, D, rng=rng)
         pn = P_NORMS[ctx.instance % len(P_NORMS)]
         p = rng.standard_normal(D)
@@ -156,26 +191,27 @@ class _EquivBase(Theorem):
         P = np.outer(p, p) / (p @ p)
         W0 = (W0_SCALE * rng.standard_normal((D, D)) @ (np.eye(D) - P)
               + INIT_SCALE * rng.standard_normal((D, D)) @ P)
-        return {"data": data, "p": p, "p_norm": pn, "W0": W0, "gamma": prompt_scores(base.X, base.Y, base.v)}
+        return PGDEquivInstance(data=data, p=p, p_norm=pn, W0=W0, gamma=prompt_scores(base.X, base.Y, base.v))
 
-    def prepare(self, instances, ctxs):
-        states: list = [None] * len(instances)
+    def prepare(self, instances: Sequence[PGDEquivInstance], ctxs: Sequence[Context]) -> list[PGDEquivState]:
+        states: dict[int, PGDEquivState] = {}
         groups: dict[float, list[int]] = {}
         for j, inst in enumerate(instances):
-            groups.setdefault(inst["p_norm"], []).append(j)
+            groups.setdefault(inst.p_norm, []).append(j)
         dev = ctxs[0].device
         for pn, idx in groups.items():
-            datas = [instances[j]["data"] for j in idx]
-            P = np.stack([instances[j]["p"] for j in idx])
-            W0 = np.stack([instances[j]["W0"] for j in idx])
+            datas = [instances[j].data for j in idx]
+            P = np.stack([instances[j].p for j in idx])
+            W0 = np.stack([instances[j].W0 for j in idx])
             X = np.stack([d.X for d in datas])
-            G = np.stack([instances[j]["gamma"] for j in idx])
+            G = np.stack([instances[j].gamma for j in idx])
             wlr, qlr = LR / pn, self._prompt_lr(pn)
             res = run_gd(datas, GDConfig(steps=STEPS, lr=wlr, backend="torch"), init=W0,
                          record_every=RECORD_EVERY, device=dev)
             pr = run_prompt_gd(X, G, steps=STEPS, lr=qlr, init=np.einsum("bde,be->bd", W0, P),
                                record_every=RECORD_EVERY, device=dev)
-            Wt = res.W_traj  # (S, B, d, d)
+            Wt, its = res.W_traj, res.iterations  # (S, B, d, d), (S,)
+            assert Wt is not None and its is not None  # recorded: record_every is given (GDResult.W_traj)
             S = Wt.shape[0]
             # one step of each model from every recorded W(k) (batched over k and instances)
             flatW = Wt.reshape(S * len(idx), D, D)
@@ -187,26 +223,27 @@ class _EquivBase(Theorem):
                                   init=q_from_w, device=dev).p
             for col, j in enumerate(idx):
                 inst = instances[j]
-                a = np.argmax(inst["gamma"], axis=1)
+                a = np.argmax(inst.gamma, axis=1)
                 rows = np.arange(S) * len(idx) + col
-                states[j] = {"W_traj": Wt[:, col], "q_traj": pr.p_traj[:, col], "its": res.iterations,
-                             "one_w": one_w[rows], "one_q": one_q[rows], "q_start": q_from_w[rows],
-                             "wsvm": solve_att_svm(inst["data"], a, norm="fro"),
-                             "psvm": solve_p_svm(inst["data"].X, a), "alpha": a, "wlr": wlr, "qlr": qlr}
-        return states
+                states[j] = PGDEquivState(W_traj=Wt[:, col], q_traj=pr.p_traj[:, col], its=its,
+                                          one_w=one_w[rows], one_q=one_q[rows], q_start=q_from_w[rows],
+                                          wsvm=solve_att_svm(inst.data, a, norm="fro"),
+                                          psvm=solve_p_svm(inst.data.X, a), alpha=a, wlr=wlr, qlr=qlr)
+        return [states[j] for j in range(len(instances))]
 
     # -- hypotheses ------------------------------------------------------------------------------
-    def assume_feasible(self, inst, state, ctx):
+    def assume_feasible(self, inst: PGDEquivInstance, state: PGDEquivState, ctx: Context) -> Outcome:
         return decide(
-            state["wsvm"].feasible and state["psvm"].feasible, "W-SVM or p-SVM for opt is infeasible"
+            state.wsvm.feasible and state.psvm.feasible, "W-SVM or p-SVM for opt is infeasible"
         )
 
     # -- exact predictions -----------------------------------------------------------------------
-    def check_svm_relation(self, inst, state, ctx):
-        p, Wm, qm = inst["p"], state["wsvm"].W, state["psvm"].w
+    def check_svm_relation(self, inst: PGDEquivInstance, state: PGDEquivState, ctx: Context) -> Outcome:
+        p, Wm, qm = inst.p, state.wsvm.W, state.psvm.w
+        assert Wm is not None and qm is not None  # feasible (assume_feasible): the solutions carry W, w
         pred = np.outer(qm, p) / (p @ p)
         err = float(np.linalg.norm(Wm - pred) / np.linalg.norm(Wm))
-        X, a = inst["data"].X, state["alpha"]
+        X, a = inst.data.X, state.alpha
         diffs = X[np.arange(len(a)), a][:, None, :] - X  # (n, T, d)
         mask = np.ones(X.shape[:2], dtype=bool)
         mask[np.arange(len(a)), a] = False
@@ -216,21 +253,21 @@ class _EquivBase(Theorem):
         return decide(ok, f"W^mm ≠ q^mm pᵀ/‖p‖² (rel. err {err:.3g}) or a solution is not tight "
                       f"(least margins {m_q:.6g}, {m_w:.6g})", svm_rel_err=err, margin_q=m_q, margin_w=m_w)
 
-    def check_one_step(self, inst, state, ctx):
-        p = inst["p"]
-        wq = state["one_w"] @ p  # (S, d): W(k+1) p after one W-step from W(k)
-        scale = np.linalg.norm(state["q_start"], axis=-1) + state["qlr"]
-        err = float((np.linalg.norm(wq - state["one_q"], axis=-1) / scale).max())
-        moved = float(np.linalg.norm(wq - state["q_start"], axis=-1).max())
+    def check_one_step(self, inst: PGDEquivInstance, state: PGDEquivState, ctx: Context) -> Outcome:
+        p = inst.p
+        wq = state.one_w @ p  # (S, d): W(k+1) p after one W-step from W(k)
+        scale = np.linalg.norm(state.q_start, axis=-1) + state.qlr
+        err = float((np.linalg.norm(wq - state.one_q, axis=-1) / scale).max())
+        moved = float(np.linalg.norm(wq - state.q_start, axis=-1).max())
         return decide(
             err < STEP_RTOL,
-            f"one W-step ≠ one q-step of step {state['qlr']:.3g}: max rel. diff {err:.3g}",
+            f"one W-step ≠ one q-step of step {state.qlr:.3g}: max rel. diff {err:.3g}",
             step_err=err,
             step_size=moved,
         )
 
-    def check_trajectory(self, inst, state, ctx):
-        p, Wt, qt = inst["p"], state["W_traj"], state["q_traj"]
+    def check_trajectory(self, inst: PGDEquivInstance, state: PGDEquivState, ctx: Context) -> Outcome:
+        p, Wt, qt = inst.p, state.W_traj, state.q_traj
         P = np.outer(p, p) / (p @ p)
         Pperp = np.eye(D) - P
         qW = Wt @ p
@@ -240,7 +277,8 @@ class _EquivBase(Theorem):
             np.linalg.norm(off - off[0], axis=(-2, -1)).max() / np.linalg.norm(Wt, axis=(-2, -1)).max()
         )
         # corr(W(k), W^mm) from q(k) and the fixed off-family part (exact formula, module docstring)
-        Wm, qm = state["wsvm"].W, state["psvm"].w
+        Wm, qm = state.wsvm.W, state.psvm.w
+        assert Wm is not None and qm is not None  # feasible (assume_feasible): the solutions carry W, w
         rho = np.linalg.norm(qW, axis=-1) / np.linalg.norm(p)
         pred = _corr(qW, qm) * rho / np.sqrt(rho**2 + np.linalg.norm(off[0]) ** 2)
         formula_err = float(np.abs(_corr(Wt, Wm) - pred).max())
@@ -262,34 +300,34 @@ class _EquivBase(Theorem):
         return decide(True, "", **metrics)
 
     # -- asymptotic prediction -------------------------------------------------------------------
-    def check_direction(self, inst, state, ctx):
-        Wt, qt = state["W_traj"], state["q_traj"]
+    def check_direction(self, inst: PGDEquivInstance, state: PGDEquivState, ctx: Context) -> Outcome:
+        Wt, qt = state.W_traj, state.q_traj
         # the predicted directions, through the resolution seam (Theorem.predicted)
-        qg = 1 - _corr(qt, self.predicted("p^mm", state["psvm"].w, "direction"))
-        wg = 1 - _corr(Wt, self.predicted("W^mm", state["wsvm"].W, "direction"))
+        qg = 1 - _corr(qt, self.predicted("p^mm", state.psvm.w, "direction"))
+        wg = 1 - _corr(Wt, self.predicted("W^mm", state.wsvm.W, "direction"))
         half = len(qg) // 2
         growth = float(np.linalg.norm(qt[-1]) - np.linalg.norm(qt[0]))
-        X, a = inst["data"].X, state["alpha"]
+        X, a = inst.data.X, state.alpha
         e = np.exp(X @ qt[-1] - (X @ qt[-1]).max(-1, keepdims=True))
         s_end = e / e.sum(-1, keepdims=True)  # softmax at the last iterate (n, T)
         lg0 = X @ qt[0]
-        metrics = dict(
+        metrics: dict[str, Any] = dict(
             opt_mass_min=float(s_end[np.arange(len(a)), a].min()),
             start_lead=float((lg0 - lg0[np.arange(len(a)), a][:, None]).max()),
             q_final_gap=float(qg[-1]),
             w_final_gap=float(wg[-1]),
             q_norm_growth=growth,
             w_gap_curve=[float(x) for x in wg],
-            w_gap_iterations=[int(k) for k in state["its"]],
+            w_gap_iterations=[int(k) for k in state.its],
             q_gap_curve=[float(x) for x in qg],
-            q_gap_iterations=[int(k) for k in state["its"]],
+            q_gap_iterations=[int(k) for k in state.its],
         )
         falling = bool(qg[-1] <= qg[half] * (1 + 1e-6) + 1e-15 and wg[-1] <= wg[half] * (1 + 1e-6) + 1e-15)
         near = bool(qg[-1] < CORR_TOL and wg[-1] < CORR_TOL)
         moved = growth >= NORM_GROWTH_MIN * LR * STEPS
         if moved and not near:
             # what the finding's mechanism reads
-            metrics.update(abandoned_opt_metrics(X, inst["gamma"], a, qt))
+            metrics.update(abandoned_opt_metrics(X, inst.gamma, a, qt))
         # the convergence rule (checks.theorems._trends). The claim is the limit: an end error below CORR_TOL
         # that rose since mid-run is not a refutation (full seed 5 #34: q 9.2e-5, W 5.2e-4 at the end); the
         # budget has not shown the trend.

@@ -73,15 +73,27 @@ heads would pass the control); the control draws heads whose ReLUs switch off on
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import torch
 
-from checks import Criterion, Profile, Theorem, decide, register
+from checks import Context, Criterion, Outcome, Profile, Theorem, decide, register
 from numerics.prompt_path import head_value, prompt_head_excess, prompt_head_reg_path, selection_start
-from numerics.svm import solve_p_svm
+from numerics.svm import VectorSVMSolution, solve_p_svm
 from numerics.tokens import corr
 
-from ._prompt import judge_prompt_path, path_reliable, path_unreliable, require_tight, selecting_start
+from ._prompt import (
+    PromptPathPoints,
+    feasible_w,
+    judge_prompt_path,
+    path_reliable,
+    path_unreliable,
+    require_tight,
+    selecting_start,
+)
 
 N, T, D, M = 4, 3, 5, 4
 RADII = 2.0 ** np.arange(0, 9)  # 1..256
@@ -108,7 +120,48 @@ CAND_RTOL = 1e-3
 JUDGED_FROM = len(RADII) // 2 - 1
 
 
-def selection(X, Y, V, a) -> dict:
+@dataclass(frozen=True, eq=False)
+class HeadSelection:
+    """The head's selection α (n,), the linear part's α^lin (n,) and the certificates of
+    ``head_selects_vertex``: the least first-order coefficient ``c_min``, the least score gap of the Y = +1
+    examples ``gap_plus`` (inf without one) and the least distance of a unit from its kink at x_α ``kink``."""
+
+    alpha: np.ndarray
+    alpha_lin: np.ndarray
+    c_min: float
+    gap_plus: float
+    kink: float
+
+
+@dataclass(frozen=True, eq=False)
+class PHeadInstance:
+    """One instance of p-nonlinear-head (and its control): tokens = keys X (n, T, d), labels Y (n,), the head
+    h(u) = Σ_j a_j ReLU(v_j^T u) (V (d, m), a (m,)), its selection (the fields of :class:`HeadSelection`)
+    and how many heads the family drew (``draws``)."""
+
+    X: np.ndarray
+    Y: np.ndarray
+    V: np.ndarray
+    a: np.ndarray
+    alpha: np.ndarray
+    alpha_lin: np.ndarray
+    c_min: float
+    gap_plus: float
+    kink: float
+    draws: int
+
+
+@dataclass(frozen=True, eq=False)
+class PHeadState:
+    """The certified p-SVM of the head's selection (``sol``) and of the linear part's (``lin``; None where
+    α^lin = α), and the path (None where the p-SVM of α is infeasible: no path is computed)."""
+
+    sol: VectorSVMSolution
+    lin: VectorSVMSolution | None
+    path: PromptPathPoints | None = None
+
+
+def selection(X: np.ndarray, Y: np.ndarray, V: np.ndarray, a: np.ndarray) -> HeadSelection:
     """The head's selection α, the linear part's α^lin and the certificates of ``head_selects_vertex``."""
     n = X.shape[0]
     H = Y[:, None] * head_value(X, V, a)  # (n, T)
@@ -121,12 +174,12 @@ def selection(X, Y, V, a) -> dict:
     mask[np.arange(n), al] = False
     gap = np.array([(H[i, al[i]] - H[i, mask[i]]).min() for i in range(n)])
     lin = (Y[:, None] * (X @ (V @ a))).argmax(1)
-    return {"alpha": al, "alpha_lin": lin, "c_min": float(c[mask].min()), "gap_plus": float(np.min(
-        np.where(Y > 0, gap, np.inf))), "kink": float(np.abs(za).min())}
+    return HeadSelection(alpha=al, alpha_lin=lin, c_min=float(c[mask].min()), gap_plus=float(np.min(
+        np.where(Y > 0, gap, np.inf))), kink=float(np.abs(za).min()))
 
 
-def _vertex_ok(sel) -> bool:
-    return sel["c_min"] > C_MIN and sel["gap_plus"] > H_GAP and sel["kink"] > KINK_MIN
+def _vertex_ok(sel: HeadSelection | PHeadInstance) -> bool:
+    return sel.c_min > C_MIN and sel.gap_plus > H_GAP and sel.kink > KINK_MIN
 
 
 class _HeadBase(Theorem):
@@ -149,14 +202,14 @@ class _HeadBase(Theorem):
     def not_applicable(self, data):
         return "TLZO's prompt model with its own ReLU-head family; given data carry a linear head"
 
-    def _budget(self, ctx) -> tuple[int, int]:
+    def _budget(self, ctx: Context) -> tuple[int, int]:
         """The path search budget: the profile's (full/paper: FULL_BUDGET) or RESTARTS / STEPS."""
         return int(ctx.params.get("restarts", RESTARTS)), int(ctx.params.get("steps", STEPS))
 
-    def _wanted(self, sel) -> bool:
+    def _wanted(self, sel: HeadSelection) -> bool:
         return _vertex_ok(sel)
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> PHeadInstance:
         for k in range(1, MAX_DRAWS + 1):  # noqa: B007 (k: the draws, recorded below)
             X = 2.0 * rng.standard_normal((N, T, D)) / np.sqrt(D)
             Y = rng.choice(np.array([-1.0, 1.0]), N)
@@ -164,77 +217,83 @@ class _HeadBase(Theorem):
             a = rng.uniform(0.5, 1.0, M)
             sel = selection(X, Y, V, a)
             # p-SVM feasibility joins the redraw (n = 4: ~1 in 8 certified vertex selections has none)
-            if self._wanted(sel) and solve_p_svm(X, sel["alpha"]).feasible:
+            if self._wanted(sel) and solve_p_svm(X, sel.alpha).feasible:
                 break
-        return {"X": X, "Y": Y, "V": V, "a": a, **sel, "draws": k}
+        return PHeadInstance(X=X, Y=Y, V=V, a=a, alpha=sel.alpha, alpha_lin=sel.alpha_lin, c_min=sel.c_min,
+                             gap_plus=sel.gap_plus, kink=sel.kink, draws=k)
 
-    def prepare(self, instances, ctxs):
-        states: list = [None] * len(instances)
-        sols = [solve_p_svm(i["X"], i["alpha"]) for i in instances]
-        lins = [solve_p_svm(i["X"], i["alpha_lin"]) if np.any(i["alpha_lin"] != i["alpha"]) else None
+    def prepare(self, instances: Sequence[PHeadInstance], ctxs: Sequence[Context]) -> list[PHeadState]:
+        paths: dict[int, PromptPathPoints] = {}
+        sols = [solve_p_svm(i.X, i.alpha) for i in instances]
+        lins = [solve_p_svm(i.X, i.alpha_lin) if np.any(i.alpha_lin != i.alpha) else None
                 for i in instances]
         ok = [j for j, s in enumerate(sols) if s.feasible]
         if ok:
-            X = np.stack([instances[j]["X"] for j in ok])
-            Y = np.stack([instances[j]["Y"] for j in ok])
-            V = np.stack([instances[j]["V"] for j in ok])
-            a = np.stack([instances[j]["a"] for j in ok])
-            ref = np.stack([instances[j]["alpha"] for j in ok])
+            X = np.stack([instances[j].X for j in ok])
+            Y = np.stack([instances[j].Y for j in ok])
+            V = np.stack([instances[j].V for j in ok])
+            a = np.stack([instances[j].a for j in ok])
+            ref = np.stack([instances[j].alpha for j in ok])
             restarts, steps = self._budget(ctxs[0])
             starts = np.stack([selection_start(X[k], ref[k]) for k in range(len(ok))])
             path = prompt_head_reg_path(X, X, Y, V, a, RADII, ref=ref, rng=ctxs[0].rng, restarts=restarts,
                                         steps=steps, lr=LR, starts=starts)
             S = len(RADII)
-            pts = np.concatenate([RADII[:, None] * sols[j].w / np.linalg.norm(sols[j].w) for j in ok])
-            rep = [torch.as_tensor(np.repeat(x, S, axis=0)) for x in (X, X, Y, V, a)]
-            cand = prompt_head_excess(*rep, torch.as_tensor(pts), torch.as_tensor(np.repeat(ref, S, axis=0)))
-            cand = cand.numpy().reshape(len(ok), S)
-        for j in range(len(instances)):
-            st = {"sol": sols[j], "lin": lins[j]}
-            if j in ok:
-                col = ok.index(j)
-                st.update(p=path.p[col], excess=path.excess[col], stat=path.stationarity[col], cand=cand[col],
-                          start_excess=path.start_excess[col])
-            states[j] = st
-        return states
+            pts = np.concatenate([RADII[:, None] * feasible_w(sols[j]) / np.linalg.norm(feasible_w(sols[j]))
+                                  for j in ok])
+            Kr, Xr, Yr, Vr, ar = (torch.as_tensor(np.repeat(x, S, axis=0)) for x in (X, X, Y, V, a))
+            cand = prompt_head_excess(Kr, Xr, Yr, Vr, ar, torch.as_tensor(pts),
+                                      torch.as_tensor(np.repeat(ref, S, axis=0))).numpy().reshape(len(ok), S)
+            for col, j in enumerate(ok):
+                paths[j] = PromptPathPoints(p=path.p[col], excess=path.excess[col],
+                                            stat=path.stationarity[col], cand=cand[col],
+                                            start_excess=path.start_excess[col])
+        return [PHeadState(sol=sols[j], lin=lins[j], path=paths.get(j)) for j in range(len(instances))]
 
     # -- hypotheses ------------------------------------------------------------------------------
-    def assume_head_selects_vertex(self, inst, state, ctx):
+    def assume_head_selects_vertex(self, inst: PHeadInstance, state: PHeadState, ctx: Context) -> Outcome:
         return decide(
             _vertex_ok(inst),
             "the head's optimum is not certified at a vertex (c_min, score gap or kink)",
-            c_min=inst["c_min"],
-            kink=inst["kink"],
+            c_min=inst.c_min,
+            kink=inst.kink,
         )
 
-    def assume_feasible(self, inst, state, ctx):
-        if state["sol"].feasible:
-            require_tight(inst["X"], inst["alpha"], state["sol"])  # a non-optimal answer is a solver error
-        return decide(state["sol"].feasible, "p-SVM for the head's selection is infeasible")
+    def assume_feasible(self, inst: PHeadInstance, state: PHeadState, ctx: Context) -> Outcome:
+        if state.sol.feasible:
+            require_tight(inst.X, inst.alpha, state.sol)  # a non-optimal answer is a solver error
+        return decide(state.sol.feasible, "p-SVM for the head's selection is infeasible")
 
     # -- predictions -----------------------------------------------------------------------------
-    def _target(self, state):
+    def _target(self, state: PHeadState) -> Any:
         """p^mm of the head's selection, through the resolution seam (Theorem.predicted)."""
-        return self.predicted("p^mm", state["sol"].w, "direction")
+        return self.predicted("p^mm", state.sol.w, "direction")
 
-    def _sep(self, state) -> float:
-        lin = state["lin"]
+    def _sep(self, state: PHeadState) -> float:
+        lin = state.lin
         if lin is None or not lin.feasible:
             return 2.0
-        return float(1 - corr(state["sol"].w, lin.w, axis=-1))
+        return float(1 - corr(state.sol.w, lin.w, axis=-1))
 
-    def _unreliable(self, state) -> tuple[str, dict]:
+    def _unreliable(self, state: PHeadState) -> tuple[str, dict[str, Any]]:
         """Why the path numerics failed on the judged radii ('' when they did not), with metrics."""
-        return path_unreliable(state, JUDGED_FROM, CAND_RTOL, STAT_TOL * RADII[-1])
+        return path_unreliable(self._path(state), JUDGED_FROM, CAND_RTOL, STAT_TOL * RADII[-1])
 
-    def check_path_reliable(self, inst, state, ctx):
+    @staticmethod
+    def _path(state: PHeadState) -> PromptPathPoints:
+        """The instance's path: computed wherever the p-SVM of α is feasible, which the predictions need."""
+        assert state.path is not None  # the predictions run only once ``feasible`` held
+        return state.path
+
+    def check_path_reliable(self, inst: PHeadInstance, state: PHeadState, ctx: Context) -> Outcome:
         why, metrics = self._unreliable(state)
         # ``draws``: how many heads the family drew for this instance (see ``instance``)
-        return path_reliable(why, {**metrics, "draws": int(inst["draws"])})
+        return path_reliable(why, {**metrics, "draws": int(inst.draws)})
 
-    def check_direction(self, inst, state, ctx):
+    def check_direction(self, inst: PHeadInstance, state: PHeadState, ctx: Context) -> Outcome:
         target = self._target(state)
-        err = 1 - corr(state["p"], target, axis=-1)
+        path = self._path(state)
+        err = 1 - np.asarray(corr(path.p, target, axis=-1))
         sep = self._sep(state)
         thr = min(CORR_TOL, sep / SEPARATION_K)
         why, _ = self._unreliable(state)
@@ -243,8 +302,8 @@ class _HeadBase(Theorem):
         # and 51, E flat at 0.031 / 0.030 from R = 16 on; R·p̂^mm_α undercuts it only from R = 512 / 256)
         # the trend is judged from the radius on which the path selects the head's α (theorem and control
         # alike: α is the selection the hypotheses certify)
-        start = selecting_start(inst["X"], inst["alpha"], state["p"], JUDGED_FROM)
-        return judge_prompt_path(err, thr, sep, state, why, "1 − corr(p_R, target)", JUDGED_FROM,
+        start = selecting_start(inst.X, inst.alpha, path.p, JUDGED_FROM)
+        return judge_prompt_path(err, thr, sep, path, why, "1 − corr(p_R, target)", JUDGED_FROM,
                                  plateau_rtol=CAND_RTOL, start=start)
 
 
@@ -277,17 +336,18 @@ class PNonlinearHeadControl(_HeadBase):
     control_of = "p-nonlinear-head"
     hypotheses_text = "as p-nonlinear-head, on heads whose linear part selects other tokens (α^lin ≠ α)"
 
-    def _budget(self, ctx) -> tuple[int, int]:
+    def _budget(self, ctx: Context) -> tuple[int, int]:
         return CONTROL_RESTARTS, CONTROL_STEPS
 
-    def _wanted(self, sel) -> bool:
-        return _vertex_ok(sel) and bool(np.any(sel["alpha_lin"] != sel["alpha"]))
+    def _wanted(self, sel: HeadSelection) -> bool:
+        return _vertex_ok(sel) and bool(np.any(sel.alpha_lin != sel.alpha))
 
-    def assume_selections_differ(self, inst, state, ctx):
-        lin = state["lin"]
+    def assume_selections_differ(self, inst: PHeadInstance, state: PHeadState, ctx: Context) -> Outcome:
+        lin = state.lin
         return decide(
             lin is not None and lin.feasible, "α^lin = α, or its p-SVM is infeasible (nothing to refute)"
         )
 
-    def _target(self, state):
-        return state["lin"].w
+    def _target(self, state: PHeadState) -> Any:
+        assert state.lin is not None  # the predictions run only once ``selections_differ`` held
+        return state.lin.w

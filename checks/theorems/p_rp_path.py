@@ -83,16 +83,28 @@ E_α < 0) does not use the order of the other scores.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import torch
 
-from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, register
+from checks import WITHDRAWN, Context, Criterion, Outcome, Profile, Theorem, decide, register
 from numerics import tolerances as tol
 from numerics.prompt_path import prompt_excess, prompt_reg_path
-from numerics.svm import solve_p_svm
+from numerics.svm import VectorSVMSolution, solve_p_svm
 from numerics.tokens import corr
 
-from ._prompt import judge_prompt_path, path_reliable, path_unreliable, require_tight, selecting_start
+from ._prompt import (
+    PromptPathPoints,
+    feasible_w,
+    judge_prompt_path,
+    path_reliable,
+    path_unreliable,
+    require_tight,
+    selecting_start,
+)
 
 RADII = 2.0 ** np.arange(0, 8)  # 1..128: E = L − L_∞ ~ e^{−1.4 R} stays a normal float64 up to R ≈ 500
 #: Final directional error allowed (measured ≤ 5e-10 global, ≤ 3e-9 local at R = 128).
@@ -113,7 +125,7 @@ STAT_TOL = 1e-3
 #: The bound on the stationarity ratio: STAT_TOL for a target with one support constraint (the ratio ≈ the
 #: angle to the sphere's minimiser), STAT_TOL·R at the largest radius for several (their weights e^{−R q}
 #: rebalance at rate R per radian, so the ratio ≈ R × the angle: p_nonlinear_head's rule).
-def stat_bound(sol) -> float:
+def stat_bound(sol: VectorSVMSolution) -> float:
     n_sup = sum(len(s) for s in sol.support)
     return STAT_TOL if n_sup <= 1 else STAT_TOL * float(RADII[-1])
 
@@ -151,6 +163,32 @@ MU_DRAWN = float(1.0 - np.cos(THETA_DRAWN))
 BEAT_MAX = 0.08
 
 
+@dataclass(frozen=True, eq=False)
+class PRPInstance:
+    """One instance of p-rp-path (and its control): ``kind`` "global" or "local", keys k_it (n, T, dk),
+    scores γ (n, T), the target selection α (n,), the competing selection ``other`` (n,) whose p-SVM sets the
+    separation (None: none), the cone half-width μ of the local path (0 for global instances) and, for the
+    drawn families, how many draws the family took (``draws``; None for the fixtures)."""
+
+    kind: str
+    keys: np.ndarray
+    gamma: np.ndarray
+    alpha: np.ndarray
+    other: np.ndarray | None
+    mu: float
+    draws: int | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class PRPState:
+    """The certified p-SVM of α (``sol``) and of the competing selection (``other``; None without one), and
+    the path (None where the p-SVM of α is infeasible: no path is computed)."""
+
+    sol: VectorSVMSolution
+    other: VectorSVMSolution | None
+    path: PromptPathPoints | None = None
+
+
 
 def _cap_angles(keys: np.ndarray, alpha: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For every (i, t): the angle θ_it between p̂ = w/‖w‖ and Δ_it = k_{iα_i} − k_it, and ‖Δ_it‖ (0 at α)."""
@@ -161,7 +199,7 @@ def _cap_angles(keys: np.ndarray, alpha: np.ndarray, w: np.ndarray) -> tuple[np.
     return np.arccos(np.clip(c, -1.0, 1.0)), nrm
 
 
-def cone_slack(keys: np.ndarray, gamma: np.ndarray, alpha: np.ndarray, sol) -> float:
+def cone_slack(keys: np.ndarray, gamma: np.ndarray, alpha: np.ndarray, sol: VectorSVMSolution) -> float:
     """The largest half-angle θ of a cap around p̂^mm_α on which, for every example i and token t ≠ α_i, the
     least margin min_{p in the cap} p̂ᵀΔ_it = ‖Δ_it‖cos(θ_it + θ) stays > 0, and for every non-support t with
     γ_it ≥ γ_iα_i stays above the support margin q0 = 1/‖p^mm_α‖: then inside C_μ (μ = 1 − cos θ) the loss's
@@ -170,7 +208,7 @@ def cone_slack(keys: np.ndarray, gamma: np.ndarray, alpha: np.ndarray, sol) -> f
     n, T = gamma.shape
     if not sol.feasible:
         return -np.inf
-    w = sol.w
+    w = feasible_w(sol)
     th, nrm = _cap_angles(keys, alpha, w)
     q0 = 1.0 / float(np.linalg.norm(w))
     sup = np.zeros((n, T), dtype=bool)
@@ -185,7 +223,7 @@ def cone_slack(keys: np.ndarray, gamma: np.ndarray, alpha: np.ndarray, sol) -> f
     return float(slack.min())
 
 
-def draw_global(rng) -> dict:
+def draw_global(rng: np.random.Generator) -> PRPInstance:
     """A drawn global instance: keys k_it ~ N(0, I_d), scores γ_it ~ U(0, 1) (n = N_DRAWN, T = T_DRAWN, d =
     D_DRAWN), redrawn (at most FAMILY_TRIES, metric ``draws``) until the p-SVM of opt_i = argmax_t γ_it is
     feasible (the hypotheses re-verify it with the certified solver)."""
@@ -195,11 +233,10 @@ def draw_global(rng) -> dict:
         opt = gamma.argmax(-1)
         if solve_p_svm(keys, opt).feasible:
             break
-    return {"kind": "global", "keys": keys, "gamma": gamma, "alpha": opt, "other": None, "mu": 0.0,
-            "draws": k}
+    return PRPInstance(kind="global", keys=keys, gamma=gamma, alpha=opt, other=None, mu=0.0, draws=k)
 
 
-def draw_local(rng, beat_support: bool) -> dict:
+def draw_local(rng: np.random.Generator, beat_support: bool) -> PRPInstance:
     """A drawn local instance (n = N_DRAWN, T = T_DRAWN, d = D_DRAWN), locally optimal by construction: keys
     k_it ~ N(0, I_d), a random selection α with a feasible p-SVM; then scores: γ_iα_i = 1, support tokens of
     p^mm_α U(0, GAMMA_SUP_MAX), non-support tokens whose margin exceeds the support margin by the factor 1 +
@@ -233,8 +270,8 @@ def draw_local(rng, beat_support: bool) -> dict:
             gamma[i, int(rng.choice(list(sol.support[i])))] = 1.0 + rng.uniform(0.0, BEAT_MAX)
         if np.any(gamma.argmax(-1) != alpha) and cone_slack(keys, gamma, alpha, sol) > THETA_DRAWN:
             break
-    return {"kind": "local", "keys": keys, "gamma": gamma, "alpha": alpha, "other": gamma.argmax(-1),
-            "mu": MU_DRAWN, "draws": k}
+    return PRPInstance(kind="local", keys=keys, gamma=gamma, alpha=alpha, other=gamma.argmax(-1), mu=MU_DRAWN,
+                       draws=k)
 
 
 class _RPBase(Theorem):
@@ -262,13 +299,13 @@ class _RPBase(Theorem):
             "model with per-example queries"
         )
 
-    def _kind(self, ctx) -> str:
+    def _kind(self, ctx: Context) -> str:
         return "global" if ctx.instance % 2 == 0 else "local"
 
-    def _gamma3(self, rng, kind: str) -> float:
+    def _gamma3(self, rng: np.random.Generator, kind: str) -> float:
         return float(rng.uniform(0.0, GAMMA3_MAX))
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> PRPInstance:
         kind = self._kind(ctx)
         if ctx.instance >= N_FIXTURES:
             return draw_global(rng) if kind == "global" else self._draw_local(rng)
@@ -276,27 +313,26 @@ class _RPBase(Theorem):
         g3 = self._gamma3(rng, kind)
         gamma = np.array([[1.0, 0.9, g3]])
         alpha = np.array([0]) if kind == "global" else np.array([1])
-        return {"kind": kind, "keys": keys[None], "gamma": gamma, "alpha": alpha, "other": 1 - alpha,
-                "mu": LOCAL_MU}
+        return PRPInstance(kind=kind, keys=keys[None], gamma=gamma, alpha=alpha, other=1 - alpha, mu=LOCAL_MU)
 
-    def _draw_local(self, rng):
+    def _draw_local(self, rng: np.random.Generator) -> PRPInstance:
         return draw_local(rng, beat_support=False)
 
-    def prepare(self, instances, ctxs):
-        states: list = [None] * len(instances)
-        sols = [solve_p_svm(i["keys"], i["alpha"]) for i in instances]
-        others = [solve_p_svm(i["keys"], i["other"]) if i["other"] is not None else None for i in instances]
+    def prepare(self, instances: Sequence[PRPInstance], ctxs: Sequence[Context]) -> list[PRPState]:
+        paths: dict[int, PromptPathPoints] = {}
+        sols = [solve_p_svm(i.keys, i.alpha) for i in instances]
+        others = [solve_p_svm(i.keys, i.other) if i.other is not None else None for i in instances]
         # one path call per (kind, shape, cone): the exact fixtures batch together; a drawn local instance has
         # its own certified cone (``cone_mu`` is one number per call)
-        groups: dict = {}
+        groups: dict[tuple[str, tuple[int, ...], float], list[int]] = {}
         for j, i in enumerate(instances):
             if sols[j].feasible:
-                groups.setdefault((i["kind"], i["keys"].shape, float(i["mu"])), []).append(j)
+                groups.setdefault((i.kind, i.keys.shape, float(i.mu)), []).append(j)
         for (kind, _, mu), ok in groups.items():
-            K = np.stack([instances[j]["keys"] for j in ok])
-            G = np.stack([instances[j]["gamma"] for j in ok])
-            ref = np.stack([instances[j]["alpha"] for j in ok])
-            cone = np.stack([sols[j].w for j in ok]) if kind == "local" else None
+            K = np.stack([instances[j].keys for j in ok])
+            G = np.stack([instances[j].gamma for j in ok])
+            ref = np.stack([instances[j].alpha for j in ok])
+            cone = np.stack([feasible_w(sols[j]) for j in ok]) if kind == "local" else None
             path = prompt_reg_path(K, G, RADII, ref=ref, rng=ctxs[ok[0]].rng,
                                    restarts=RESTARTS, steps=STEPS, lr=LR, cone=cone,
                                    cone_mu=mu if kind == "local" else None)
@@ -304,31 +340,33 @@ class _RPBase(Theorem):
             Ktt = torch.as_tensor(np.repeat(K, len(RADII), axis=0))
             Gtt = torch.as_tensor(np.repeat(G, len(RADII), axis=0))
             rtt = torch.as_tensor(np.repeat(ref, len(RADII), axis=0), dtype=torch.int64)
-            pts = np.concatenate([RADII[:, None] * sols[j].w / np.linalg.norm(sols[j].w) for j in ok])
+            pts = np.concatenate([RADII[:, None] * feasible_w(sols[j]) / np.linalg.norm(feasible_w(sols[j]))
+                                  for j in ok])
             cand = prompt_excess(Ktt, Gtt, torch.as_tensor(pts), rtt).numpy().reshape(len(ok), len(RADII))
             for col, j in enumerate(ok):
-                states[j] = {"p": path.p[col], "excess": path.excess[col], "stat": path.stationarity[col],
-                             "cand": cand[col], "start_excess": path.start_excess[col]}
-        return [{"sol": sols[j], "other": others[j], **(states[j] or {})} for j in range(len(instances))]
+                paths[j] = PromptPathPoints(p=path.p[col], excess=path.excess[col],
+                                            stat=path.stationarity[col], cand=cand[col],
+                                            start_excess=path.start_excess[col])
+        return [PRPState(sol=sols[j], other=others[j], path=paths.get(j)) for j in range(len(instances))]
 
     # -- hypotheses ------------------------------------------------------------------------------
-    def assume_feasible(self, inst, state, ctx):
-        if state["sol"].feasible:
-            require_tight(inst["keys"], inst["alpha"], state["sol"])  # a non-optimal answer is a solver error
-        return decide(state["sol"].feasible, "p-SVM for the target α is infeasible")
+    def assume_feasible(self, inst: PRPInstance, state: PRPState, ctx: Context) -> Outcome:
+        if state.sol.feasible:
+            require_tight(inst.keys, inst.alpha, state.sol)  # a non-optimal answer is a solver error
+        return decide(state.sol.feasible, "p-SVM for the target α is infeasible")
 
-    def assume_unique_optimal(self, inst, state, ctx):
-        g = inst["gamma"]
-        if inst["kind"] != "global":
-            return decide(bool(np.any(inst["alpha"] != g.argmax(-1))),
+    def assume_unique_optimal(self, inst: PRPInstance, state: PRPState, ctx: Context) -> Outcome:
+        g = inst.gamma
+        if inst.kind != "global":
+            return decide(bool(np.any(inst.alpha != g.argmax(-1))),
                           "the local target is the optimal selection (nothing local to check)")
         top = np.sort(g, axis=-1)
         return decide(bool(np.all(top[:, -1] - top[:, -2] > tol.TIE_TOL)), "optimal token not unique")
 
-    def assume_locally_optimal(self, inst, state, ctx):
-        if inst["kind"] != "local":
-            return decide(bool(np.all(inst["alpha"] == inst["gamma"].argmax(-1))), "global target is not opt")
-        g, a, sup = inst["gamma"], inst["alpha"], state["sol"].support
+    def assume_locally_optimal(self, inst: PRPInstance, state: PRPState, ctx: Context) -> Outcome:
+        if inst.kind != "local":
+            return decide(bool(np.all(inst.alpha == inst.gamma.argmax(-1))), "global target is not opt")
+        g, a, sup = inst.gamma, inst.alpha, state.sol.support
         # TLTO's definition: every support token scores below α (an example with no support token — possible
         # once n > 1 — imposes nothing); some support token exists (a feasible p-SVM has one)
         ok = any(len(s) > 0 for s in sup) and all(
@@ -336,45 +374,52 @@ class _RPBase(Theorem):
         )
         return decide(ok, "a support token of p^mm_α scores at least as high as α (α not locally optimal)")
 
-    def assume_cone_certified(self, inst, state, ctx):
+    def assume_cone_certified(self, inst: PRPInstance, state: PRPState, ctx: Context) -> Outcome:
         """Local instances: TLTO's "μ small enough", certified on the cone C_μ the path is restricted to
         (:func:`cone_slack`): throughout it every non-α token loses to α, and every non-support token scoring
         at least as high as α keeps a margin above the support margin 1/‖p^mm_α‖."""
-        if inst["kind"] != "local":
+        if inst.kind != "local":
             return decide(True, "")
-        slack = cone_slack(inst["keys"], inst["gamma"], inst["alpha"], state["sol"])
-        theta = float(np.arccos(1.0 - inst["mu"]))
+        slack = cone_slack(inst.keys, inst.gamma, inst.alpha, state.sol)
+        theta = float(np.arccos(1.0 - inst.mu))
         return decide(slack > theta, f"the cone (half-angle {theta:.3g} rad) is not certified: slack "
                       f"{slack:.3g} rad", cone_half_angle=theta, cone_slack=slack)
 
     # -- predictions -----------------------------------------------------------------------------
-    def _threshold(self, inst, state) -> tuple[float, float]:
-        other = state["other"]
+    def _threshold(self, inst: PRPInstance, state: PRPState) -> tuple[float, float]:
+        other = state.other
         sep = 2.0
         if other is not None and other.feasible:
-            sep = float(1 - corr(state["sol"].w, other.w, axis=-1))
+            sep = float(1 - corr(state.sol.w, other.w, axis=-1))
         thr = min(CORR_TOL, sep / SEPARATION_K)
-        if inst["kind"] == "local":
-            thr = min(thr, float(inst["mu"]) / SEPARATION_K)
+        if inst.kind == "local":
+            thr = min(thr, float(inst.mu) / SEPARATION_K)
         return thr, sep
 
-    def _unreliable(self, state) -> tuple[str, dict]:
+    def _unreliable(self, state: PRPState) -> tuple[str, dict[str, Any]]:
         """Why the path numerics failed on the judged radii ('' when they did not), with metrics."""
-        return path_unreliable(state, JUDGED_FROM, CAND_RTOL, stat_bound(state["sol"]))
+        return path_unreliable(self._path(state), JUDGED_FROM, CAND_RTOL, stat_bound(state.sol))
 
-    def check_path_reliable(self, inst, state, ctx):
+    @staticmethod
+    def _path(state: PRPState) -> PromptPathPoints:
+        """The instance's path: computed wherever the p-SVM of α is feasible, which the predictions need."""
+        assert state.path is not None  # the predictions run only once ``feasible`` held
+        return state.path
+
+    def check_path_reliable(self, inst: PRPInstance, state: PRPState, ctx: Context) -> Outcome:
         why, metrics = self._unreliable(state)
         # ``draws``: how many instances the drawn family drew (see ``draw_global``/``draw_local``)
-        return path_reliable(why, {**metrics, **({"draws": int(inst["draws"])} if "draws" in inst else {}),
-                                   "cone_mu": float(inst["mu"])})
+        draws = {"draws": int(inst.draws)} if inst.draws is not None else {}
+        return path_reliable(why, {**metrics, **draws, "cone_mu": float(inst.mu)})
 
-    def check_direction(self, inst, state, ctx):
-        target = self.predicted("p^mm_α", state["sol"].w, "direction")  # the resolution seam
-        err = 1 - corr(state["p"], target, axis=-1)
+    def check_direction(self, inst: PRPInstance, state: PRPState, ctx: Context) -> Outcome:
+        target = self.predicted("p^mm_α", state.sol.w, "direction")  # the resolution seam
+        path = self._path(state)
+        err = 1 - np.asarray(corr(path.p, target, axis=-1))
         thr, sep = self._threshold(inst, state)
         why, _ = self._unreliable(state)
-        start = selecting_start(inst["keys"], inst["alpha"], state["p"], JUDGED_FROM)
-        return judge_prompt_path(err, thr, sep, state, why, "1 − corr(p_R, p^mm_α)", JUDGED_FROM, start=start)
+        start = selecting_start(inst.keys, inst.alpha, path.p, JUDGED_FROM)
+        return judge_prompt_path(err, thr, sep, path, why, "1 − corr(p_R, p^mm_α)", JUDGED_FROM, start=start)
 
 
 @register
@@ -407,28 +452,29 @@ class PRPPathControl(_RPBase):
         "γ_α + U(0, 0.08)); same cones and threshold"
     )
 
-    def _kind(self, ctx) -> str:
+    def _kind(self, ctx: Context) -> str:
         return "local"
 
-    def _gamma3(self, rng, kind: str) -> float:
+    def _gamma3(self, rng: np.random.Generator, kind: str) -> float:
         return float(rng.uniform(0.9, 0.98))
 
-    def _draw_local(self, rng):
+    def _draw_local(self, rng: np.random.Generator) -> PRPInstance:
         return draw_local(rng, beat_support=True)
 
     #: the control drops local optimality (None removes the inherited hypothesis) and requires its negation
     assume_locally_optimal = WITHDRAWN
 
-    def check_direction(self, inst, state, ctx):
+    def check_direction(self, inst: PRPInstance, state: PRPState, ctx: Context) -> Outcome:
         """An exact refutation first: a point p of C_{μ,R0} with L(p) < L_∞(α) (E_α(p) < 0, computed without
         cancellation) certifies the claim false — the cone-ball minimiser has L(p_R) ≤ L(p) < L_∞(α) for every
         R ≥ ‖p‖, while p_R/R → p̂^mm_α would drive the softmax onto α and L(p_R) → L_∞(α). (Such a ball
         minimiser may be interior, so the sphere path's E need not decrease — which makes the theorem's
         reliability test undecided here.)"""
         inner = RADII >= R0_LOCAL  # the path points that lie in C_{μ,R0}
-        E = state["excess"][inner]
+        path = self._path(state)
+        E = path.excess[inner]
         if float(E.min()) < 0:
-            err = 1 - corr(state["p"], state["sol"].w, axis=-1)
+            err = 1 - np.asarray(corr(path.p, state.sol.w, axis=-1))
             return decide(
                 False,
                 f"certified: a point of the cone C_(μ,R0) has L < L_∞(α) (E = {float(E.min()):.3g} at "
@@ -439,7 +485,7 @@ class PRPPathControl(_RPBase):
             )
         return super().check_direction(inst, state, ctx)
 
-    def assume_not_locally_optimal(self, inst, state, ctx):
-        g, a, sup = inst["gamma"], inst["alpha"], state["sol"].support
+    def assume_not_locally_optimal(self, inst: PRPInstance, state: PRPState, ctx: Context) -> Outcome:
+        g, a, sup = inst.gamma, inst.alpha, state.sol.support
         bad = any(bool(np.any(g[i, a[i]] - g[i, list(s)] <= tol.TIE_TOL)) for i, s in enumerate(sup))
         return decide(bad, "α is locally optimal (the control needs a support token at least as good as α)")

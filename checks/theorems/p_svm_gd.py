@@ -63,16 +63,18 @@ convergence to (1, 0) from the same cone. Normalised GD leaves the cone towards 
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
-from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, held, register
+from checks import WITHDRAWN, Context, Criterion, Outcome, Profile, Theorem, decide, held, register
 from checks import hypotheses as hyp
 from checks.strategies import b2_data
 from numerics import tolerances as tol
 from numerics.prompt import prompt_keys, prompt_scores, run_prompt_gd
-from numerics.svm import solve_p_svm
+from numerics.svm import VectorSVMSolution, solve_p_svm
 from numerics.tokens import corr
 
 from ._gd import independent_grad_p, judge_fidelity, prompt_init_fidelity, resolvable_step, unmoved
@@ -125,6 +127,33 @@ FIX_KEYS = np.array([[[-0.1, 1.0], [1.0, 0.0], [0.0, 0.0]]])  # (n=1, T=3, dk=2)
 KINDS = ("local-fixture", "global-fixture", "global-random")
 
 
+@dataclass(frozen=True, eq=False)
+class PSvmInstance:
+    """One instance of p-svm-gd (and its variants and controls): the keys k_it (n, T, dk), the scores γ
+    (n, T), the target selection α (n,) and the start p(0) (dk,); ``kind`` is one of KINDS."""
+
+    kind: str
+    keys: np.ndarray
+    gamma: np.ndarray
+    alpha: np.ndarray
+    init: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class PSvmState:
+    """The certified p-SVM of α, the recorded GD trajectory ``traj`` (S, dk) at iterations ``its``, whether
+    the gradient underflowed (``stalled``), the step ``lr`` and budget ``steps``, the one-step fidelity of
+    the optimiser and the length ``step0`` of one independent step from p(0)."""
+
+    sol: VectorSVMSolution
+    traj: np.ndarray
+    its: np.ndarray
+    stalled: bool
+    lr: float
+    steps: int
+    fidelity: float
+    step0: float
+
 
 def abandoned_opt_mechanism(result) -> bool:
     """p-svm-gd's documented finding (the mechanism p-gd-equivalence documents on its B.2 family): only
@@ -175,145 +204,146 @@ class _PromptBase(Theorem):
             "given data define the W-attention model with queries z_i instead"
         )
 
-    def _kind(self, ctx) -> str:
+    def _kind(self, ctx: Context) -> str:
         return KINDS[ctx.instance % len(KINDS)]
 
-    def _local_fixture(self, rng, gamma3: float) -> dict:
+    def _local_fixture(self, rng: np.random.Generator, gamma3: float) -> PSvmInstance:
         th = THETA_MAX * rng.choice([-1.0, 1.0])  # on the cone boundary
-        return {"kind": "local-fixture", "keys": FIX_KEYS, "gamma": np.array([[1.0, 0.9, gamma3]]),
-                "alpha": np.array([1]), "init": INIT_R * np.array([np.cos(th), np.sin(th)])}
+        return PSvmInstance(kind="local-fixture", keys=FIX_KEYS, gamma=np.array([[1.0, 0.9, gamma3]]),
+                            alpha=np.array([1]), init=INIT_R * np.array([np.cos(th), np.sin(th)]))
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> PSvmInstance:
         kind = self._kind(ctx)
         if kind == "local-fixture":
             return self._local_fixture(rng, rng.uniform(0.0, GAMMA3_MAX))
         if kind == "global-fixture":
-            return {
-                "kind": kind,
-                "keys": FIX_KEYS,
-                "gamma": np.array([[1.0, 0.9, 0.9]]),
-                "alpha": np.array([0]),
-                "init": rng.standard_normal(2),
-            }
+            return PSvmInstance(
+                kind=kind,
+                keys=FIX_KEYS,
+                gamma=np.array([[1.0, 0.9, 0.9]]),
+                alpha=np.array([0]),
+                init=rng.standard_normal(2),
+            )
         data = b2_data(RANDOM_N, RANDOM_T, RANDOM_D, rng=rng)
         W, _ = np.linalg.qr(
             rng.standard_normal((RANDOM_D, RANDOM_D))
         )  # random orthogonal: well-conditioned keys
         g = prompt_scores(data.X, data.Y, data.v)
-        return {"kind": kind, "keys": prompt_keys(data.X, W), "gamma": g, "alpha": np.argmax(g, axis=1),
-                "init": rng.standard_normal(RANDOM_D)}
+        return PSvmInstance(kind=kind, keys=prompt_keys(data.X, W), gamma=g, alpha=np.argmax(g, axis=1),
+                            init=rng.standard_normal(RANDOM_D))
 
     #: plain GD with η = 1/L_p (the theorem's algorithm); p-svm-gd-normalized: the authors' normalised GD
     normalized = False
 
-    def budget(self, ctx) -> tuple[int, int]:
+    def budget(self, ctx: Context) -> tuple[int, int]:
         """(steps, record_every): normalised GD STEPS (default records); plain GD PLAIN_STEPS[profile]."""
         if self.normalized:
             return STEPS, max(1, STEPS // 20)
         steps = PLAIN_STEPS.get(ctx.profile, PLAIN_STEPS["quick"])
         return steps, steps // PLAIN_RECORDS
 
-    def step_size(self, inst) -> float:
+    def step_size(self, inst: PSvmInstance) -> float:
         """LR (normalised GD) or 1/L_p with the proved L_p (plain GD: the theorem's η ≤ 1/L)."""
-        return LR if self.normalized else 1.0 / prompt_smoothness_bound(inst["keys"], inst["gamma"])
+        return LR if self.normalized else 1.0 / prompt_smoothness_bound(inst.keys, inst.gamma)
 
-    def prepare(self, instances, ctxs):
-        states: list = [None] * len(instances)
+    def prepare(self, instances: Sequence[PSvmInstance], ctxs: Sequence[Context]) -> list[PSvmState]:
+        states: dict[int, PSvmState] = {}
         groups: dict[tuple, list[int]] = {}
         for j, inst in enumerate(instances):
-            groups.setdefault(inst["keys"].shape, []).append(j)
+            groups.setdefault(inst.keys.shape, []).append(j)
         for idx in groups.values():
             steps, every = self.budget(ctxs[idx[0]])
             lrs = [self.step_size(instances[j]) for j in idx]
             res = run_prompt_gd(
-                np.stack([instances[j]["keys"] for j in idx]),
-                np.stack([instances[j]["gamma"] for j in idx]),
+                np.stack([instances[j].keys for j in idx]),
+                np.stack([instances[j].gamma for j in idx]),
                 steps=steps,
                 lr=lrs[0] if len(set(lrs)) == 1 else lrs,  # one step (normalised GD) or one per instance
                 normalized=self.normalized,
-                init=np.stack([instances[j]["init"] for j in idx]),
+                init=np.stack([instances[j].init for j in idx]),
                 record_every=every,
                 device=ctxs[idx[0]].device,
             )
             for col, j in enumerate(idx):
                 inst = instances[j]
-                sol = solve_p_svm(inst["keys"], inst["alpha"])
-                fid = prompt_init_fidelity(inst["keys"], inst["gamma"], inst["init"], lrs[col],
+                sol = solve_p_svm(inst.keys, inst.alpha)
+                fid = prompt_init_fidelity(inst.keys, inst.gamma, inst.init, lrs[col],
                                            normalized=self.normalized, device=ctxs[j].device)
-                states[j] = {"sol": sol, "traj": res.p_traj[:, col], "its": res.iterations,
-                             "stalled": bool(res.stalled[col]), "lr": lrs[col], "steps": steps,
-                             "fidelity": fid, "step0": float(lrs[col] * np.linalg.norm(
-                                 independent_grad_p(inst["keys"], inst["gamma"], inst["init"])))}
-        return states
+                states[j] = PSvmState(sol=sol, traj=res.p_traj[:, col], its=res.iterations,
+                                      stalled=bool(res.stalled[col]), lr=lrs[col], steps=steps,
+                                      fidelity=fid, step0=float(lrs[col] * np.linalg.norm(
+                                          independent_grad_p(inst.keys, inst.gamma, inst.init))))
+        return [states[j] for j in range(len(instances))]
 
     # -- hypotheses ------------------------------------------------------------------------------
-    def assume_feasible(self, inst, state, ctx):
-        return decide(state["sol"].feasible, "p-SVM for the target α is infeasible")
+    def assume_feasible(self, inst: PSvmInstance, state: PSvmState, ctx: Context) -> Outcome:
+        return decide(state.sol.feasible, "p-SVM for the target α is infeasible")
 
-    def assume_equal_nonoptimal_scores(self, inst, state, ctx):
-        if inst["kind"] == "local-fixture":
+    def assume_equal_nonoptimal_scores(self, inst: PSvmInstance, state: PSvmState,
+                                       ctx: Context) -> Outcome | bool:
+        if inst.kind == "local-fixture":
             return True  # not needed by the local claim
-        g, a = inst["gamma"], inst["alpha"]
+        g, a = inst.gamma, inst.alpha
         spread = hyp.b2_spread(g, a)
-        return decide(hyp.b2_holds(g, a) and np.all(g[np.arange(len(a)), a] == g.max(1)),
+        return decide(bool(hyp.b2_holds(g, a) and np.all(g[np.arange(len(a)), a] == g.max(1))),
                       "non-optimal scores differ (B.2 unmet)", nonopt_spread=spread)
 
-    def assume_locally_optimal(self, inst, state, ctx):
-        if not inst["kind"] == "local-fixture":
+    def assume_locally_optimal(self, inst: PSvmInstance, state: PSvmState, ctx: Context) -> Outcome | bool:
+        if not inst.kind == "local-fixture":
             return True
-        g, a, sup = inst["gamma"], inst["alpha"], state["sol"].support
+        g, a, sup = inst.gamma, inst.alpha, state.sol.support
         ok = all(bool(np.all(g[i, a[i]] - g[i, list(s)] > tol.TIE_TOL)) for i, s in enumerate(sup))
         return decide(ok, "a support token of p^mm_α scores at least as high as α")
 
-    def assume_in_cone(self, inst, state, ctx):
-        if not inst["kind"] == "local-fixture":
+    def assume_in_cone(self, inst: PSvmInstance, state: PSvmState, ctx: Context) -> Outcome | bool:
+        if not inst.kind == "local-fixture":
             return True
-        p0, target = inst["init"], state["sol"].w
+        p0, target = inst.init, state.sol.w
         c0 = float(corr(p0, target, axis=-1))
         return decide(
-            c0 >= 1 - CONE_MU and np.linalg.norm(p0) >= CONE_R, "p(0) outside the cone", init_corr=c0
+            bool(c0 >= 1 - CONE_MU and np.linalg.norm(p0) >= CONE_R), "p(0) outside the cone", init_corr=c0
         )
 
-    def assume_step_below_1_over_L(self, inst, state, ctx):
+    def assume_step_below_1_over_L(self, inst: PSvmInstance, state: PSvmState, ctx: Context) -> Outcome:
         """Plain GD: η·L_p ≤ 1 with the proved L_p (the theorem's step); normalised GD has none."""
         if self.normalized:
             return held()
-        L = prompt_smoothness_bound(inst["keys"], inst["gamma"])
-        return decide(state["lr"] * L <= 1.0, f"η·L_p = {state['lr'] * L:.3g} > 1", L_bound=L,
-                      eta=state["lr"])
+        L = prompt_smoothness_bound(inst.keys, inst.gamma)
+        return decide(state.lr * L <= 1.0, f"η·L_p = {state.lr * L:.3g} > 1", L_bound=L,
+                      eta=state.lr)
 
     # -- prediction ------------------------------------------------------------------------------
-    def check_is_gradient_descent(self, inst, state, ctx):
+    def check_is_gradient_descent(self, inst: PSvmInstance, state: PSvmState, ctx: Context) -> Outcome:
         """One step of the optimiser from p(0) and p(0)/‖p(0)‖ against an independent numpy gradient,
         direction and length (``_gd.prompt_init_fidelity``): a wrong step size, a no-op or an ascent is
         refuted."""
-        return judge_fidelity(state["fidelity"])
+        return judge_fidelity(state.fidelity)
 
-    def _target(self, inst, state):
+    def _target(self, inst: PSvmInstance, state: PSvmState) -> Any:
         """p^mm, the direction GD on p is predicted to follow (the resolution seam: Theorem.predicted)."""
-        return self.predicted("p^mm", state["sol"].w, "direction")
+        return self.predicted("p^mm", state.sol.w, "direction")
 
-    def check_direction(self, inst, state, ctx):
+    def check_direction(self, inst: PSvmInstance, state: PSvmState, ctx: Context) -> Outcome:
         target = self._target(inst, state)
-        gap = 1.0 - corr(state["traj"], target, axis=-1)  # (S,)
+        gap = 1.0 - np.asarray(corr(state.traj, target, axis=-1))  # (S,)
         half = len(gap) // 2
         final = float(gap[-1])
         trend_ok = bool(final <= gap[half] * (1 + TREND_RTOL) + 1e-15)
-        metrics = dict(
+        metrics: dict[str, Any] = dict(
             final_gap=final,
             mid_gap=float(gap[half]),
-            final_norm=float(np.linalg.norm(state["traj"][-1])),
+            final_norm=float(np.linalg.norm(state.traj[-1])),
             max_gap=float(gap[1:].max()),
             gap_curve=[float(x) for x in gap],
-            gap_iterations=[int(k) for k in state["its"]],  # the figure's x-axis: the GD iteration
+            gap_iterations=[int(k) for k in state.its],  # the figure's x-axis: the GD iteration
         )
-        if inst["kind"] == "local-fixture":
-            metrics["gamma3"] = float(inst["gamma"][0, 2])
+        if inst.kind == "local-fixture":
+            metrics["gamma3"] = float(inst.gamma[0, 2])
             if gap[1:].max() > STAY_MU:
                 return decide(
                     False, f"left the cone: max 1−corr = {gap[1:].max():.3g} > {STAY_MU}", **metrics
                 )
-        growth = metrics["final_norm"] - float(np.linalg.norm(state["traj"][0]))
+        growth = metrics["final_norm"] - float(np.linalg.norm(state.traj[0]))
         metrics.update(start_gap=float(gap[0]), norm_growth=growth)
         # the fall is measured from the largest recorded gap, not from p(0) alone: a random start can be
         # aligned with p^mm by chance (paper instance 166: 1 − corr = 3.3e-5 at k = 0, 0.017 at k = 150,
@@ -331,10 +361,10 @@ class _PromptBase(Theorem):
             if not final < worst else ""
         )
         if not converged and not why and not (
-            metrics["final_norm"] < BUDGET_RATIO * np.linalg.norm(target) or state["stalled"]
+            metrics["final_norm"] < BUDGET_RATIO * np.linalg.norm(target) or state.stalled
         ):
             # what the documented finding's mechanism needs (abandoned_opt_mechanism), on every stalled run
-            metrics.update(abandoned_opt_metrics(inst["keys"], inst["gamma"], inst["alpha"], state["traj"]))
+            metrics.update(abandoned_opt_metrics(inst.keys, inst.gamma, inst.alpha, state.traj))
         return judge_convergence(
             converged=converged,
             no_progress=f"no progress: {why}" if why and not converged else "",
@@ -346,33 +376,34 @@ class _PromptBase(Theorem):
                      if final <= SHRINK_MAX * gap[half] else ""),
             waits=((metrics["final_norm"] < BUDGET_RATIO * np.linalg.norm(target),
                     f"budget too small: ‖p‖ = {metrics['final_norm']:.3g} < {BUDGET_RATIO}·‖p^mm‖"),
-                   (bool(state["stalled"]), "gradient underflowed to 0 before convergence")),
+                   (bool(state.stalled), "gradient underflowed to 0 before convergence")),
             stalled=f"1−corr(p, p^mm) = {final:.3g} (start {gap[0]:.3g}, mid-run {gap[half]:.3g}) not below "
             f"{CORR_TOL} and stalled (shrank ×{final / max(gap[half], 1e-300):.2f} > {SHRINK_MAX} over the "
             "last doubling of k)",
             **metrics,
         )
 
-    def _judge_plain(self, state, gap, converged, metrics):
+    def _judge_plain(self, state: PSvmState, gap: np.ndarray, converged: bool,
+                     metrics: dict[str, Any]) -> Outcome:
         """The direction under plain GD with η = 1/L_p: confirmed by the same rule as the normalised variant
         (below CORR_TOL, not rising over the second half, a ten-fold fall from the worst record); short of it
         undecided, never refuted by the direction alone: ‖p(k)‖ grows like log k under a fixed step, so
         1 − corr falls like 1/log²k (no ratio rule separates that from a stall, as gd-global), and from the
         local cone (R = 60, the support token 60 logits behind) the steps η‖∇L‖ ∝ e^(−60) leave p(0)
         unchanged in float64. Leaving the wider cone (local instances) is what refutes."""
-        final, traj = float(gap[-1]), state["traj"]
+        final, traj = float(gap[-1]), state.traj
         scale = float(np.linalg.norm(traj[0]))
-        frozen = not resolvable_step(state["step0"], scale)  # below p's rounding: rounding drift only
-        metrics.update(eta=state["lr"], steps=state["steps"], first_step=state["step0"] / scale)
-        no_op = (f"p did not move in {state['steps']} steps although one plain step from p(0) moves it by "
-                 f"{state['step0'] / scale:.3g}·‖p(0)‖ (beyond rounding): not the GD of the theorem"
+        frozen = not resolvable_step(state.step0, scale)  # below p's rounding: rounding drift only
+        metrics.update(eta=state.lr, steps=state.steps, first_step=state.step0 / scale)
+        no_op = (f"p did not move in {state.steps} steps although one plain step from p(0) moves it by "
+                 f"{state.step0 / scale:.3g}·‖p(0)‖ (beyond rounding): not the GD of the theorem"
                  if unmoved(traj) and not frozen else "")
         why = (
-            f"plain GD (η = {state['lr']:.3g} = 1/L_p) cannot move p(0) in float64: its step η‖∇L(p(0))‖ = "
-            f"{state['step0'] / scale:.2g}·‖p(0)‖ is below the rounding of p (saturated softmax; budget)"
+            f"plain GD (η = {state.lr:.3g} = 1/L_p) cannot move p(0) in float64: its step η‖∇L(p(0))‖ = "
+            f"{state.step0 / scale:.2g}·‖p(0)‖ is below the rounding of p (saturated softmax; budget)"
             if frozen else
             f"1 − corr(p, p^mm) {float(gap[0]):.3g} → {final:.3g} (worst {metrics['worst_gap']:.3g}) in "
-            f"{state['steps']} steps of η = 1/L_p, ‖p‖ = {metrics['final_norm']:.3g}: under a fixed step ‖p‖ "
+            f"{state.steps} steps of η = 1/L_p, ‖p‖ = {metrics['final_norm']:.3g}: under a fixed step ‖p‖ "
             f"grows like log k and 1 − corr falls like 1/log²k, not yet below {CORR_TOL} with a "
             f"{FALL_FACTOR:g}-fold fall (budget)"
         )
@@ -418,24 +449,24 @@ class PSvmGDControl(_PromptBase):
     hypotheses_text = ("TLZO fixture with γ3 = 0.9 (tie between tokens 2 and 3), p(0) in the cone of (1, 0); "
                        "same plain GD (η = 1/L_p) as p-svm-gd")
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> PSvmInstance:
         return self._local_fixture(rng, 0.9)
 
     #: the control drops local optimality (None removes the inherited hypothesis) and tests its negation at
     #: the boundary: a support token of p^mm_α ties with α
     assume_locally_optimal = WITHDRAWN
 
-    def assume_tied_support_token(self, inst, state, ctx):
-        g, a, sup = inst["gamma"], inst["alpha"], state["sol"].support
+    def assume_tied_support_token(self, inst: PSvmInstance, state: PSvmState, ctx: Context) -> Outcome:
+        g, a, sup = inst.gamma, inst.alpha, state.sol.support
         tie = any(
             bool(np.any(np.abs(g[i, a[i]] - g[i, list(s_)]) <= tol.TIE_TOL)) for i, s_ in enumerate(sup)
         )
         return decide(tie, "no support token of p^mm_α ties with α (the control's boundary case)")
 
-    def assume_p_svm_differs(self, inst, state, ctx):
+    def assume_p_svm_differs(self, inst: PSvmInstance, state: PSvmState, ctx: Context) -> Outcome:
         # the claim is refutable only where (1, 0) is not the global direction the tie drives GD to
-        glob = solve_p_svm(inst["keys"], np.array([0])).w
-        c = float(corr(state["sol"].w, glob, axis=-1))
+        glob = solve_p_svm(inst.keys, np.array([0])).w
+        c = float(corr(state.sol.w, glob, axis=-1))
         return decide(c < 1 - CORR_TOL, "local and global p-SVM directions coincide", local_global_corr=c)
 
 

@@ -201,13 +201,17 @@ def test_a_flat_positive_excess_leaves_a_stalled_path_undecided():
     """p-nonlinear-head's plateau rule (_prompt.judge_prompt_path, plateau_rtol): a stalled direction error
     with E flat at a positive value over the last doubling (inf E = 0 certified) is a radius budget, not a
     refutation; the same stall with E falling geometrically (a path converged elsewhere) is refuted."""
-    from checks.theorems._prompt import judge_prompt_path
+    from checks.theorems._prompt import PromptPathPoints, judge_prompt_path
 
     err = np.array([0.6, 0.45, 0.4, 0.41, 0.415, 0.416, 0.415, 0.414])  # full seed 0 #22's curve
     start = np.full(8, 1.0)
-    flat = {"excess": np.array([0.12, 0.08, 0.05, 0.036, 0.031, 0.0308, 0.0308, 0.0308]),
-            "start_excess": start}
-    falling = {"excess": np.array([0.12, 0.08, 0.05, 1e-2, 1e-4, 1e-8, 1e-16, 1e-32]), "start_excess": start}
+
+    def path(excess):  # the rule reads only the excess and the starts' excess
+        return PromptPathPoints(p=np.ones((8, 2)), excess=excess, stat=np.zeros(8), cand=excess,
+                                start_excess=start)
+
+    flat = path(np.array([0.12, 0.08, 0.05, 0.036, 0.031, 0.0308, 0.0308, 0.0308]))
+    falling = path(np.array([0.12, 0.08, 0.05, 1e-2, 1e-4, 1e-8, 1e-16, 1e-32]))
     out = judge_prompt_path(err, 1e-3, 2.0, flat, "", "1 − corr", 3, plateau_rtol=1e-3)
     assert out.status == "undecided" and "radius budget" in out.reason
     assert judge_prompt_path(err, 1e-3, 2.0, falling, "", "1 − corr", 3, plateau_rtol=1e-3).status == "failed"
