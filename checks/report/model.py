@@ -275,27 +275,39 @@ def _settings(run: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def _numeric_fields(inst: Any) -> dict[str, np.ndarray]:
+    """The instance's numeric fields (a dict's items or a typed instance's attributes), the dataset aside."""
+    src = inst if isinstance(inst, dict) else getattr(inst, "__dict__", {})
+    return {str(key): np.asarray(val) for key, val in src.items()
+            if isinstance(val, (np.ndarray, int, float)) and np.asarray(val).dtype.kind in "fiub"}
+
+
+def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
 def save_counterexample(out: Path, theorem_id: str, k: int, inst: Any, replay: str) -> str | None:
-    """Write the refuted instance's data as .npz (plus a .replay.txt); returns the relative path."""
-    data = inst if isinstance(inst, AttentionData) else getattr(inst, "data", None)
+    """Write the refuted instance's data as .npz (plus a .replay.txt); returns the relative path. An instance
+    carrying a dataset (AttentionData, or an NTP dataset) saves it in its loadable format (``attnsvm check
+    --data FILE.npz`` reads it) and its other numeric fields (α, a start W(0), ...) beside it as
+    ``<name>.instance.npz``; an instance without one saves its numeric fields."""
+    data = inst if isinstance(inst, AttentionData) else None
     if isinstance(inst, (tuple, list)):
         data = next((x for x in inst if isinstance(x, AttentionData)), None)
     cand = inst.get("data") if isinstance(inst, dict) else getattr(inst, "data", None)
-    if data is None and getattr(cand, "data_kind", None) == "ntp":
-        data = cand  # an NTP dataset (numerics.ntp.NTPData): saved in its own .npz format
+    if data is None and (isinstance(cand, AttentionData) or getattr(cand, "data_kind", None) == "ntp"):
+        data = cand  # a dataset field: AttentionData, or an NTP dataset (numerics.ntp.NTPData, own format)
     rel = f"counterexamples/{safe_name(theorem_id)}-{k}.npz"
-    if isinstance(data, AttentionData) or getattr(data, "data_kind", None) == "ntp":
+    fields = _numeric_fields(inst) if not isinstance(inst, (AttentionData, tuple, list)) else {}
+    if data is not None:
         write_bytes(out / rel, data.to_npz_bytes())
+        if fields:
+            write_bytes(out / (rel[:-4] + ".instance.npz"), _npz_bytes(fields))
     else:
-        arrays = {}
-        src = inst if isinstance(inst, dict) else getattr(inst, "__dict__", {})
-        for key, val in src.items():
-            if isinstance(val, (np.ndarray, int, float)) and np.asarray(val).dtype.kind in "fiub":
-                arrays[str(key)] = np.asarray(val)
-        if not arrays:
+        if not fields:
             return None
-        buf = io.BytesIO()
-        np.savez(buf, **arrays)
-        write_bytes(out / rel, buf.getvalue())
+        write_bytes(out / rel, _npz_bytes(fields))
     write_text(out / (rel[:-4] + ".replay.txt"), replay + "\n")
     return rel

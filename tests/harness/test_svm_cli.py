@@ -201,3 +201,30 @@ def test_ntp_counterexample_saved_in_ntp_format(tmp_path, ntp_file):
     rel = save_counterexample(tmp_path, "ntp-gd-control", 3, NTPInstance(data=data, family_draws=1), "replay")
     back = NTPData.load(tmp_path / rel)
     assert np.array_equal(back.tokens, data.tokens) and np.array_equal(back.E, data.E)
+
+
+def test_a_counterexample_keeps_its_dataset_loadable_and_its_fields_beside_it(tmp_path):
+    """A typed instance with a dataset: the .npz is the dataset (loadable by --data), the instance's other
+    numeric fields (here α and W(0)) go to .instance.npz; a fieldless dataset instance writes no sidecar."""
+    from dataclasses import dataclass
+
+    from checks.report.model import save_counterexample
+    from numerics.data import AttentionData, random_unit_sphere
+
+    @dataclass(frozen=True, eq=False)
+    class Inst:
+        data: AttentionData
+        alpha: np.ndarray
+        W0: np.ndarray
+        label: str = "not numeric"
+
+    data = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(0))
+    inst = Inst(data, np.array([0, 1, 2]), np.eye(5))
+    rel = save_counterexample(tmp_path, "gd-local", 2, inst, "replay")
+    back = AttentionData.load(tmp_path / rel)
+    np.testing.assert_array_equal(back.X, data.X)
+    with np.load(tmp_path / "counterexamples" / "gd-local-2.instance.npz", allow_pickle=False) as f:
+        assert sorted(f.files) == ["W0", "alpha"]
+        np.testing.assert_array_equal(f["alpha"], [0, 1, 2])
+    save_counterexample(tmp_path, "svm-feasibility", 0, data, "replay")
+    assert not (tmp_path / "counterexamples" / "svm-feasibility-0.instance.npz").exists()
