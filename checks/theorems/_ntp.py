@@ -203,6 +203,15 @@ def judge_direction(traj: np.ndarray, half: np.ndarray, predicted: np.ndarray,
                      f"competitor {best_other:.3g}", **m)
 
 
+def embedding_span(E: np.ndarray) -> list[np.ndarray]:
+    """The subspace the NTP SVMs' solutions live in, for resolution (Theorem.predicted's ``span``): the model
+    reads W only through E W E^T (logits X_i W x̄_i with X_i = E[t_i]), so W^svm and GD's iterates (from 0) lie
+    in row(E) ⊗ row(E); an orthonormal basis u_a u_b^T of it."""
+    _, s, Vt = np.linalg.svd(np.asarray(E, dtype=float), full_matrices=False)
+    U = Vt[s > s.max() * max(E.shape) * np.finfo(float).eps]
+    return [np.outer(a, b) for a in U for b in U]
+
+
 # -- the finite-part rule ---------------------------------------------------------------------------
 def judge_finite(traj: np.ndarray, half: np.ndarray, basis: np.ndarray, predicted: np.ndarray,
                  candidates: Sequence[np.ndarray], masses: np.ndarray, steps: int = STEPS,
@@ -307,6 +316,16 @@ class NTPGDBase(Theorem):
     def check_is_gradient_descent(self, inst: NTPInstance, state: NTPState, ctx: Context) -> Outcome:
         assert state.fidelity is not None  # a GD state (the path theorems withdraw this check)
         return judge_fidelity(state.fidelity)
+
+    def _svm_target(self, inst: NTPInstance, state: NTPState) -> np.ndarray:
+        """W^svm, the predicted direction, through the resolution seam (Theorem.predicted), tilted inside
+        row(E) ⊗ row(E) (:func:`embedding_span`)."""
+        return self.predicted("W^svm", answer(state.svm), "direction", lambda: embedding_span(inst.data.E))
+
+    def _fin_target(self, state: NTPState) -> np.ndarray:
+        """W^fin, the predicted finite part, through the resolution seam, moved inside S_fin."""
+        fp = state.fin
+        return self.predicted("W^fin", fp.W, "point", lambda: list(fp.basis))
 
     def _masses(self, inst: NTPInstance, state: NTPState) -> np.ndarray:
         traj, half = state.path()

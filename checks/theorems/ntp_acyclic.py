@@ -72,7 +72,7 @@ class NTPAcyclic(_AcyclicBase):
 
     def check_direction(self, inst: NTPInstance, state: NTPState, ctx: Context) -> Outcome:
         traj, half = state.path()
-        return judge_direction(traj, half, answer(state.svm), {"flipped-graph SVM": state.flip.W})
+        return judge_direction(traj, half, self._svm_target(inst, state), {"flipped-graph SVM": state.flip.W})
 
 
 @register

@@ -89,7 +89,7 @@ class NTPGD(NTPGDBase):
         comps: dict[str, np.ndarray | None] = {"flipped-graph SVM": state.flip.W,
                                                "single-token SVM": state.single.W}
         traj, half = state.path()
-        out = judge_direction(traj, half, answer(state.svm), comps)
+        out = judge_direction(traj, half, self._svm_target(inst, state), comps)
         out.metrics.update(self._svmeq(state))
         return out
 
@@ -100,7 +100,7 @@ class NTPGD(NTPGDBase):
         W = fp.W
         cands = [tilt_fin(W, fp.basis, sign=1.0), tilt_fin(W, fp.basis, sign=-1.0), np.zeros_like(W), -W]
         traj, half = state.path()
-        return judge_finite(traj, half, fp.basis, W, cands, self._masses(inst, state),
+        return judge_finite(traj, half, fp.basis, self._fin_target(state), cands, self._masses(inst, state),
                             accuracy=fin_accuracy(fp))
 
 

@@ -136,6 +136,13 @@ class LinearPathState:
         return self.traj, self.half
 
 
+def context_span(prob: LinearNTP) -> list[np.ndarray]:
+    """An orthonormal basis e_a h_b^T of R^V ⊗ row(H̄), where W^mm, W⋆ and GD's iterates (from 0) live."""
+    _, s, Vt = np.linalg.svd(prob.H, full_matrices=False)
+    U = Vt[s > s.max() * max(prob.H.shape) * np.finfo(float).eps]
+    return [np.outer(np.eye(prob.V)[a], h) for a in range(prob.V) for h in U]
+
+
 def _answer(sv: NTPSVMResult) -> np.ndarray:
     """A feasible SVM's W (where a hypothesis has established feasibility)."""
     if sv.W is None:
@@ -171,6 +178,16 @@ class _Linear(Theorem):
             return LinearInstance(prob=random_linear_ntp(rng, 6, 2, 5))
         m, d, V = CONFIGS[k % len(CONFIGS)]
         return LinearInstance(prob=random_linear_ntp(rng, m, d, V, support=2 + k % 2, full=self.full_support))
+
+    def _mm_target(self, inst: LinearInstance, state: LinearGDState | LinearPathState) -> np.ndarray:
+        """W^mm, the predicted direction, through the resolution seam (Theorem.predicted), tilted inside
+        R^V ⊗ row(H̄) (:func:`context_span`: the logits W h̄_j read W only there)."""
+        return self.predicted("W^mm", _answer(state.svm), "direction", lambda: context_span(inst.prob))
+
+    def _star_target(self, state: LinearGDState | LinearPathState) -> np.ndarray:
+        """W⋆, the predicted finite part, through the resolution seam, moved inside F."""
+        basis = state.basis
+        return self.predicted("W⋆", state.star, "point", lambda: list(basis))
 
     def _rank_ok(self, prob: LinearNTP) -> tuple[bool, float]:
         s = np.linalg.svd(prob.H, compute_uv=False)
@@ -367,7 +384,7 @@ class NTPLinearGD(_LinearGD):
 
     def check_direction(self, inst: LinearInstance, state: LinearGDState, ctx: Context) -> Outcome:
         comps: dict[str, np.ndarray | None] = {"W⋆": state.star} if np.any(state.star) else {}
-        return judge_direction(state.traj, state.half, _answer(state.svm), comps)
+        return judge_direction(state.traj, state.half, self._mm_target(inst, state), comps)
 
     def check_finite_part(self, inst: LinearInstance, state: LinearGDState, ctx: Context) -> Outcome:
         W, B = state.star, state.basis
@@ -375,7 +392,7 @@ class NTPLinearGD(_LinearGD):
             return decide(not np.any(W), "W⋆ ≠ 0 with F = {0}")
         masses = np.array([off_support_mass(inst.prob, state.traj[k]) for k in state.half])
         cands = [tilt_fin(W, B, sign=1.0), tilt_fin(W, B, sign=-1.0), np.zeros_like(W), -W]
-        return judge_finite(state.traj, state.half, B, W, cands, masses)
+        return judge_finite(state.traj, state.half, B, self._star_target(state), cands, masses)
 
 
 @register
@@ -438,14 +455,14 @@ class NTPLinearRegPath(_LinearPath):
     def check_direction(self, inst: LinearInstance, state: LinearPathState, ctx: Context) -> Outcome:
         comps = {"one-hot SVM": state.onehot.W if state.onehot.feasible else None}
         traj, half = state.path()
-        return judge_direction(traj, half, _answer(state.svm), comps)
+        return judge_direction(traj, half, self._mm_target(inst, state), comps)
 
     def check_finite_part(self, inst: LinearInstance, state: LinearPathState, ctx: Context) -> Outcome:
         W, B = state.star, state.basis
         traj, half = state.path()
         masses = np.array([off_support_mass(inst.prob, traj[k]) for k in half])
         cands = [tilt_fin(W, B, sign=1.0), tilt_fin(W, B, sign=-1.0), np.zeros_like(W), -W]
-        return judge_finite(traj, half, B, W, cands, masses, steps=0)
+        return judge_finite(traj, half, B, self._star_target(state), cands, masses, steps=0)
 
 
 @register

@@ -108,7 +108,7 @@ class NTPRegPath(_PathBase):
         comps: dict[str, np.ndarray | None] = {"flipped-graph SVM": state.flip.W,
                                                "single-token SVM": state.single.W}
         traj, half = state.path()
-        return judge_direction(traj, half, answer(state.svm), comps)
+        return judge_direction(traj, half, self._svm_target(inst, state), comps)
 
     def check_finite_part(self, inst: NTPInstance, state: NTPState, ctx: Context) -> Outcome:
         fp = state.fin
@@ -118,8 +118,8 @@ class NTPRegPath(_PathBase):
         W = fp.W
         cands = [tilt_fin(W, fp.basis, sign=1.0), tilt_fin(W, fp.basis, sign=-1.0), np.zeros_like(W), -W]
         traj, half = state.path()
-        return judge_finite(traj, half, fp.basis, W, cands, self._masses(inst, state), steps=0,
-                            accuracy=fin_accuracy(fp))
+        return judge_finite(traj, half, fp.basis, self._fin_target(state), cands, self._masses(inst, state),
+                            steps=0, accuracy=fin_accuracy(fp))
 
 
 @register
