@@ -6,11 +6,13 @@ module never imports another: both subclass these bases)."""
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import numpy as np
 
-from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, held
+from checks import WITHDRAWN, Context, Criterion, Outcome, Profile, Theorem, decide, held
 from checks import hypotheses as hyp
 from checks.strategies import b1_data, b2_data, local_alpha_data
 from checks.theorems._trends import (
@@ -23,7 +25,7 @@ from checks.theorems._trends import (
 )
 from numerics.data import AttentionData
 from numerics.gd import GDConfig, run_gd
-from numerics.svm import is_locally_optimal, solve_att_svm
+from numerics.svm import SVMSolution, is_locally_optimal, solve_att_svm
 from numerics.tokens import optimal_tokens, scores
 from numerics.tolerances import TIE_TOL
 
@@ -97,6 +99,49 @@ PROFILES = {
 }
 
 
+@dataclass(frozen=True, eq=False)
+class GlobalInstance:
+    """An instance of gd-global, gd-global-normalized and their controls (md-global's extends it): the data,
+    their family and W(0). The controls' instances also carry the locally optimal selection α they start GD
+    next to and, where the start was built here (not a test's own), its radius multiplier and cone width."""
+
+    data: AttentionData
+    family: str  # "B.2", "B.1 (interacting)", "generic" (the controls) or "given"
+    init: np.ndarray  # W(0), (d, d)
+    alpha: np.ndarray | None = None  # the controls: the locally optimal selection α ≠ opt
+    start_M: float | None = None  # the controls: ‖W(0)‖ = start_M·‖W^mm_α‖
+    cone_mu: float | None = None  # the controls: corr(W(0), W^mm_α) = 1 − cone_mu
+
+
+@dataclass(frozen=True, eq=False)
+class GlobalState:
+    """The prepared state: the certified Att-SVM(opt) solution; the engine's first-step fidelity (integrity,
+    on every instance); the recorded GD path where the hypotheses held (GD runs only there)."""
+
+    sol: SVMSolution
+    fidelity: float | None = None  # None only while prepare checks the hypotheses
+    traj: np.ndarray | None = None  # W at the recorded iterations (K, d, d)
+    its: np.ndarray | None = None  # the recorded iterations (K,)
+
+    def path(self) -> tuple[np.ndarray, np.ndarray]:
+        """(traj, its) of the GD run: the predictions read it only where the hypotheses held."""
+        if self.traj is None or self.its is None:
+            raise KeyError("traj")  # no GD run: the hypotheses did not hold
+        return self.traj, self.its
+
+
+#: The instance and state types of a GlobalGD subclass: GlobalInstance / GlobalState, or their extensions
+#: (md-global's MirrorInstance / MirrorState, checks/theorems/_mirror.py).
+InstT = TypeVar("InstT", bound=GlobalInstance)
+StateT = TypeVar("StateT", bound=GlobalState)
+
+
+def svm_W(sol: SVMSolution) -> np.ndarray:
+    """The solution's W (None only for an infeasible answer, which the hypotheses exclude before any
+    prediction reads it; not asserted, so an infeasible one fails where it did before)."""
+    return cast(np.ndarray, sol.W)
+
+
 def grad_inner(data: AttentionData, W: np.ndarray, M: np.ndarray) -> float:
     """⟨∇L(W), M⟩ (logistic loss, linear head), closed form of numerics.attention."""
     import torch
@@ -117,10 +162,11 @@ def doubling_points(its: np.ndarray, steps: int = STEPS, doublings: int = DOUBLI
     return idx
 
 
-class GlobalGD(Theorem):
+class GlobalGD(Theorem, Generic[InstT, StateT]):
     """The global-convergence check (instances, hypotheses, predictions); no statement of its own: the
     catalogue entries gd-global (gd_global.py) and gd-global-normalized (gd_global_normalized.py) subclass
-    it and set their id, title, reference, statement and hypotheses_text."""
+    it and set their id, title, reference, statement and hypotheses_text. Generic in the instance and state
+    types its predictions read (GlobalInstance / GlobalState, or md-global's extensions of them)."""
 
     depends_on = ("gd", "svm-fro", "optimal-token", "softmax")
     #: the engine's first step from W(0) and from W(0)/‖W(0)‖ against an independent gradient, direction and
@@ -173,49 +219,51 @@ class GlobalGD(Theorem):
     #: taken from the tokens (B.1: the shared token is every example's query, B1_SELF_ATTENTION)
     self_attention = False
 
-    def _draw(self, rng, ctx):
+    def _draw(self, rng: np.random.Generator, ctx: Context) -> tuple[AttentionData, str]:
+        """The drawn data and their family."""
         sa = self.self_attention
         if ctx.instance % 2 == 0:
-            return {"data": b2_data(4, 6, 8, rng=rng, self_attention=sa), "family": "B.2"}
+            return b2_data(4, 6, 8, rng=rng, self_attention=sa), "B.2"
         for _ in range(B1_TRIES):  # redrawn while B.1 fails on the certified Att-SVM(opt) (then vacuous)
             data = b1_data(3, 4, 12, rng=rng, **(B1_SELF_ATTENTION if sa else B1_INTERACTING))
             sol = solve_att_svm(data)
             if optimal_tokens(data).unique and hyp.b1_or_b2(sol, scores(data), optimal_tokens(data).index)[0]:
                 break
-        return {"data": data, "family": "B.1 (interacting)"}
+        return data, "B.1 (interacting)"
 
-    def instance(self, rng, ctx):
-        inst = {"data": ctx.data, "family": "given"} if ctx.data is not None else self._draw(rng, ctx)
-        d = inst["data"].d
-        if "init" not in inst:
-            inst["init"] = INIT_SCALE * rng.standard_normal((d, d))
-        return inst
+    def instance(self, rng: np.random.Generator, ctx: Context) -> GlobalInstance:
+        data, family = (ctx.data, "given") if ctx.data is not None else self._draw(rng, ctx)
+        init = INIT_SCALE * rng.standard_normal((data.d, data.d))
+        return GlobalInstance(data=data, family=family, init=init)
 
-    def prepare(self, instances, ctxs):
-        states = [{"sol": solve_att_svm(inst["data"])} for inst in instances]
+    def prepare(self, instances: Sequence[InstT], ctxs: Sequence[Context]) -> list[StateT]:
+        states = [GlobalState(sol=solve_att_svm(inst.data)) for inst in instances]
         # the hypotheses depend on the data, the SVM and W(0) only: check them before paying for GD
         keep = [j for j in range(len(instances)) if self._hypotheses_hold(instances[j], states[j], ctxs[j])]
         groups: dict[tuple, list[int]] = {}
         for j in keep:
-            dt = instances[j]["data"]
+            dt = instances[j].data
             groups.setdefault((dt.n, dt.T, dt.d), []).append(j)
         for idx in groups.values():
             cfg = GDConfig(steps=self.steps, lr=self.lr,
                            geometry="normalized" if self.normalized else "plain")
-            res = run_gd([instances[j]["data"] for j in idx], cfg,
-                         init=np.stack([instances[j]["init"] for j in idx]), record_every=self.record,
+            res = run_gd([instances[j].data for j in idx], cfg,
+                         init=np.stack([instances[j].init for j in idx]), record_every=self.record,
                          device=ctxs[idx[0]].device)
+            traj = res.W_traj
+            assert traj is not None  # recorded: record_every is given (GDResult.W_traj)
             for col, j in enumerate(idx):
-                states[j].update(traj=res.W_traj[:, col], its=res.iterations)
-        for j in range(len(instances)):  # integrity: on every instance, hypotheses met or not
-            states[j]["fidelity"] = init_fidelity(instances[j]["data"], instances[j]["init"], self.lr,
-                                                  normalized=self.normalized, device=ctxs[j].device)
-        return states
+                states[j] = replace(states[j], traj=traj[:, col], its=res.iterations)
+        # integrity: on every instance, hypotheses met or not
+        out = [replace(st, fidelity=init_fidelity(inst.data, inst.init, self.lr, normalized=self.normalized,
+                                                  device=ctx.device))
+               for inst, st, ctx in zip(instances, states, ctxs, strict=True)]
+        return cast(list[StateT], out)  # GlobalState: the StateT of every subclass that keeps this prepare
 
-    def check_is_gradient_descent(self, inst, st, ctx):
-        return judge_fidelity(st["fidelity"])
+    def check_is_gradient_descent(self, inst: InstT, st: StateT, ctx: Context) -> Outcome:
+        return judge_fidelity(cast(float, st.fidelity))
 
-    def _hypotheses_hold(self, inst, st, ctx) -> bool:
+    def _hypotheses_hold(self, inst: Any, st: Any, ctx: Context) -> bool:
         for _, fn in type(self)._methods("assume_"):
             out = fn(self, inst, st, ctx)
             if not (
@@ -228,39 +276,40 @@ class GlobalGD(Theorem):
         return True
 
     # -- hypotheses
-    def assume_loss_A(self, inst, st, ctx):
+    def assume_loss_A(self, inst: InstT, st: StateT, ctx: Context) -> Any:
         return hyp.loss_satisfies_assumption_a("logistic")
 
-    def assume_unique_opt(self, inst, st, ctx):
-        return optimal_tokens(inst["data"]).unique
+    def assume_unique_opt(self, inst: InstT, st: StateT, ctx: Context) -> bool:
+        return optimal_tokens(inst.data).unique
 
-    def assume_feasible(self, inst, st, ctx):
-        return st["sol"].feasible
+    def assume_feasible(self, inst: InstT, st: StateT, ctx: Context) -> bool:
+        return st.sol.feasible
 
-    def assume_B1_or_B2(self, inst, st, ctx):
-        data = inst["data"]
-        b1, b2 = hyp.b1_or_b2(st["sol"], scores(data), optimal_tokens(data).index)
+    def assume_B1_or_B2(self, inst: InstT, st: StateT, ctx: Context) -> Outcome:
+        data = inst.data
+        b1, b2 = hyp.b1_or_b2(st.sol, scores(data), optimal_tokens(data).index)
         return decide(b1 or b2, "neither B.1 (every non-optimal token a support token of W^mm) nor "
                       "B.2 (equal non-optimal scores in every example) holds", B1=b1, B2=b2)
 
-    def assume_step_below_1_over_L(self, inst, st, ctx):
+    def assume_step_below_1_over_L(self, inst: InstT, st: StateT, ctx: Context) -> Outcome:
         if self.normalized:
             return held()  # normalised GD has no Lipschitz step condition (gd-global-normalized)
-        L = smoothness_bound(inst["data"])
+        L = smoothness_bound(inst.data)
         return decide(self.lr * L <= 1.0, f"η·L_W = {self.lr * L:.3g} > 1", L_bound=L, eta_L=self.lr * L)
 
-    def assume_start_gradient(self, inst, st, ctx):
-        ip = grad_inner(inst["data"], inst["init"], st["sol"].W)
+    def assume_start_gradient(self, inst: InstT, st: StateT, ctx: Context) -> Outcome:
+        ip = grad_inner(inst.data, inst.init, svm_W(st.sol))
         return decide(ip < 0, f"⟨∇L(W(0)), W^mm⟩ = {ip:.3g} ≥ 0", start_grad_inner=ip)
 
     # -- predictions
-    def target(self, inst, st):
+    def target(self, inst: InstT, st: StateT) -> np.ndarray:
         """W^mm, the direction every prediction compares GD with (the resolution seam: Theorem.predicted)."""
-        return self.predicted("W^mm", st["sol"].W, "direction", lambda: token_difference_span(inst["data"]))
+        return self.predicted("W^mm", st.sol.W, "direction", lambda: token_difference_span(inst.data))
 
-    def check_norm_grows(self, inst, st, ctx):
-        idx = doubling_points(st["its"], self.steps)
-        norms = np.linalg.norm(st["traj"][idx], axis=(1, 2))
+    def check_norm_grows(self, inst: InstT, st: StateT, ctx: Context) -> Outcome:
+        traj, its = st.path()
+        idx = doubling_points(its, self.steps)
+        norms = np.linalg.norm(traj[idx], axis=(1, 2))
         unit = np.linalg.norm(self.target(inst, st)) * math.log(2)
         rates = np.diff(norms) / unit  # per doubling, in units of ‖W^mm‖ ln 2
         return decide(bool(np.all(rates[-2:] >= NORM_RATE_MIN)),
@@ -268,31 +317,33 @@ class GlobalGD(Theorem):
                       f"{rates[-1]:.3g} × ‖W^mm‖ ln 2 (< {NORM_RATE_MIN})",
                       final_norm=float(norms[-1]), norm_rate=float(rates[-1]))
 
-    def check_projection_grows(self, inst, st, ctx):
+    def check_projection_grows(self, inst: InstT, st: StateT, ctx: Context) -> Outcome:
         """⟨W(k), W^mm⟩ strictly increasing at every record: each GD step adds −η⟨∇L(W), W^mm⟩ (plain) or
         −η⟨∇L(W), W^mm⟩/‖∇L(W)‖ (normalised), > 0 at every W under B.1/B.2 (no-stationary-points, proved for
         all sizes in theory/stationarity.py). A consequence of the hypotheses, not a rate: a no-op or an
         ascent refutes it."""
-        p = np.einsum("kij,ij->k", st["traj"], self.target(inst, st))
+        traj, its = st.path()
+        p = np.einsum("kij,ij->k", traj, self.target(inst, st))
         bad = np.flatnonzero(np.diff(p) <= 0)
         return decide(len(bad) == 0,
-                      f"⟨W(k), W^mm⟩ does not increase from k = {st['its'][bad[0]] if len(bad) else 0} to "
-                      f"k = {st['its'][bad[0] + 1] if len(bad) else 0} ({p[bad[0]] if len(bad) else 0:.4g} → "
+                      f"⟨W(k), W^mm⟩ does not increase from k = {its[bad[0]] if len(bad) else 0} to "
+                      f"k = {its[bad[0] + 1] if len(bad) else 0} ({p[bad[0]] if len(bad) else 0:.4g} → "
                       f"{p[bad[0] + 1] if len(bad) else 0:.4g}); every GD step adds −η⟨∇L, W^mm⟩ > 0 "
                       f"under B.1/B.2",
                       proj_final=float(p[-1]))
 
-    def judge_points(self, st):
+    def judge_points(self, st: StateT) -> np.ndarray:
         """Indices of the recorded iterations the direction is judged at: k = S/32, …, S/2, S (plain GD)."""
-        return doubling_points(st["its"], self.steps)
+        return doubling_points(st.path()[1], self.steps)
 
-    def check_direction(self, inst, st, ctx):
+    def check_direction(self, inst: InstT, st: StateT, ctx: Context) -> Outcome:
         idx = self.judge_points(st)
-        traj, its = st["traj"][idx], st["its"][idx]
+        traj, its = st.path()
+        traj, its = traj[idx], its[idx]
         err = 1 - corr_curve(traj, self.target(inst, st))
         m = dict(given_metrics(ctx), corr_err=float(err[-1]), corr_err_fall=float(err[-1] / err[0]),
                  corr_err_iterations=its.tolist(), corr_err_curve=err.tolist())
-        alt = attractor_metrics(inst["data"], traj, err)
+        alt = attractor_metrics(inst.data, traj, err)
         m.update(alt)
         # the stall rule (checks.theorems._trends.stalled_below), for the variants whose rate makes it apply
         stalled = self.stall_rule and stalled_below(err, err_size := traj[-1].size)
@@ -457,7 +508,7 @@ def local_theorem_multiplier(data: AttentionData, alpha: np.ndarray, W_alpha: np
     return init_multiplier(data, alpha, W_alpha)
 
 
-class GlobalGDControl(GlobalGD):
+class GlobalGDControl(GlobalGD[GlobalInstance, GlobalState]):
     """The controls' check: data without B.1/B.2, GD started in a locally optimal cone. No statement of its
     own: gd-global-control (gd_global.py) and gd-global-normalized-control (gd_global_normalized.py)
     subclass it."""
@@ -498,7 +549,7 @@ class GlobalGDControl(GlobalGD):
             )
         return None
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> GlobalInstance:
         if ctx.data is not None:
             data = ctx.data
             _, alpha, sol = draw_candidate(switched_candidates(data, locally_optimal=True), rng)
@@ -511,37 +562,38 @@ class GlobalGDControl(GlobalGD):
                 if self.start_multiplier(data, alpha, Wa) <= local_m_max():
                     break
         W0, where = self.start(data, alpha, Wa, rng)
-        return {"data": data, "alpha": alpha, "init": W0, "family": "generic", **where}
+        return GlobalInstance(data=data, family="generic", init=W0, alpha=alpha, start_M=where["start_M"],
+                              cone_mu=where["cone_mu"])
 
     #: the control does not assume B.1/B.2 (None removes the inherited hypothesis): it assumes their negation
     assume_B1_or_B2 = WITHDRAWN
 
-    def assume_neither_B1_nor_B2(self, inst, st, ctx):
-        data = inst["data"]
-        b1, b2 = hyp.b1_or_b2(st["sol"], scores(data), optimal_tokens(data).index)
+    def assume_neither_B1_nor_B2(self, inst: GlobalInstance, st: GlobalState, ctx: Context) -> Outcome:
+        data = inst.data
+        b1, b2 = hyp.b1_or_b2(st.sol, scores(data), optimal_tokens(data).index)
         return decide(
             not (b1 or b2), "B.1 or B.2 holds: the control is about data without them", B1=b1, B2=b2
         )
 
-    def assume_alpha_locally_optimal(self, inst, st, ctx):
-        data, a = inst["data"], inst["alpha"]
+    def assume_alpha_locally_optimal(self, inst: GlobalInstance, st: GlobalState, ctx: Context) -> bool:
+        data, a = inst.data, inst.alpha
         return bool(np.any(a != optimal_tokens(data).index)) and is_locally_optimal(data, a)
 
-    def assume_start_radius_in_reach(self, inst, st, ctx):
+    def assume_start_radius_in_reach(self, inst: GlobalInstance, st: GlobalState, ctx: Context) -> Outcome:
         """M ≤ gd-local's M_MAX: beyond it the logit gaps of the run underflow the softmax (gd-local calls
         such instances vacuous; the family is redrawn to avoid them)."""
-        if "start_M" not in inst:
+        if inst.start_M is None:
             return held()
-        return decide(inst["start_M"] <= local_m_max(), f"start multiplier M = {inst['start_M']:.3g} > "
-                      f"{local_m_max():g} (gd-local's M_MAX)", start_M=inst["start_M"])
+        return decide(inst.start_M <= local_m_max(), f"start multiplier M = {inst.start_M:.3g} > "
+                      f"{local_m_max():g} (gd-local's M_MAX)", start_M=inst.start_M)
 
-    def assume_start_on_cone_boundary(self, inst, st, ctx):
+    def assume_start_on_cone_boundary(self, inst: GlobalInstance, st: GlobalState, ctx: Context) -> Outcome:
         """W(0) in C_{μ,R}(W^mm_α), on its boundary: corr(W(0), W^mm_α) = 1 − μ (to rounding, 1e-12) and
         ‖W(0)‖ = M‖W^mm_α‖ (metrics ``start_M``, ``cone_mu``, ``start_corr_err``)."""
-        if "cone_mu" not in inst:  # an instance built elsewhere (a test's own start): nothing to record
+        if inst.cone_mu is None or inst.start_M is None:  # an instance built elsewhere (a test's own start)
             return held()
-        Wa = solve_att_svm(inst["data"], inst["alpha"]).W
-        err = 1.0 - float(corr_curve(inst["init"][None], Wa)[0])
-        return decide(abs(err - inst["cone_mu"]) <= 1e-12 * max(1.0, inst["start_M"]),
-                      f"1 − corr(W(0), W^mm_α) = {err:.3g}, not the cone boundary μ = {inst['cone_mu']:.3g}",
-                      start_M=inst["start_M"], cone_mu=inst["cone_mu"], start_corr_err=err)
+        Wa = svm_W(solve_att_svm(inst.data, inst.alpha))
+        err = 1.0 - float(corr_curve(inst.init[None], Wa)[0])
+        return decide(abs(err - inst.cone_mu) <= 1e-12 * max(1.0, inst.start_M),
+                      f"1 − corr(W(0), W^mm_α) = {err:.3g}, not the cone boundary μ = {inst.cone_mu:.3g}",
+                      start_M=inst.start_M, cone_mu=inst.cone_mu, start_corr_err=err)

@@ -14,19 +14,24 @@ competitor: another exponent's ℓp solution W^mm_r that the iterate is confirme
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import cast
 
 import numpy as np
 
-from checks import WITHDRAWN, Criterion, Profile, decide, held, undecided
+from checks import WITHDRAWN, Context, Criterion, Outcome, Profile, decide, held, undecided
 from checks import hypotheses as hyp
 from checks.strategies import b1_data, b2_data
+from numerics.data import AttentionData
 from numerics.gd import GDConfig, Mirror, run_gd
+from numerics.svm import SVMSolution
 from numerics.svm.lp import lp_norm, solve_lp_att_svm
 from numerics.tokens import corr, optimal_tokens, scores
 
 from ._gd import FIDELITY_TOL, init_fidelity, judge_fidelity
 from ._given import given_metrics
-from ._global import INIT_SCALE, GlobalGD, doubling_points, grad_inner
+from ._global import INIT_SCALE, GlobalGD, GlobalInstance, GlobalState, doubling_points, grad_inner, svm_W
 from ._trends import SHRINK_MAX, corr_curve, corr_floor, last_ratio, stalled_below
 
 #: The exponents of the claim's instances and of its cross pairing (issue 25 part 3: p = 1.75, 2, 3).
@@ -87,12 +92,30 @@ PAIRS_N: tuple[tuple[float, float], ...] = tuple((p, q) for p in EXPONENTS for q
 PAIRS: tuple[tuple[float, float], ...] = ((1.75, 3.0), (3.0, 1.75), (2.0, 3.0))
 
 
+@dataclass(frozen=True, eq=False, kw_only=True)
+class MirrorInstance(GlobalInstance):
+    """An instance of md-global(-normalized) and its controls: gd-global's (data, family, W(0)) and the
+    exponents, p of the run and q of the claimed limit (q = p for the theorems)."""
+
+    p: float
+    q: float
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class MirrorState(GlobalState):
+    """gd-global's state with ``sol`` = W^mm_q (the claimed limit), the certified ℓr-AttSVM(opt) solution of
+    every exponent r of the family, and the run's budget (set with the path, where the hypotheses held)."""
+
+    sols: dict[float, SVMSolution]
+    steps: int | None = None
+
+
 def dual_map(W: np.ndarray, p: float) -> np.ndarray:
     """∇ψ(W) = sign(W)|W|^{p−1}, entrywise (the mirror descent's dual variable)."""
     return np.sign(W) * np.abs(W) ** (p - 1.0)
 
 
-class MirrorGD(GlobalGD):
+class MirrorGD(GlobalGD[MirrorInstance, MirrorState]):
     """ℓp mirror descent converges in direction to the ℓp-AttSVM solution of the optimal tokens. No statement
     of its own: md-global / md-global-normalized (md_global.py) subclass it. ``pairs``: None for the theorem
     (the run's p is also the claimed limit's), else the control's (p, q) pairs."""
@@ -128,26 +151,26 @@ class MirrorGD(GlobalGD):
     def not_applicable(self, data):
         return "the mirror-descent check draws its own B.1/B.2 family (no --data reading yet)"
 
-    def exponents(self, ctx) -> tuple[float, float]:
+    def exponents(self, ctx: Context) -> tuple[float, float]:
         """(p of the run, q of the claimed limit) of instance ``ctx.instance``."""
         if self.pairs is None:
             p = EXPONENTS[ctx.instance % len(EXPONENTS)]
             return p, p
         return self.pairs[ctx.instance % len(self.pairs)]
 
-    def _draw(self, rng, ctx):
+    def _draw(self, rng: np.random.Generator, ctx: Context) -> tuple[AttentionData, str]:
         # the theorem: p cycles with period 3, the family with period 2, so 6 instances meet every pair;
         # the control: the pair cycles with its own period, the family changes every len(pairs) instances
         k = ctx.instance if self.pairs is None else ctx.instance // len(self.pairs)
         if k % 2 == 0:
-            return {"data": b2_data(4, 6, 8, rng=rng), "family": "B.2"}
-        return {"data": b1_data(3, 4, 12, rng=rng), "family": "B.1"}
+            return b2_data(4, 6, 8, rng=rng), "B.2"
+        return b1_data(3, 4, 12, rng=rng), "B.1"
 
-    def instance(self, rng, ctx):
-        inst = self._draw(rng, ctx)
-        inst["p"], inst["q"] = self.exponents(ctx)
-        inst["init"] = INIT_SCALE * rng.standard_normal((inst["data"].d, inst["data"].d))
-        return inst
+    def instance(self, rng: np.random.Generator, ctx: Context) -> MirrorInstance:
+        data, family = self._draw(rng, ctx)
+        p, q = self.exponents(ctx)
+        init = INIT_SCALE * rng.standard_normal((data.d, data.d))
+        return MirrorInstance(data=data, family=family, init=init, p=p, q=q)
 
     def geometry(self, p: float) -> Mirror:
         return Mirror(p, normalized=self.normalized)
@@ -156,31 +179,30 @@ class MirrorGD(GlobalGD):
         """Steps of the run with exponent p (normalised: :func:`normalized_steps`)."""
         return normalized_steps(p) if self.normalized else self.steps
 
-    def prepare(self, instances, ctxs):
+    def prepare(self, instances: Sequence[MirrorInstance], ctxs: Sequence[Context]) -> list[MirrorState]:
         states = []
         for inst in instances:
-            st: dict = {"sols": {}}
-            for r in EXPONENTS:
-                st["sols"][r] = solve_lp_att_svm(inst["data"], p=r)
-            st["sol"] = st["sols"][inst["q"]]
-            states.append(st)
+            sols = {r: solve_lp_att_svm(inst.data, p=r) for r in EXPONENTS}
+            states.append(MirrorState(sol=sols[inst.q], sols=sols))
         keep = [j for j in range(len(instances)) if self._hypotheses_hold(instances[j], states[j], ctxs[j])]
         groups: dict[tuple, list[int]] = {}
         for j in keep:
-            dt = instances[j]["data"]
-            groups.setdefault((dt.n, dt.T, dt.d, instances[j]["p"]), []).append(j)
+            dt = instances[j].data
+            groups.setdefault((dt.n, dt.T, dt.d, instances[j].p), []).append(j)
         for (_, _, _, p), idx in groups.items():
             steps = self.budget(p)
             cfg = GDConfig(steps=steps, lr=self.lr, geometry=self.geometry(p))
-            res = run_gd([instances[j]["data"] for j in idx], cfg,
-                         init=np.stack([instances[j]["init"] for j in idx]), record_every=steps // 32,
+            res = run_gd([instances[j].data for j in idx], cfg,
+                         init=np.stack([instances[j].init for j in idx]), record_every=steps // 32,
                          device=ctxs[idx[0]].device)
+            traj = res.W_traj
+            assert traj is not None  # recorded: record_every is given (GDResult.W_traj)
             for col, j in enumerate(idx):
-                states[j].update(traj=res.W_traj[:, col], its=res.iterations, steps=steps)
-        for j, inst in enumerate(instances):  # integrity: on every instance, hypotheses met or not
-            states[j]["fidelity"] = init_fidelity(inst["data"], inst["init"], self.lr, p=inst["p"],
-                                                  normalized=self.normalized, device=ctxs[j].device)
-        return states
+                states[j] = replace(states[j], traj=traj[:, col], its=res.iterations, steps=steps)
+        # integrity: on every instance, hypotheses met or not
+        return [replace(st, fidelity=init_fidelity(inst.data, inst.init, self.lr, p=inst.p,
+                                                   normalized=self.normalized, device=ctx.device))
+                for inst, st, ctx in zip(instances, states, ctxs, strict=True)]
 
     # -- hypotheses (assume_loss_A and assume_unique_opt are gd-global's)
     assume_feasible = WITHDRAWN
@@ -189,70 +211,74 @@ class MirrorGD(GlobalGD):
     assume_start_gradient = WITHDRAWN
     # gd-global's step-fidelity prediction (integrity ``is_gradient_descent``, inherited) judges the mirror
     # step here: the engine's first step against the independent ℓp mirror step (_gd.mirror_step_fidelity)
-    def check_is_gradient_descent(self, inst, st, ctx):
+    def check_is_gradient_descent(self, inst: MirrorInstance, st: MirrorState, ctx: Context) -> Outcome:
         """The engine's step from W(0) and from W(0)/‖W(0)‖_F is the ℓp mirror step ∇ψ(W₊) = ∇ψ(W) − η g
         of the theorem (g = ∇L, or ∇L/‖∇L‖_q normalised), direction and length, against an independent
         numpy reference (_gd.mirror_step_fidelity)."""
-        return judge_fidelity(st["fidelity"], step="mirror step ∇ψ(W) − ∇ψ(W₊)",
+        return judge_fidelity(cast(float, st.fidelity), step="mirror step ∇ψ(W) − ∇ψ(W₊)",
                               along="η∇L (independent numpy)" if not self.normalized else "η∇L/‖∇L‖_q")
 
-    def assume_lp_svm_certified(self, inst, st, ctx):
+    def assume_lp_svm_certified(self, inst: MirrorInstance, st: MirrorState, ctx: Context) -> Outcome:
         """ℓp-AttSVM(opt) feasible, for every exponent of the family, each answer certified by weak duality
         (solve_lp_att_svm raises where no solver certifies: the harness records ERROR)."""
-        bad = [r for r, s in st["sols"].items() if not s.feasible]
+        bad = [r for r, s in st.sols.items() if not s.feasible]
         return decide(not bad, f"ℓp-AttSVM(opt) infeasible at p = {bad}")
 
-    def assume_B1_or_B2_lp(self, inst, st, ctx):
+    def assume_B1_or_B2_lp(self, inst: MirrorInstance, st: MirrorState, ctx: Context) -> Outcome:
         """B.1 on the support tokens of W^mm_p of the run's p (every non-optimal token active), or B.2."""
-        data = inst["data"]
-        b1, b2 = hyp.b1_or_b2(st["sols"][inst["p"]], scores(data), optimal_tokens(data).index)
-        return decide(b1 or b2, f"neither B.1 (on the support tokens of W^mm_p, p = {inst['p']:g}) nor B.2 "
+        data = inst.data
+        b1, b2 = hyp.b1_or_b2(st.sols[inst.p], scores(data), optimal_tokens(data).index)
+        return decide(b1 or b2, f"neither B.1 (on the support tokens of W^mm_p, p = {inst.p:g}) nor B.2 "
                       "holds", B1=b1, B2=b2)
 
-    def assume_start_gradient_lp(self, inst, st, ctx):
-        ip = grad_inner(inst["data"], inst["init"], st["sols"][inst["p"]].W)
+    def assume_start_gradient_lp(self, inst: MirrorInstance, st: MirrorState, ctx: Context) -> Outcome:
+        ip = grad_inner(inst.data, inst.init, svm_W(st.sols[inst.p]))
         return decide(ip < 0, f"⟨∇L(W(0)), W^mm_p⟩ = {ip:.3g} ≥ 0", start_grad_inner=ip)
 
     # -- predictions
-    def target(self, inst, st):
+    def target(self, inst: MirrorInstance, st: MirrorState) -> np.ndarray:
         """The claimed limit W^mm_q (q = p for the theorem), through the resolution seam; the ℓp solution
         need not lie in the token-difference span (ℓp is not rotation invariant): perturbed in all R^{d×d}."""
-        return self.predicted("W^mm_p", st["sol"].W, "direction")
+        return self.predicted("W^mm_p", st.sol.W, "direction")
 
-    def check_norm_grows(self, inst, st, ctx):
+    def check_norm_grows(self, inst: MirrorInstance, st: MirrorState, ctx: Context) -> Outcome:
         if not self.normalized:
             return super().check_norm_grows(inst, st, ctx)
         W = self.target(inst, st)
-        proj = np.einsum("kij,ij->k", dual_map(st["traj"], inst["p"]), W) / lp_norm(W, inst["p"])
+        traj, its = st.path()
+        proj = np.einsum("kij,ij->k", dual_map(traj, inst.p), W) / lp_norm(W, inst.p)
         h = len(proj) // 2
-        rate = float((proj[-1] - proj[h]) / (st["its"][-1] - st["its"][h]) / self.lr)
+        rate = float((proj[-1] - proj[h]) / (its[-1] - its[h]) / self.lr)
         return decide(rate >= NORM_RATE_MIN,
                       f"⟨∇ψ(W), W^mm_p⟩/‖W^mm_p‖_p grows by {rate:.3g}·η per step over the second half "
                       f"(< {NORM_RATE_MIN})", norm_rate=rate)
 
-    def check_projection_grows(self, inst, st, ctx):
+    def check_projection_grows(self, inst: MirrorInstance, st: MirrorState, ctx: Context) -> Outcome:
         """⟨∇ψ(W(k)), W^mm⟩ strictly increasing: each mirror step adds −η⟨∇L(W), W^mm⟩ (/‖∇L‖_q normalised) to
         it, > 0 at every W under B.1/B.2 (TLTO's no-stationary-points argument uses only W^mm's margins, all
         ≥ 1 and = 1 on the support tokens: W^mm_p has the same pattern). A no-op or an ascent refutes it."""
-        proj = np.einsum("kij,ij->k", dual_map(st["traj"], inst["p"]), self.target(inst, st))
+        traj, its = st.path()
+        proj = np.einsum("kij,ij->k", dual_map(traj, inst.p), self.target(inst, st))
         bad = np.flatnonzero(np.diff(proj) <= 0)
         k = int(bad[0]) if len(bad) else 0
         return decide(len(bad) == 0,
-                      f"⟨∇ψ(W(k)), W^mm⟩ does not increase from k = {st['its'][k]} to k = {st['its'][k + 1]}"
+                      f"⟨∇ψ(W(k)), W^mm⟩ does not increase from k = {its[k]} to k = {its[k + 1]}"
                       f" ({proj[k]:.4g} → {proj[k + 1]:.4g}); every mirror step adds −η⟨∇L, W^mm⟩ > 0 under "
                       "B.1/B.2", proj_final=float(proj[-1]))
 
-    def check_direction(self, inst, st, ctx):
-        idx = doubling_points(st["its"], st["steps"])
-        traj, its = st["traj"][idx], st["its"][idx]
+    def check_direction(self, inst: MirrorInstance, st: MirrorState, ctx: Context) -> Outcome:
+        traj, its = st.path()
+        steps = cast(int, st.steps)  # set with the path
+        idx = doubling_points(its, steps)
+        traj, its = traj[idx], its[idx]
         claimed = self.target(inst, st)
         err = 1 - corr_curve(traj, claimed)
         eps = self.corr_err_max
         m = dict(given_metrics(ctx), corr_err=float(err[-1]), corr_err_fall=float(err[-1] / err[0]),
                  corr_err_iterations=its.tolist(), corr_err_curve=err.tolist(), alt_corr_err=float("nan"),
-                 p=inst["p"], q=inst["q"])
+                 p=inst.p, q=inst.q)
         for r in EXPONENTS:
-            Wr = st["sols"][r].W
+            Wr = svm_W(st.sols[r])
             m[f"corr_err_l{r:g}"] = float(1 - corr(traj[-1], Wr))
             m[f"sep_l{r:g}"] = float(1 - corr(Wr, claimed))
         # competitors: the certified solutions of every exponent at least the threshold away from the claimed
@@ -271,18 +297,18 @@ class MirrorGD(GlobalGD):
                           f"{its[-1]}, above the float64 resolution of 1 − corr: the mirror iterate "
                           "converges to a direction other than the claimed limit", **m)
         for r in rivals:
-            e_r = 1 - corr_curve(traj, st["sols"][r].W)
+            e_r = 1 - corr_curve(traj, svm_W(st.sols[r]))
             if e_r[-1] < eps and e_r[-1] < e_r[0] and e_r[-1] < err[-1]:
                 m["alt_corr_err"] = float(e_r[-1])
-                return decide(False, f"mirror descent (p = {inst['p']:g}) converges to the certified "
+                return decide(False, f"mirror descent (p = {inst.p:g}) converges to the certified "
                               f"ℓr-AttSVM solution, r = {r:g}: 1 − corr(W(k), W^mm_r) {e_r[0]:.3g} → "
                               f"{e_r[-1]:.3g} (< {eps}), while 1 − corr to the claimed limit "
-                              f"(q = {inst['q']:g}) went "
+                              f"(q = {inst.q:g}) went "
                               f"{err[0]:.3g} → {err[-1]:.3g}; the two solutions are "
                               f"{m[f'sep_l{r:g}']:.3g} apart", **m)
         return undecided(f"1 − corr(W(k), W^mm_q) {err[0]:.3g} at k = {its[0]} → {err[-1]:.3g} at k = "
                          f"{its[-1]} (≥ {eps} or not below its start), and no other exponent's certified "
-                         f"solution is confirmed either: the limit is not reached within {st['steps']} steps",
+                         f"solution is confirmed either: the limit is not reached within {steps} steps",
                          **m)
 
 
@@ -295,11 +321,12 @@ class MirrorGDControl(MirrorGD):
     pairs = PAIRS
     redraw_on = ("distinguishable",)
 
-    def assume_distinguishable(self, inst, st, ctx):
-        sep = float(1 - corr(st["sols"][inst["p"]].W, st["sols"][inst["q"]].W))
+    def assume_distinguishable(self, inst: MirrorInstance, st: MirrorState, ctx: Context) -> Outcome:
+        sep = float(1 - corr(svm_W(st.sols[inst.p]), svm_W(st.sols[inst.q])))
         return decide(sep >= self.corr_err_max,
                       f"1 − corr(W^mm_p, W^mm_q) = {sep:.3g} < {self.corr_err_max}: the claimed limit is "
                       "within the check's resolution of the true one", sep=sep)
 
 
-__all__ = ["EXPONENTS", "PAIRS", "PAIRS_N", "MirrorGD", "MirrorGDControl", "dual_map"]
+__all__ = ["EXPONENTS", "PAIRS", "PAIRS_N", "MirrorGD", "MirrorGDControl", "MirrorInstance", "MirrorState",
+           "dual_map"]

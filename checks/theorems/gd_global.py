@@ -125,13 +125,15 @@ from ._global import (
     STEPS,
     GlobalGD,
     GlobalGDControl,
+    GlobalInstance,
+    GlobalState,
     control_hypotheses_text,
     shared_token_trap_mechanism,
 )
 
 
 @register
-class GDGlobal(GlobalGD):
+class GDGlobal(GlobalGD[GlobalInstance, GlobalState]):
     """gd-global: the statement above; the budget, thresholds, hypotheses and predictions are
     checks/theorems/_global.py's GlobalGD (shared with gd-global-normalized)."""
 

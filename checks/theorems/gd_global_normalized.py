@@ -43,7 +43,7 @@ from typing import ClassVar, cast
 
 import numpy as np
 
-from checks import Criterion, decide, held, register, undecided
+from checks import Context, Criterion, Outcome, decide, held, register, undecided
 from numerics.gd import AUTHORS
 from numerics.tokens import optimal_tokens, softmax_probs
 
@@ -52,6 +52,8 @@ from ._global import (
     REFERENCE,
     GlobalGD,
     GlobalGDControl,
+    GlobalInstance,
+    GlobalState,
     control_hypotheses_text,
     local_theorem_multiplier,
     trapped_example_mechanism,
@@ -96,10 +98,11 @@ class _Normalized:
         Criterion("min_i softmax mass on opt_i at W(S)", ">", OPT_MASS_MIN, plot_metric="opt_mass"),
     )
 
-    def check_norm_grows(self, inst, st, ctx):
-        n = np.linalg.norm(st["traj"], axis=(1, 2))
+    def check_norm_grows(self, inst: GlobalInstance, st: GlobalState, ctx: Context) -> Outcome:
+        traj, its = st.path()
+        n = np.linalg.norm(traj, axis=(1, 2))
         h = len(n) // 2
-        rate = float((n[-1] - n[h]) / (st["its"][-1] - st["its"][h]) / self.lr)
+        rate = float((n[-1] - n[h]) / (its[-1] - its[h]) / self.lr)
         return decide(
             rate >= NORM_RATE_MIN,
             f"‖W‖ grows by {rate:.3g}·η per step over the second half (< {NORM_RATE_MIN})",
@@ -107,15 +110,17 @@ class _Normalized:
             norm_rate=rate,
         )
 
-    def judge_points(self, st):
-        idx = np.searchsorted(st["its"], JUDGE_KS)
-        if not np.array_equal(st["its"][idx], JUDGE_KS):
+    def judge_points(self, st: GlobalState) -> np.ndarray:
+        its = st.path()[1]
+        idx = np.searchsorted(its, JUDGE_KS)
+        if not np.array_equal(its[idx], JUDGE_KS):
             raise RuntimeError(f"recorded iterations miss the judged points {JUDGE_KS}")
         return idx
 
-    def check_selects_opt(self, inst, st, ctx):
-        data = inst["data"]
-        mass = float(softmax_probs(data, st["traj"][-1])[np.arange(data.n), optimal_tokens(data).index].min())
+    def check_selects_opt(self, inst: GlobalInstance, st: GlobalState, ctx: Context) -> Outcome:
+        data = inst.data
+        W = st.path()[0][-1]
+        mass = float(softmax_probs(data, W)[np.arange(data.n), optimal_tokens(data).index].min())
         if mass > OPT_MASS_MIN:
             return held(opt_mass=mass)
         # a limit claim: a small mass at S refutes only with the direction (GD approaching another certified
@@ -125,7 +130,7 @@ class _Normalized:
 
 
 @register
-class GDGlobalNormalized(_Normalized, GlobalGD):
+class GDGlobalNormalized(_Normalized, GlobalGD[GlobalInstance, GlobalState]):
     id = "gd-global-normalized"
     title = "Normalised GD on W (authors' protocol) converges in direction to W^mm from the paper's start"
     reference = "TLTO §3 global convergence, normalised-GD reading of its experiments (THEORY.md §5); variant"

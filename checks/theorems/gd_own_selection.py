@@ -75,15 +75,18 @@ numerics.svm.solve_att_svm (fro, nuc; certified).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 
-from checks import Criterion, Profile, Theorem, decide, held, register, undecided
+from checks import Context, Criterion, Outcome, Profile, Theorem, decide, held, register, undecided
 from checks import hypotheses as hyp
 from checks.power.resolution import token_difference_span
-from numerics.data import random_unit_sphere
+from numerics.data import AttentionData, random_unit_sphere
 from numerics.gd import AUTHORS_KQ, AUTHORS_WD, GDConfig, run_gd, uniform_init
-from numerics.svm import solve_att_svm
+from numerics.svm import SVMSolution, solve_att_svm
 from numerics.tokens import optimal_tokens, softmax_probs
 
 from ._gd import FIDELITY_TOL, init_fidelity, judge_fidelity, step_fidelity_kq
@@ -113,19 +116,67 @@ NAMES = {"fro": "Frobenius", "nuc": "nuclear"}
 TARGETS = {"fro": "W^mm_α", "nuc": "W^mm_⋆,α"}
 
 
-def selections(data, traj: np.ndarray) -> np.ndarray:
+@dataclass(frozen=True, eq=False)
+class SVMPair:
+    """Att-SVM(α) and, when it is feasible, Att-SVM⋆(α) of one selection α (certified solves)."""
+
+    fro: SVMSolution
+    nuc: SVMSolution | None
+
+    def W(self, key: str) -> np.ndarray:
+        """W of the solution ``key`` ("fro" / "nuc"); read only where :func:`pair_feasible` holds (not
+        asserted: a missing one fails where it did before)."""
+        return cast(np.ndarray, getattr(self, key).W)
+
+
+@dataclass(frozen=True, eq=False)
+class OwnSelectionInstance:
+    """The data (redrawn until the optimal tokens' Frobenius and nuclear solutions differ) and the starts:
+    W(0) of W-GD, K(0) and Q(0) of (K, Q)-GD (nn.Linear's uniform init)."""
+
+    data: AttentionData
+    W0: np.ndarray
+    K0: np.ndarray
+    Q0: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class OwnSelectionState:
+    """Both runs and the SVM pairs of their final selections. W side: the proved bound L̄_W, the step η and
+    the budget, W at the doubling points k = S/32, …, S and those k, the final selection α, whether it is the
+    same over k ∈ [S/4, S], its pair. (K, Q) side: K Q^T at every record, the final selection α', whether it
+    is the same over the second half, the smallest max-softmax at the end, its pair. The step fidelities."""
+
+    L: float
+    lr: float
+    steps: int
+    w_traj: np.ndarray
+    w_its: np.ndarray
+    w_alpha: np.ndarray
+    w_stable: bool
+    w_pair: SVMPair
+    kq_traj: np.ndarray
+    kq_alpha: np.ndarray
+    kq_stable: bool
+    kq_mass: float
+    kq_pair: SVMPair
+    fidelity: float
+    kq_fidelity: float
+
+
+def selections(data: AttentionData, traj: np.ndarray) -> np.ndarray:
     """The argmax-score selection α at each recorded W (K, n)."""
     return np.einsum("ntd,kde,ne->knt", data.X, traj, data.Z).argmax(axis=2)
 
 
-def solve_pair(data, alpha: np.ndarray) -> dict:
+def solve_pair(data: AttentionData, alpha: np.ndarray) -> SVMPair:
     """Att-SVM(α) and, when it is feasible, Att-SVM⋆(α) (certified solves)."""
     fro = solve_att_svm(data, alpha)
-    return {"fro": fro, "nuc": solve_att_svm(data, alpha, norm="nuc") if fro.feasible else None}
+    return SVMPair(fro, solve_att_svm(data, alpha, norm="nuc") if fro.feasible else None)
 
 
-def pair_feasible(pair: dict) -> bool:
-    return bool(pair["fro"].feasible and pair["nuc"] is not None and pair["nuc"].feasible)
+def pair_feasible(pair: SVMPair) -> bool:
+    return bool(pair.fro.feasible and pair.nuc is not None and pair.nuc.feasible)
 
 
 @register
@@ -170,125 +221,135 @@ class GDOwnSelection(Theorem):
                 "differ measurably (so the cross-norm control is decidable); given data cannot be redrawn, "
                 "so they are not checked here: run kq-gd-nuclear and gd-local on them")
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> OwnSelectionInstance:
         for _ in range(REDRAWS):
             data = random_unit_sphere(self.n, self.T, self.d, rng=rng)
             pair = solve_pair(data, optimal_tokens(data).index)
-            if pair_feasible(pair) and svm_corr(pair["fro"].W, pair["nuc"].W) < DIFFER_MAX:
+            if pair_feasible(pair) and svm_corr(pair.W("fro"), pair.W("nuc")) < DIFFER_MAX:
                 break
         d = self.d
-        return {"data": data, "W0": uniform_init(rng, (d, d), d), "K0": uniform_init(rng, (d, d), d),
-                "Q0": uniform_init(rng, (d, d), d)}
+        W0 = uniform_init(rng, (d, d), d)
+        K0 = uniform_init(rng, (d, d), d)
+        return OwnSelectionInstance(data=data, W0=W0, K0=K0, Q0=uniform_init(rng, (d, d), d))
 
-    def prepare(self, instances, ctxs):
-        datas = [i["data"] for i in instances]
+    def prepare(self, instances: Sequence[OwnSelectionInstance],
+                ctxs: Sequence[Context]) -> list[OwnSelectionState]:
+        datas = [i.data for i in instances]
         steps = STEPS.get(ctxs[0].profile, STEPS["quick"])
         Ls = [smoothness_bound(dt) for dt in datas]
         lrs = [float(np.nextafter(1.0 / L, 0.0)) for L in Ls]  # η = 1/L̄_W, rounded down: η·L̄_W ≤ 1
         dev = ctxs[0].device
         w = run_gd(datas, GDConfig(steps=steps, lr=tuple(lrs), geometry="plain"),
-                   init=np.stack([i["W0"] for i in instances]), record_every=steps // RECORDS, device=dev)
-        kq = run_gd(datas, AUTHORS_KQ, init=(np.stack([i["K0"] for i in instances]),
-                                             np.stack([i["Q0"] for i in instances])),
+                   init=np.stack([i.W0 for i in instances]), record_every=steps // RECORDS, device=dev)
+        kq = run_gd(datas, AUTHORS_KQ, init=(np.stack([i.K0 for i in instances]),
+                                             np.stack([i.Q0 for i in instances])),
                     record_every=KQ_RECORD, device=dev).W_traj
+        w_traj, w_its = w.W_traj, w.iterations
+        assert w_traj is not None and w_its is not None and kq is not None  # recorded: record_every is given
         out = []
         for j, (inst, data) in enumerate(zip(instances, datas, strict=True)):
-            st: dict = {"L": Ls[j], "lr": lrs[j], "steps": steps}
-            idx = doubling_points(w.iterations, steps)
-            st["w_traj"], st["w_its"] = w.W_traj[:, j][idx], w.iterations[idx]
-            sel = selections(data, w.W_traj[:, j][w.iterations >= steps // 2 ** WINDOW_DOUBLINGS])
-            st["w_alpha"], st["w_stable"] = sel[-1], bool(np.all(sel == sel[-1]))
-            st["w_pair"] = solve_pair(data, st["w_alpha"])
-            st["kq_traj"] = kq[:, j]
+            idx = doubling_points(w_its, steps)
+            sel = selections(data, w_traj[:, j][w_its >= steps // 2 ** WINDOW_DOUBLINGS])
+            w_alpha = sel[-1]
+            w_pair = solve_pair(data, w_alpha)
             ksel = selections(data, kq[kq.shape[0] // 2:, j])
-            st["kq_alpha"], st["kq_stable"] = ksel[-1], bool(np.all(ksel == ksel[-1]))
-            st["kq_mass"] = float(softmax_probs(data, kq[-1, j]).max(1).min())
-            same = bool(np.array_equal(st["kq_alpha"], st["w_alpha"]))
-            st["kq_pair"] = st["w_pair"] if same else solve_pair(data, st["kq_alpha"])
-            st["fidelity"] = init_fidelity(data, inst["W0"], lrs[j], normalized=False, device=ctxs[j].device)
-            K0, Q0 = inst["K0"], inst["Q0"]
+            kq_alpha = ksel[-1]
+            kq_mass = float(softmax_probs(data, kq[-1, j]).max(1).min())
+            same = bool(np.array_equal(kq_alpha, w_alpha))
+            kq_pair = w_pair if same else solve_pair(data, kq_alpha)
+            fidelity = init_fidelity(data, inst.W0, lrs[j], normalized=False, device=ctxs[j].device)
+            K0, Q0 = inst.K0, inst.Q0
             unit = np.sqrt(np.linalg.norm(K0 @ Q0.T))  # K, Q scaled alike so that ‖K Q^T‖ = 1
-            st["kq_fidelity"] = min(
-                step_fidelity_kq(data, K, Q, AUTHORS_KQ.lr, weight_decay=AUTHORS_WD, device=ctxs[j].device)
+            kq_lr = cast(float, AUTHORS_KQ.lr)  # the authors' step: one scalar (numerics.gd.AUTHORS)
+            kq_fidelity = min(
+                step_fidelity_kq(data, K, Q, kq_lr, weight_decay=AUTHORS_WD, device=ctxs[j].device)
                 for K, Q in ((K0, Q0), (K0 / unit, Q0 / unit)))
-            out.append(st)
+            out.append(OwnSelectionState(
+                L=Ls[j], lr=lrs[j], steps=steps, w_traj=w_traj[:, j][idx], w_its=w_its[idx], w_alpha=w_alpha,
+                w_stable=bool(np.all(sel == w_alpha)), w_pair=w_pair, kq_traj=kq[:, j], kq_alpha=kq_alpha,
+                kq_stable=bool(np.all(ksel == kq_alpha)), kq_mass=kq_mass, kq_pair=kq_pair, fidelity=fidelity,
+                kq_fidelity=kq_fidelity))
         return out
 
     # -- hypotheses
-    def assume_loss_A(self, inst, st, ctx):
+    def assume_loss_A(self, inst: OwnSelectionInstance, st: OwnSelectionState, ctx: Context) -> Any:
         return hyp.loss_satisfies_assumption_a("logistic")
 
-    def assume_step_below_1_over_L(self, inst, st, ctx):
-        return decide(st["lr"] * st["L"] <= 1.0, f"η·L_W = {st['lr'] * st['L']:.3g} > 1",
-                      L_bound=st["L"], eta=st["lr"])
+    def assume_step_below_1_over_L(self, inst: OwnSelectionInstance, st: OwnSelectionState,
+                                   ctx: Context) -> Outcome:
+        return decide(st.lr * st.L <= 1.0, f"η·L_W = {st.lr * st.L:.3g} > 1", L_bound=st.L, eta=st.lr)
 
-    def assume_m_ge_n(self, inst, st, ctx):
-        data = inst["data"]
+    def assume_m_ge_n(self, inst: OwnSelectionInstance, st: OwnSelectionState, ctx: Context) -> Outcome:
+        data = inst.data
         return decide(data.d >= data.n, f"m = d = {data.d} < n = {data.n}")
 
     # -- integrity
-    def check_is_gradient_descent(self, inst, st, ctx):
-        return judge_fidelity(st["fidelity"], step="W step")
+    def check_is_gradient_descent(self, inst: OwnSelectionInstance, st: OwnSelectionState,
+                                  ctx: Context) -> Outcome:
+        return judge_fidelity(st.fidelity, step="W step")
 
-    def check_kq_is_gradient_descent(self, inst, st, ctx):
-        return judge_fidelity(st["kq_fidelity"], step="(K, Q) step", along="−(∇_K L, ∇_Q L)")
+    def check_kq_is_gradient_descent(self, inst: OwnSelectionInstance, st: OwnSelectionState,
+                                     ctx: Context) -> Outcome:
+        return judge_fidelity(st.kq_fidelity, step="(K, Q) step", along="−(∇_K L, ∇_Q L)")
 
     # -- shared pieces
-    def _target(self, inst, pair, key):
+    def _target(self, inst: OwnSelectionInstance, pair: SVMPair, key: str) -> np.ndarray:
         """The solution ``key`` of ``pair`` through the resolution seam (Theorem.predicted)."""
-        return self.predicted(TARGETS[key], pair[key].W, "direction",
-                              lambda: token_difference_span(inst["data"]))
+        return self.predicted(TARGETS[key], pair.W(key), "direction",
+                              lambda: token_difference_span(inst.data))
 
-    def _curves(self, inst, traj, pair, claim):
+    def _curves(self, inst: OwnSelectionInstance, traj: np.ndarray, pair: SVMPair,
+                claim: str) -> tuple[np.ndarray, np.ndarray, float]:
         """corr with the claimed and the cross solution along ``traj``, and s."""
         other = "nuc" if claim == "fro" else "fro"
-        return (corr_curve(traj, self._target(inst, pair, claim)), corr_curve(traj, pair[other].W),
-                svm_corr(pair["fro"].W, pair["nuc"].W))
+        return (corr_curve(traj, self._target(inst, pair, claim)), corr_curve(traj, pair.W(other)),
+                svm_corr(pair.W("fro"), pair.W("nuc")))
 
     @staticmethod
-    def _decidable(stable: bool, pair: dict, side: str, extra: str = ""):
+    def _decidable(stable: bool, pair: SVMPair, side: str, extra: str = "") -> Outcome | None:
         """undecided (with the reason) unless the side's selection is certified, else None."""
         if not stable:
             return undecided(f"{side} selection not stable over the last part of the run{extra}")
         if not pair_feasible(pair):
             return undecided(f"Att-SVM or Att-SVM⋆ of the {side} selection not certified feasible")
-        s = svm_corr(pair["fro"].W, pair["nuc"].W)
+        s = svm_corr(pair.W("fro"), pair.W("nuc"))
         if s >= DIFFER_MAX:
             return undecided(f"the Frobenius and nuclear solutions of the {side} selection do not differ "
                              f"measurably (corr {s:.4f} ≥ {DIFFER_MAX}): the norms are not told apart")
         return None
 
-    def _separation(self, inst, traj, pair, claim, its, converged):
+    def _separation(self, inst: OwnSelectionInstance, traj: np.ndarray, pair: SVMPair, claim: str,
+                    its: Any, converged: bool) -> Outcome:
         c_claim, c_other, s = self._curves(inst, traj, pair, claim)
         other = "nuc" if claim == "fro" else "fro"
         return judge_separation(c_claim, c_other, s, claim_converged=converged, iterations=list(its),
                                 claim=NAMES[claim], other=NAMES[other])
 
     # -- W side
-    def check_w_selection(self, inst, st, ctx):
-        data = inst["data"]
-        m = dict(alpha_is_opt=float(np.all(st["w_alpha"] == optimal_tokens(data).index)),
-                 same_selection=float(np.array_equal(st["w_alpha"], st["kq_alpha"])))
-        return self._decidable(st["w_stable"], st["w_pair"], "W") or held(**m)
+    def check_w_selection(self, inst: OwnSelectionInstance, st: OwnSelectionState, ctx: Context) -> Outcome:
+        data = inst.data
+        m = dict(alpha_is_opt=float(np.all(st.w_alpha == optimal_tokens(data).index)),
+                 same_selection=float(np.array_equal(st.w_alpha, st.kq_alpha)))
+        return self._decidable(st.w_stable, st.w_pair, "W") or held(**m)
 
-    def _w_err(self, inst, st):
-        c, _, s = self._curves(inst, st["w_traj"], st["w_pair"], self.w_claim)
+    def _w_err(self, inst: OwnSelectionInstance, st: OwnSelectionState) -> tuple[np.ndarray, float]:
+        c, _, s = self._curves(inst, st.w_traj, st.w_pair, self.w_claim)
         return 1 - c, s
 
-    def check_w_norm_grows(self, inst, st, ctx):
-        if not pair_feasible(st["w_pair"]):
+    def check_w_norm_grows(self, inst: OwnSelectionInstance, st: OwnSelectionState, ctx: Context) -> Outcome:
+        if not pair_feasible(st.w_pair):
             return undecided("the W selection's Att-SVM is not certified feasible: no ‖W^mm_α‖ to measure by")
-        norms = np.linalg.norm(st["w_traj"], axis=(1, 2))
-        rates = np.diff(norms) / (np.linalg.norm(st["w_pair"]["fro"].W) * math.log(2))
+        norms = np.linalg.norm(st.w_traj, axis=(1, 2))
+        rates = np.diff(norms) / (np.linalg.norm(st.w_pair.W("fro")) * math.log(2))
         return decide(bool(np.all(rates[-2:] >= NORM_RATE_MIN)),
                       f"‖W(k)‖ is not growing like log k: the last doublings of k added {rates[-2]:.3g} and "
                       f"{rates[-1]:.3g} × ‖W^mm_α‖ ln 2 (< {NORM_RATE_MIN})", w_norm_rate=float(rates[-1]))
 
-    def check_w_direction(self, inst, st, ctx):
-        if (no := self._decidable(st["w_stable"], st["w_pair"], "W")) is not None:
+    def check_w_direction(self, inst: OwnSelectionInstance, st: OwnSelectionState, ctx: Context) -> Outcome:
+        if (no := self._decidable(st.w_stable, st.w_pair, "W")) is not None:
             return no
         err, s = self._w_err(inst, st)
-        its = st["w_its"]
+        its = st.w_its
         m = dict(w_corr_err=float(err[-1]), w_corr_err_curve=err.tolist(), w_corr_err_iterations=its.tolist(),
                  w_svm_corr=s)
         return judge_convergence(
@@ -299,25 +360,25 @@ class GDOwnSelection(Theorem):
                     f"1/log²k rate, the limit is not reached within {its[-1]} steps (budget)"),),
             **m)
 
-    def check_w_separation(self, inst, st, ctx):
-        if (no := self._decidable(st["w_stable"], st["w_pair"], "W")) is not None:
+    def check_w_separation(self, inst: OwnSelectionInstance, st: OwnSelectionState, ctx: Context) -> Outcome:
+        if (no := self._decidable(st.w_stable, st.w_pair, "W")) is not None:
             return no
         err, _ = self._w_err(inst, st)
-        return self._separation(inst, st["w_traj"], st["w_pair"], self.w_claim, st["w_its"],
+        return self._separation(inst, st.w_traj, st.w_pair, self.w_claim, st.w_its,
                                 bool(err[-1] < CORR_ERR_MAX))
 
     # -- (K, Q) side
-    def _kq_decidable(self, st):
-        extra = "" if st["kq_mass"] > SELECT_MIN else f" or unclear (min max-softmax {st['kq_mass']:.3f})"
-        return self._decidable(st["kq_stable"] and st["kq_mass"] > SELECT_MIN, st["kq_pair"], "(K, Q)", extra)
+    def _kq_decidable(self, st: OwnSelectionState) -> Outcome | None:
+        extra = "" if st.kq_mass > SELECT_MIN else f" or unclear (min max-softmax {st.kq_mass:.3f})"
+        return self._decidable(st.kq_stable and st.kq_mass > SELECT_MIN, st.kq_pair, "(K, Q)", extra)
 
-    def check_kq_selection(self, inst, st, ctx):
-        return self._kq_decidable(st) or held(kq_selected_mass=st["kq_mass"])
+    def check_kq_selection(self, inst: OwnSelectionInstance, st: OwnSelectionState, ctx: Context) -> Outcome:
+        return self._kq_decidable(st) or held(kq_selected_mass=st.kq_mass)
 
-    def check_kq_direction(self, inst, st, ctx):
+    def check_kq_direction(self, inst: OwnSelectionInstance, st: OwnSelectionState, ctx: Context) -> Outcome:
         if (no := self._kq_decidable(st)) is not None:
             return no
-        c, _, s = self._curves(inst, st["kq_traj"], st["kq_pair"], self.kq_claim)
+        c, _, s = self._curves(inst, st.kq_traj, st.kq_pair, self.kq_claim)
         name = NAMES[self.kq_claim]
         return judge_convergence(
             converged=bool(c[-1] >= CORR_MIN),
@@ -326,12 +387,12 @@ class GDOwnSelection(Theorem):
             stalled=f"corr with the {name} solution {c[-1]:.4f} < {CORR_MIN} and not rising",
             kq_corr=float(c[-1]), kq_svm_corr=s)
 
-    def check_kq_separation(self, inst, st, ctx):
+    def check_kq_separation(self, inst: OwnSelectionInstance, st: OwnSelectionState, ctx: Context) -> Outcome:
         if (no := self._kq_decidable(st)) is not None:
             return no
-        c, _, _ = self._curves(inst, st["kq_traj"], st["kq_pair"], self.kq_claim)
+        c, _, _ = self._curves(inst, st.kq_traj, st.kq_pair, self.kq_claim)
         its = np.minimum(KQ_RECORD * np.arange(len(c)), AUTHORS_KQ.steps)
-        return self._separation(inst, st["kq_traj"], st["kq_pair"], self.kq_claim, its,
+        return self._separation(inst, st.kq_traj, st.kq_pair, self.kq_claim, its,
                                 bool(c[-1] >= CORR_MIN))
 
 

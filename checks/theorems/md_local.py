@@ -78,13 +78,18 @@ of one shape and exponent (one step size per instance).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import cast
+
 import numpy as np
 
-from checks import Criterion, Profile, Theorem, decide, held, register
+from checks import Context, Criterion, Outcome, Profile, Theorem, decide, held, register
 from checks.strategies import local_alpha_data, tied_alpha_data
 from checks.theorems._trends import corr_curve
+from numerics.data import AttentionData
 from numerics.gd import GDConfig, Mirror, run_gd
-from numerics.svm import is_locally_optimal
+from numerics.svm import SVMSolution, is_locally_optimal
 from numerics.svm.lp import lp_norm, solve_lp_att_svm
 from numerics.tokens import corr, optimal_tokens, scores
 
@@ -105,6 +110,7 @@ from ._cone import (
     slack_plus,
 )
 from ._gd import FIDELITY_TOL, init_fidelity, judge_fidelity
+from ._global import svm_W
 from ._mirror import EXPONENTS
 
 #: gd-local's W^mm_opt separation rule (its ten-fold-fall thresholds come from _cone, with their reasons)
@@ -121,6 +127,44 @@ PROFILES = {
     "full": Profile(instances=60, min_confirmed=40, batch=30),
     "paper": Profile(instances=200, min_confirmed=130, batch=50),
 }
+
+
+@dataclass(frozen=True, eq=False)
+class MDLocalInstance:
+    """An instance of md-local and its controls: the data, the selection α ≠ opt, the run's exponent p, the
+    random direction U of the start on the cone boundary, and how many draws the family took (``direction``
+    and ``draws`` are absent only in the family's own pre-check, ``MDLocal.family_ok``)."""
+
+    data: AttentionData
+    alpha: np.ndarray
+    p: float
+    direction: np.ndarray | None = None
+    draws: int | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class MDLocalState:
+    """The certified ℓp solutions: ``sol`` = the claimed limit W^mm_{α,·} (its cone is the start's), ``glob``
+    = the optimal tokens' (the controls: see their ``_solve``), ``own`` = the run's own W^mm_{α,p} (only
+    md-local-p1-control, whose claimed limit is another exponent's), and the start's multiplier M. Where
+    mirror descent runs (sol feasible, M ≤ M_MAX): the cone width μ, the radius R, the step, the step fidelity
+    and the recorded path."""
+
+    sol: SVMSolution
+    glob: SVMSolution
+    M: float
+    own: SVMSolution | None = None
+    mu: float | None = None
+    R: float | None = None
+    lr: float | None = None
+    fidelity: float | None = None
+    traj: np.ndarray | None = None  # W every RECORD steps (K, d, d)
+
+    def path(self) -> np.ndarray:
+        """The recorded path: the predictions read it only where the hypotheses held (then it ran)."""
+        if self.traj is None:
+            raise KeyError("traj")
+        return self.traj
 
 
 def mirror_lr(W0: np.ndarray, p: float) -> float:
@@ -173,109 +217,113 @@ class MDLocal(Theorem):
     def not_applicable(self, data):
         return "the ℓp local check draws its own (data, α) family (no --data reading yet)"
 
-    def exponent(self, ctx) -> float:
+    def exponent(self, ctx: Context) -> float:
         return EXPONENTS[ctx.instance % len(EXPONENTS)]
 
-    def _draw(self, rng):
+    def _draw(self, rng: np.random.Generator) -> tuple[AttentionData, np.ndarray]:
         return local_alpha_data(self.n, self.T, self.d, rng=rng, locally_optimal=True)
 
-    def _solve(self, data, alpha, p) -> dict:
+    def _solve(self, data: AttentionData, alpha: np.ndarray, p: float) -> MDLocalState:
         sol = solve_lp_att_svm(data, alpha, p=p)
-        return {"sol": sol, "glob": solve_lp_att_svm(data, p=p), "M": multiplier(data, alpha, sol)}
+        return MDLocalState(sol=sol, glob=solve_lp_att_svm(data, p=p), M=multiplier(data, alpha, sol))
 
-    def family_ok(self, data, alpha, p) -> bool:
+    def family_ok(self, data: AttentionData, alpha: np.ndarray, p: float) -> bool:
         """The hypotheses decided from the data and the ℓp SVMs alone, by this theorem's own assume_* methods
         (in order: local optimality needs feasibility)."""
         st = self._solve(data, alpha, p)
-        inst = {"data": data, "alpha": alpha, "p": p}
+        inst = MDLocalInstance(data=data, alpha=alpha, p=p)
         hyps = (self.assume_alpha_not_opt, self.assume_feasible, self.assume_alpha_locally_optimal,
                 self.assume_R_large)
         return all(holds(f(inst, st, None)) for f in hyps)
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> MDLocalInstance:
         p = self.exponent(ctx)
         for k in range(1, FAMILY_TRIES + 1):  # noqa: B007 (k: the draws, recorded below)
             data, alpha = self._draw(rng)
             if self.family_ok(data, alpha, p):
                 break
-        return {"data": data, "alpha": alpha, "p": p, "direction": rng.standard_normal((data.d, data.d)),
-                "draws": k}
+        return MDLocalInstance(data=data, alpha=alpha, p=p, direction=rng.standard_normal((data.d, data.d)),
+                               draws=k)
 
-    def prepare(self, instances, ctxs):
+    def prepare(self, instances: Sequence[MDLocalInstance], ctxs: Sequence[Context]) -> list[MDLocalState]:
         states = []
         runs: dict[tuple, list[tuple[int, np.ndarray, float]]] = {}  # (shape, p) -> (instance, W(0), step)
         for j, (inst, ctx) in enumerate(zip(instances, ctxs, strict=True)):
-            data, p = inst["data"], inst["p"]
-            st = self._solve(data, inst["alpha"], p)
-            sol = st["sol"]
-            if sol.feasible and st["M"] <= M_MAX:  # otherwise vacuous: mirror descent is not run
-                R = st["M"] * np.linalg.norm(sol.W)
-                st["mu"] = mu = cone_width(data, inst["alpha"], sol.W, inst["direction"], st["M"],
-                                           slack_plus(data, inst["alpha"], sol.W))
-                W0 = boundary_start(sol.W, R, inst["direction"], mu)
+            data, p = inst.data, inst.p
+            st = self._solve(data, inst.alpha, p)
+            sol = st.sol
+            if sol.feasible and st.M <= M_MAX:  # otherwise vacuous: mirror descent is not run
+                Wa = svm_W(sol)
+                R = float(st.M * np.linalg.norm(Wa))
+                mu = cone_width(data, inst.alpha, Wa, inst.direction, st.M, slack_plus(data, inst.alpha, Wa))
+                W0 = boundary_start(Wa, R, cast(np.ndarray, inst.direction), mu)
                 lr = mirror_lr(W0, p)
-                st.update(R=R, lr=lr, fidelity=init_fidelity(data, W0, lr, p=p, normalized=True,
-                                                             device=ctx.device))
+                st = replace(st, mu=mu, R=R, lr=lr, fidelity=init_fidelity(data, W0, lr, p=p, normalized=True,
+                                                                           device=ctx.device))
                 runs.setdefault((data.n, data.T, data.d, p), []).append((j, W0, lr))
             states.append(st)
         for (*_, p), group in runs.items():
             idx = [j for j, _, _ in group]
-            cfg = GDConfig(steps=STEPS, lr=[lr for *_, lr in group], geometry=Mirror(p, normalized=True))
-            res = run_gd([instances[j]["data"] for j in idx], cfg, init=np.stack([W0 for _, W0, _ in group]),
+            cfg = GDConfig(steps=STEPS, lr=tuple(lr for *_, lr in group), geometry=Mirror(p, normalized=True))
+            res = run_gd([instances[j].data for j in idx], cfg, init=np.stack([W0 for _, W0, _ in group]),
                          record_every=RECORD, device=ctxs[idx[0]].device)
+            traj = res.W_traj
+            assert traj is not None  # recorded: record_every is given (GDResult.W_traj)
             for col, j in enumerate(idx):
-                states[j]["traj"] = res.W_traj[:, col]
+                states[j] = replace(states[j], traj=traj[:, col])
         return states
 
-    # -- hypotheses
-    def assume_alpha_not_opt(self, inst, st, ctx):
-        return bool(np.any(inst["alpha"] != optimal_tokens(inst["data"]).index))
+    # -- hypotheses (``ctx`` is None in the family's pre-check, ``family_ok``)
+    def assume_alpha_not_opt(self, inst: MDLocalInstance, st: MDLocalState, ctx: Context | None) -> bool:
+        return bool(np.any(inst.alpha != optimal_tokens(inst.data).index))
 
-    def assume_feasible(self, inst, st, ctx):
+    def assume_feasible(self, inst: MDLocalInstance, st: MDLocalState, ctx: Context | None) -> Outcome:
         """ℓp-AttSVM(α) and ℓp-AttSVM(opt) feasible (certified: solve_lp_att_svm raises where no solver
         certifies, and the harness records ERROR)."""
-        return decide(st["sol"].feasible and st["glob"].feasible,
-                      f"ℓp-AttSVM infeasible at p = {inst['p']:g} (α: {st['sol'].feasible}, opt: "
-                      f"{st['glob'].feasible})")
+        return decide(st.sol.feasible and st.glob.feasible,
+                      f"ℓp-AttSVM infeasible at p = {inst.p:g} (α: {st.sol.feasible}, opt: "
+                      f"{st.glob.feasible})")
 
-    def assume_alpha_locally_optimal(self, inst, st, ctx):
-        return decide(is_locally_optimal(inst["data"], inst["alpha"], st["sol"]),
-                      f"α is not locally optimal for W^mm_α,p (p = {inst['p']:g}): a support token scores as "
+    def assume_alpha_locally_optimal(self, inst: MDLocalInstance, st: MDLocalState,
+                                     ctx: Context | None) -> Outcome:
+        return decide(is_locally_optimal(inst.data, inst.alpha, st.sol),
+                      f"α is not locally optimal for W^mm_α,p (p = {inst.p:g}): a support token scores as "
                       "high as α_i")
 
-    def assume_R_large(self, inst, st, ctx):
-        return decide(st["M"] <= M_MAX, f"needs M = {st['M']:.3g} > {M_MAX:g}",
-                      init_M=float(min(st["M"], 1e9)),
-                      **({"draws": int(inst["draws"])} if "draws" in inst else {}))
+    def assume_R_large(self, inst: MDLocalInstance, st: MDLocalState, ctx: Context | None) -> Outcome:
+        return decide(st.M <= M_MAX, f"needs M = {st.M:.3g} > {M_MAX:g}",
+                      init_M=float(min(st.M, 1e9)),
+                      **({"draws": int(inst.draws)} if inst.draws is not None else {}))
 
     # -- predictions
-    def check_is_gradient_descent(self, inst, st, ctx):
-        return judge_fidelity(st["fidelity"], step="mirror step ∇ψ(W) − ∇ψ(W₊)", along="η∇L/‖∇L‖_q")
+    def check_is_gradient_descent(self, inst: MDLocalInstance, st: MDLocalState, ctx: Context) -> Outcome:
+        return judge_fidelity(cast(float, st.fidelity), step="mirror step ∇ψ(W) − ∇ψ(W₊)",
+                              along="η∇L/‖∇L‖_q")
 
-    def target(self, inst, st):
+    def target(self, inst: MDLocalInstance, st: MDLocalState) -> np.ndarray:
         """W^mm_{α,p}, the direction mirror descent is predicted to follow (the resolution seam; ℓp is not
         rotation invariant, so the solution is perturbed in all of R^{d×d}, as md-global's)."""
-        return self.predicted("W^mm_α,p", st["sol"].W, "direction")
+        return self.predicted("W^mm_α,p", st.sol.W, "direction")
 
-    def check_stays_in_cone(self, inst, st, ctx):
-        c = corr_curve(st["traj"], self.target(inst, st))
-        mu = st["mu"]
+    def check_stays_in_cone(self, inst: MDLocalInstance, st: MDLocalState, ctx: Context) -> Outcome:
+        c = corr_curve(st.path(), self.target(inst, st))
+        mu = cast(float, st.mu)  # set with the path
         return decide(c.min() >= 1 - mu - CONE_RTOL,
                       f"left the cone: min corr {c.min():.6f} < 1 − μ = {1 - mu:.6g}",
-                      min_corr=float(c.min()), cone_mu=mu, start_corr_err=float(1 - c[0]), p=inst["p"],
+                      min_corr=float(c.min()), cone_mu=mu, start_corr_err=float(1 - c[0]), p=inst.p,
                       corr_alpha_curve=c.tolist(),
                       corr_alpha_iterations=np.minimum(RECORD * np.arange(len(c)), STEPS).tolist())
 
-    def check_direction(self, inst, st, ctx):
-        traj = st["traj"]
+    def check_direction(self, inst: MDLocalInstance, st: MDLocalState, ctx: Context) -> Outcome:
+        traj = st.path()
         err = 1 - corr_curve(traj, self.target(inst, st))
         e0, e1 = float(err[0]), float(err[-1])
-        growth = float(lp_norm(traj[-1], inst["p"]) / lp_norm(traj[0], inst["p"]))
-        m = {"corr_err": e1, "corr_err_fall": e0 / max(e1, 1e-300), "norm_growth": growth, "p": inst["p"]}
+        growth = float(lp_norm(traj[-1], inst.p) / lp_norm(traj[0], inst.p))
+        m = {"corr_err": e1, "corr_err_fall": e0 / max(e1, 1e-300), "norm_growth": growth, "p": inst.p}
         return judge_cone_fall(err, growth, m, target="W^mm_α,p", norm="‖W‖_p")
 
-    def check_not_global(self, inst, st, ctx):
-        Wa, Wg, W = st["sol"].W, st["glob"].W, st["traj"][-1]
+    def check_not_global(self, inst: MDLocalInstance, st: MDLocalState, ctx: Context) -> Outcome:
+        Wa, Wg, W = st.sol.W, st.glob.W, st.path()[-1]
         svm_corr = float(corr(Wa, Wg))
         ca, cg = float(corr(W, Wa)), float(corr(W, Wg))
         if svm_corr >= DIFFER_MAX:
@@ -303,24 +351,27 @@ class MDLocalControl(MDLocal):
     locally_optimal = False
     plot_metric = "min_corr"
 
-    def _draw(self, rng):
+    def _draw(self, rng: np.random.Generator) -> tuple[AttentionData, np.ndarray]:
         return tied_alpha_data(self.n, self.T, self.d, rng=rng)
 
-    def assume_alpha_not_opt(self, inst, st, ctx):
+    def assume_alpha_not_opt(self, inst: MDLocalInstance, st: MDLocalState, ctx: Context | None) -> bool:
         # with the tie both tokens are optimal: α ≠ opt means α_i is not the unique best token of its example
-        g = scores(inst["data"])
-        a = inst["alpha"]
-        return bool(np.any(g[np.arange(len(a)), a] < g.max(1)) or not optimal_tokens(inst["data"]).unique)
+        g = scores(inst.data)
+        a = inst.alpha
+        return bool(np.any(g[np.arange(len(a)), a] < g.max(1)) or not optimal_tokens(inst.data).unique)
 
-    def assume_feasible(self, inst, st, ctx):  # ℓp-AttSVM(opt) is not defined with a tie for the optimum
-        return decide(st["sol"].feasible, f"ℓp-AttSVM(α) infeasible at p = {inst['p']:g}")
+    def assume_feasible(self, inst: MDLocalInstance, st: MDLocalState, ctx: Context | None) -> Outcome:
+        # ℓp-AttSVM(opt) is not defined with a tie for the optimum
+        return decide(st.sol.feasible, f"ℓp-AttSVM(α) infeasible at p = {inst.p:g}")
 
-    def _solve(self, data, alpha, p) -> dict:
+    def _solve(self, data: AttentionData, alpha: np.ndarray, p: float) -> MDLocalState:
         sol = solve_lp_att_svm(data, alpha, p=p)
-        return {"sol": sol, "glob": sol, "M": multiplier(data, alpha, sol)}
+        return MDLocalState(sol=sol, glob=sol, M=multiplier(data, alpha, sol))
 
-    def assume_alpha_locally_optimal(self, inst, st, ctx):  # the control's hypothesis is the negation
-        return decide(not is_locally_optimal(inst["data"], inst["alpha"], st["sol"]),
+    def assume_alpha_locally_optimal(self, inst: MDLocalInstance, st: MDLocalState,
+                                     ctx: Context | None) -> Outcome:
+        # the control's hypothesis is the negation
+        return decide(not is_locally_optimal(inst.data, inst.alpha, st.sol),
                       "the tied token is not a support token of W^mm_α,p: α is locally optimal for ℓp")
 
 
@@ -342,19 +393,21 @@ class MDLocalP1Control(MDLocal):
     same_instances_as = "md-local"
     plot_metric = "min_corr"
 
-    def _solve(self, data, alpha, p) -> dict:
+    def _solve(self, data: AttentionData, alpha: np.ndarray, p: float) -> MDLocalState:
         """The claimed limit is the boundary exponent's solution W^mm_{α,P1} (``sol``: the start's cone and
         the predictions read it); the run's own W^mm_{α,p} (``own``) decides the hypotheses of the theorem."""
         own = solve_lp_att_svm(data, alpha, p=p)
         sol = solve_lp_att_svm(data, alpha, p=P1)
         glob = solve_lp_att_svm(data, p=P1)
-        return {"sol": sol, "own": own, "glob": glob, "M": multiplier(data, alpha, sol)}
+        return MDLocalState(sol=sol, own=own, glob=glob, M=multiplier(data, alpha, sol))
 
-    def assume_alpha_locally_optimal(self, inst, st, ctx):
-        ok = is_locally_optimal(inst["data"], inst["alpha"], st["own"])
-        return decide(ok, f"α is not locally optimal for W^mm_α,p (p = {inst['p']:g})")
+    def assume_alpha_locally_optimal(self, inst: MDLocalInstance, st: MDLocalState,
+                                     ctx: Context | None) -> Outcome:
+        ok = is_locally_optimal(inst.data, inst.alpha, st.own)
+        return decide(ok, f"α is not locally optimal for W^mm_α,p (p = {inst.p:g})")
 
-    def assume_distinguishable(self, inst, st, ctx):
+    def assume_distinguishable(self, inst: MDLocalInstance, st: MDLocalState, ctx: Context) -> Outcome:
         """The claimed limit is outside the cone of the true one: 1 − corr(W^mm_{α,p}, W^mm_{α,P1}) ≥ μ."""
-        sep = float(1 - corr(st["own"].W, st["sol"].W)) if st["own"].feasible and st["sol"].feasible else 0.0
+        own = cast(SVMSolution, st.own)  # set by this control's _solve
+        sep = float(1 - corr(own.W, st.sol.W)) if own.feasible and st.sol.feasible else 0.0
         return decide(sep >= MU, f"1 − corr(W^mm_α,p, W^mm_α,{P1:g}) = {sep:.3g} < μ = {MU}", sep=sep)

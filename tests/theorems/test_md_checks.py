@@ -6,6 +6,7 @@ as expected on quick is tests/theorems/test_catalogue.py's.)"""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -22,14 +23,20 @@ catalogue.load_builtin()
 STEPS = 3200
 
 
-def _state(rng, limit: float, sols: dict) -> dict:
-    """A synthetic run approaching W^mm_limit like r(k) W + noise with r = log k (no GD)."""
+def _state(rng, limit: float, sols: dict) -> _mirror.MirrorState:
+    """A synthetic run approaching W^mm_limit like r(k) W + noise with r = log k (no GD); ``sol`` (the claimed
+    limit) is W^mm_limit until a test replaces it."""
     its = np.arange(0, STEPS + 1, STEPS // 32)
     noise = rng.standard_normal(sols[limit].W.shape)
     r = np.log(np.maximum(its, 1) + 1.0)
     unit = sols[limit].W / np.linalg.norm(sols[limit].W)
     traj = r[:, None, None] * unit + noise[None] * 0.3 / r[:, None, None]
-    return {"traj": traj, "its": its, "steps": STEPS, "sols": sols}
+    return _mirror.MirrorState(sol=sols[limit], sols=sols, traj=traj, its=its, steps=STEPS)
+
+
+def _inst(p: float, q: float) -> _mirror.MirrorInstance:
+    """An instance with the exponents only: the direction rule reads p and q, not the data or W(0)."""
+    return _mirror.MirrorInstance(data=None, family="synthetic", init=np.zeros((4, 4)), p=p, q=q)
 
 
 def _sols(rng):
@@ -46,11 +53,11 @@ def test_direction_confirms_the_own_limit_and_refutes_the_cross_pairing(p):
     st = _state(rng, p, sols)
     thm = REGISTRY["md-global-normalized"]()
     ctx = SimpleNamespace(data=None, instance=0)
-    own = thm.check_direction({"p": p, "q": p}, dict(st, sol=sols[p]), ctx)
+    own = thm.check_direction(_inst(p, p), replace(st, sol=sols[p]), ctx)
     assert own.status == "held", own
     for q in _mirror.EXPONENTS:
         if q != p:
-            cross = thm.check_direction({"p": p, "q": q}, dict(st, sol=sols[q]), ctx)
+            cross = thm.check_direction(_inst(p, q), replace(st, sol=sols[q]), ctx)
             assert cross.status == "failed", cross
 
 
@@ -110,15 +117,15 @@ def test_normalized_direction_refutes_a_stall_below_the_threshold():
     unit = sols[p].W / np.linalg.norm(sols[p].W)
     noise = rng.standard_normal(unit.shape)
     traj = (its[:, None, None] + 1.0) * unit + 10.0 * noise[None]
-    st = {"traj": traj, "its": its, "steps": STEPS, "sols": sols}
+    st = _mirror.MirrorState(sol=sols[p], sols=sols, traj=traj, its=its, steps=STEPS)
     thm = REGISTRY["md-global-normalized"]()
     ctx = SimpleNamespace(data=None, instance=0)
-    own = thm.check_direction({"p": p, "q": p}, dict(st, sol=sols[p]), ctx)
+    own = thm.check_direction(_inst(p, p), replace(st, sol=sols[p]), ctx)
     assert own.status == "held", own
     perp = rng.standard_normal(unit.shape)
     perp -= np.sum(perp * unit) * unit
     tilted = np.cos(0.1) * unit + np.sin(0.1) * perp / np.linalg.norm(perp)
-    off = thm.check_direction({"p": p, "q": p}, dict(st, sol=SimpleNamespace(W=tilted, feasible=True)), ctx)
+    off = thm.check_direction(_inst(p, p), replace(st, sol=SimpleNamespace(W=tilted, feasible=True)), ctx)
     assert off.status == "failed" and "stalled" in off.reason, off
 
 

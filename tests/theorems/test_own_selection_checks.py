@@ -6,6 +6,8 @@ an unstable or uncertified selection is undecided, never PASSed. The quick run i
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -13,7 +15,13 @@ from checks import catalogue
 from checks.theorem import REGISTRY
 from checks.theorems._global import doubling_points
 from checks.theorems._norms import DIFFER_MAX, svm_corr
-from checks.theorems.gd_own_selection import STEPS, solve_pair
+from checks.theorems.gd_own_selection import (
+    STEPS,
+    OwnSelectionInstance,
+    OwnSelectionState,
+    SVMPair,
+    solve_pair,
+)
 from numerics.data import random_unit_sphere
 from numerics.tokens import optimal_tokens
 
@@ -22,25 +30,30 @@ catalogue.load_builtin()
 
 def _ray_state(seed: int = 0, *, towards: str = "fro", stable: bool = True):
     """A W record W(k) = r_k·Ŵ + E/r_k on the doubling grid towards the Frobenius (or nuclear) solution of
-    the optimal tokens, r_k = log k (plain GD's rate); the (K, Q) record is the nuclear solution scaled."""
+    the optimal tokens, r_k = log k (plain GD's rate); the (K, Q) record is the nuclear solution scaled. The
+    starts, the step and the step fidelities, which the selection and direction rules do not read, are
+    placeholders (zeros, nan)."""
     rng = np.random.default_rng(seed)
     for _ in range(50):
         data = random_unit_sphere(4, 5, 8, rng=rng)
         alpha = optimal_tokens(data).index
         pair = solve_pair(data, alpha)
-        if svm_corr(pair["fro"].W, pair["nuc"].W) < DIFFER_MAX:
+        if svm_corr(pair.W("fro"), pair.W("nuc")) < DIFFER_MAX:
             break
     S = STEPS["quick"]
     its = np.array(sorted({*range(0, S + 1, S // 32), S}))
     idx = doubling_points(its, S)
-    W = pair[towards].W / np.linalg.norm(pair[towards].W)
+    W = pair.W(towards) / np.linalg.norm(pair.W(towards))
     E = rng.standard_normal(W.shape)
     traj = np.stack([np.log(k) * W + 0.05 * E / np.log(k) for k in its[idx]])
-    kq = np.stack([t * pair["nuc"].W for t in np.linspace(1, 20, 21)])
-    return {"data": data}, {
-        "w_traj": traj, "w_its": its[idx], "w_alpha": alpha, "w_stable": stable, "w_pair": pair,
-        "kq_traj": kq, "kq_alpha": alpha, "kq_stable": True, "kq_mass": 1.0, "kq_pair": pair,
-    }
+    kq = np.stack([t * pair.W("nuc") for t in np.linspace(1, 20, 21)])
+    zero = np.zeros((data.d, data.d))
+    return OwnSelectionInstance(data=data, W0=zero, K0=zero, Q0=zero), OwnSelectionState(
+        L=float("nan"), lr=float("nan"), steps=S,
+        w_traj=traj, w_its=its[idx], w_alpha=alpha, w_stable=stable, w_pair=pair,
+        kq_traj=kq, kq_alpha=alpha, kq_stable=True, kq_mass=1.0, kq_pair=pair,
+        fidelity=float("nan"), kq_fidelity=float("nan"),
+    )
 
 
 @pytest.mark.parametrize("name", ["w_direction", "w_separation", "kq_direction", "kq_separation"])
@@ -66,9 +79,9 @@ def test_an_unstable_or_uncertified_selection_is_undecided():
         out = getattr(thm, f"check_{name}")(inst, st, None)
         assert out.status == "undecided" and "not stable" in out.reason
     inst, st = _ray_state()
-    st["kq_mass"] = 0.9  # no clear (K, Q) selection
+    st = replace(st, kq_mass=0.9)  # no clear (K, Q) selection
     assert thm.check_kq_direction(inst, st, None).status == "undecided"
-    st = dict(st, kq_mass=1.0, kq_pair={"fro": st["w_pair"]["fro"], "nuc": None})  # Att-SVM⋆ not solved
+    st = replace(st, kq_mass=1.0, kq_pair=SVMPair(st.w_pair.fro, None))  # Att-SVM⋆ not solved
     assert "feasible" in thm.check_kq_separation(inst, st, None).reason
 
 

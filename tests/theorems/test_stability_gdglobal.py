@@ -80,8 +80,8 @@ def test_interacting_b1_family_is_coupled_and_certified():
     gens, ctxs = _contexts(cls, [1, 3], profile="quick", seed=0, device="cpu", data=None)
     for g, c in zip(gens, ctxs, strict=True):
         inst = cls().instance(g, c)
-        data = inst["data"]
-        assert inst["family"] == "B.1 (interacting)"
+        data = inst.data
+        assert inst.family == "B.1 (interacting)"
         assert np.allclose(data.X[:, -1], data.X[0, -1])  # the shared token
         G = data.Z @ data.Z.T
         assert np.allclose(G[~np.eye(data.n, dtype=bool)], 0.5)
@@ -147,7 +147,7 @@ def test_self_attention_variant_draws_self_attention_families():
     cls = REGISTRY["gd-global-self-attention"]
     gens, ctxs = _contexts(cls, [0, 1], profile="quick", seed=0, device="cpu", data=None)
     for g, c in zip(gens, ctxs, strict=True):
-        data = cls().instance(g, c)["data"]
+        data = cls().instance(g, c).data
         assert data.self_attention and np.array_equal(data.Z, data.X[:, 0])
     assert np.allclose(data.Z, data.Z[0])  # instance 1 (B.1): one shared query
     assert REGISTRY["gd-global-self-attention-control"].control_of == "gd-global-self-attention"
