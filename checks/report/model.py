@@ -278,8 +278,15 @@ def _settings(run: dict[str, Any]) -> dict[str, str]:
 def _numeric_fields(inst: Any) -> dict[str, np.ndarray]:
     """The instance's numeric fields (a dict's items or a typed instance's attributes), the dataset aside."""
     src = inst if isinstance(inst, dict) else getattr(inst, "__dict__", {})
-    return {str(key): np.asarray(val) for key, val in src.items()
-            if isinstance(val, (np.ndarray, int, float)) and np.asarray(val).dtype.kind in "fiub"}
+    out: dict[str, np.ndarray] = {}
+    for key, val in src.items():
+        # a field holding a mapping of arrays (overparam-global's starts by d) is saved one array per entry
+        items = ((f"{key}_{k}", v) for k, v in val.items()) if isinstance(val, dict) and key != "data" \
+            else ((str(key), val),)
+        for name, v in items:
+            if isinstance(v, (np.ndarray, int, float)) and np.asarray(v).dtype.kind in "fiub":
+                out[name] = np.asarray(v)
+    return out
 
 
 def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:

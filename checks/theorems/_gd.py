@@ -84,7 +84,7 @@ def _agreement(step: np.ndarray, want: np.ndarray, scale: float) -> float:
     read as W − W⁺ from parameters of norm ``scale``, which carries an error ≤ ~EPS·scale (W⁺ = fl(W − s)), so
     r is known to δ = 4·EPS·scale/‖want‖ only (a step near saturation, where ‖∇L‖ ≪ ‖W‖, can make δ ~ 1e-8:
     smoothness-step's near-saturated starts); |r − 1| within δ counts as 1, beyond it only the excess
-    counts. A wanted step below the rounding itself (‖want‖ ≤ 4·EPS·scale: plain GD with η ≤ 1/L_W deep in
+    counts, and likewise the direction: corr ≥ cos(asin δ) counts as 1. A wanted step below the rounding itself (‖want‖ ≤ 4·EPS·scale: plain GD with η ≤ 1/L_W deep in
     a cone, where η‖∇L‖ ∝ e^(−M), gd-local) cannot be read from W − W⁺ at all: it agrees when W − W⁺ is
     within rounding too (so :func:`init_fidelity`'s unit-norm point, where the step is resolved, decides)."""
     ns, nw = np.linalg.norm(step), np.linalg.norm(want)
@@ -96,7 +96,13 @@ def _agreement(step: np.ndarray, want: np.ndarray, scale: float) -> float:
     r = float(ns / nw)
     allow = res / float(nw)
     r = 1.0 if abs(r - 1.0) <= allow else (r - allow if r > 1.0 else r + allow)
-    return _corr(step, want) * min(r, 1.0 / r)
+    # the same rounding error vector (norm ≤ res) turns the read step by up to asin(res/‖want‖): a corr within
+    # that counts as 1, beyond it only the excess counts (gd-local on the digits: steps of 5e-15·‖W‖, 5.5× the
+    # allowance, read at corr 0.99996 — a false alarm before; the unit-norm start of init_fidelity, where the
+    # step is resolved to ~1e-16, still catches every direction or length bug)
+    c, c_allow = _corr(step, want), float(np.sqrt(max(0.0, 1.0 - min(allow, 1.0) ** 2)))
+    c = 1.0 if c >= c_allow else c / c_allow
+    return c * min(r, 1.0 / r)
 
 
 def step_fidelity(data: AttentionData, W: np.ndarray, lr: float, *, normalized: bool = True,
