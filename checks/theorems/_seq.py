@@ -14,18 +14,20 @@ the sequence / causal loss with its own masked softmax (none of numerics.attenti
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 import torch
 
-from checks import Criterion, Profile, Theorem, decide, held
+from checks import Context, Criterion, Outcome, Profile, Theorem, decide, held
 from checks.strategies import b2_data
 from numerics import tolerances as tol
 from numerics.data import AttentionData
 from numerics.gd import AUTHORS, NORMALIZED
 from numerics.sequence import run_seq_gd, seq_probs
-from numerics.svm import seq_scores, solve_att_svm, solve_seq_svm
+from numerics.svm import SVMSolution, seq_scores, solve_att_svm, solve_seq_svm
 from numerics.tokens import corr
 from theory.smoothness import seq_lipschitz_bound
 
@@ -72,7 +74,35 @@ NORM_RATE_MIN = 0.5
 ATTRACT_DOUBLINGS = 2
 
 
-def _seq_instance(rng, causal: bool) -> dict:
+@dataclass(frozen=True, eq=False)
+class SeqInstance:
+    """One draw of the sequence / causal family (every variant and control)."""
+
+    X: np.ndarray  # (n, T, d) tokens; every position k is a query x_ik
+    Y: np.ndarray  # (n,) sequence labels
+    Yseq: np.ndarray  # (n, T) per-position labels Y_ik (= Y_i)
+    v: np.ndarray  # (d,) the score direction
+    gamma: np.ndarray  # (n, K, T) key scores γ_ikt = Y_ik vᵀ x_it
+    causal: bool
+    probe: np.ndarray  # (d, d) unit-norm W of the step fidelity (softmax far from one-hot)
+
+
+@dataclass(frozen=True, eq=False)
+class SeqState:
+    """The GD run of one instance, its sequence SVM and the step fidelity."""
+
+    sol: SVMSolution  # the theorem's sequence (causal) SVM
+    traj: np.ndarray  # (records, d, d) recorded iterates
+    its: np.ndarray  # their iterations
+    stalled: bool
+    lr: float
+    steps: int
+    fidelity: float
+    alt: np.ndarray | None = None  # a control's other target (OtherTarget._alt; None: infeasible / none)
+
+
+def _seq_instance(rng: np.random.Generator, causal: bool) -> SeqInstance:
+    """One draw: b2_data, then (after it, in this order) the fidelity's unit-norm probe."""
     data = b2_data(N, T, D, rng=rng)
     X = np.array(data.X)
     if causal:  # high-score token to position 0, so every query k >= 1 sees it
@@ -81,8 +111,10 @@ def _seq_instance(rng, causal: bool) -> dict:
         for i in range(N):
             X[i, [0, opt[i]]] = X[i, [opt[i], 0]]
     Ylab = np.repeat(data.Y[:, None], T, axis=1)  # (n, T) per-position labels
-    return {"X": X, "Y": data.Y, "Yseq": Ylab, "v": np.array(data.v), "gamma": seq_scores(X, Ylab, data.v),
-            "causal": causal}
+    gamma = seq_scores(X, Ylab, data.v)
+    P = rng.standard_normal((D, D))
+    return SeqInstance(X=X, Y=data.Y, Yseq=Ylab, v=np.array(data.v), gamma=gamma, causal=causal,
+                       probe=P / np.linalg.norm(P))
 
 
 def independent_grad_seq(X: np.ndarray, G: np.ndarray, W: np.ndarray, causal: bool) -> np.ndarray:
@@ -101,13 +133,13 @@ def independent_grad_seq(X: np.ndarray, G: np.ndarray, W: np.ndarray, causal: bo
     return np.einsum("ik,ikt,itd,ike->de", lprime, c, X, X) / (n * T_)
 
 
-def seq_step_fidelity(inst: dict, W: np.ndarray, lr: float, *, normalized: bool,
+def seq_step_fidelity(inst: SeqInstance, W: np.ndarray, lr: float, *, normalized: bool,
                       device: str = "cpu") -> float:
     """Agreement (direction and length) of one run_seq_gd step from W with lr·∇L (plain) or lr·∇L/‖∇L‖_F
     (normalised), ∇L from :func:`independent_grad_seq`; 1 for a correct step."""
-    nxt = run_seq_gd(inst["X"][None], inst["gamma"][None], causal=inst["causal"], steps=1, lr=lr,
+    nxt = run_seq_gd(inst.X[None], inst.gamma[None], causal=inst.causal, steps=1, lr=lr,
                      normalized=normalized, init=W[None], device=device).W[0]
-    g = independent_grad_seq(inst["X"], inst["gamma"], W, inst["causal"]).ravel()
+    g = independent_grad_seq(inst.X, inst.gamma, W, inst.causal).ravel()
     ng = float(np.linalg.norm(g))
     want = lr * (g / ng if normalized and ng > 0 else g)
     return _agreement((W - nxt).ravel(), want, float(np.linalg.norm(W)))
@@ -130,48 +162,50 @@ class SeqBase(Theorem):
         return ("needs sequence data: every position k is a query with its own label Y_ik; the data format "
                 "has one query z_i and one label Y_i per example")
 
-    def instance(self, rng, ctx):
-        inst = _seq_instance(rng, self.causal)
-        P = rng.standard_normal((D, D))
-        inst["probe"] = P / np.linalg.norm(P)  # the fidelity's unit-norm point (softmax far from one-hot)
-        return inst
+    def instance(self, rng: np.random.Generator, ctx: Context) -> SeqInstance:
+        return _seq_instance(rng, self.causal)
 
     # -- the GD run ---------------------------------------------------------------------------------
-    def steps(self, ctx) -> int:
+    def steps(self, ctx: Context) -> int:
         return AUTHORS.steps if self.normalized else PLAIN_STEPS.get(ctx.profile, PLAIN_STEPS["quick"])
 
-    def step_size(self, inst) -> float:
+    def step_size(self, inst: SeqInstance) -> float:
         """The authors' normalised step, or plain GD's η = 1/L_W with the proved sequence bound."""
         if self.normalized:
             assert isinstance(AUTHORS.lr, float)  # one scalar (numerics.gd.AUTHORS)
             return AUTHORS.lr
-        return 1.0 / seq_lipschitz_bound(inst["X"], inst["gamma"], inst["causal"])
+        return 1.0 / seq_lipschitz_bound(inst.X, inst.gamma, inst.causal)
 
-    def prepare(self, instances, ctxs):
+    def _alt(self, inst: SeqInstance) -> np.ndarray | None:
+        """A control's other target (:class:`OtherTarget`); none here: the theorem's own SVM is it."""
+        return None
+
+    def prepare(self, instances: Sequence[SeqInstance], ctxs: Sequence[Context]) -> list[SeqState]:
         steps = self.steps(ctxs[0])
         lrs = [self.step_size(inst) for inst in instances]
         assert not self.normalized or AUTHORS.geometry is NORMALIZED
-        res = run_seq_gd(np.stack([i["X"] for i in instances]), np.stack([i["gamma"] for i in instances]),
+        res = run_seq_gd(np.stack([i.X for i in instances]), np.stack([i.gamma for i in instances]),
                          causal=self.causal, steps=steps, lr=lrs[0] if self.normalized else lrs,
                          normalized=self.normalized,
                          record_every=steps // 20 if self.normalized else steps // 2 ** DOUBLINGS,
                          device=ctxs[0].device)
         states = []
         for j, inst in enumerate(instances):
-            sol = solve_seq_svm(inst["X"], inst["gamma"], causal=inst["causal"])
+            sol = solve_seq_svm(inst.X, inst.gamma, causal=inst.causal)
             fid = min(seq_step_fidelity(inst, W, lrs[j], normalized=self.normalized, device=ctxs[j].device)
-                      for W in (np.zeros((D, D)), inst["probe"]))
-            states.append({"sol": sol, "traj": res.W_traj[:, j], "its": res.iterations,
-                           "stalled": bool(res.stalled[j]), "lr": lrs[j], "steps": steps, "fidelity": fid})
+                      for W in (np.zeros((D, D)), inst.probe))
+            states.append(SeqState(sol=sol, traj=res.W_traj[:, j], its=res.iterations,
+                                   stalled=bool(res.stalled[j]), lr=lrs[j], steps=steps, fidelity=fid,
+                                   alt=self._alt(inst)))
         return states
 
     # -- hypotheses ------------------------------------------------------------------------------
-    def assume_feasible(self, inst, state, ctx):
-        return decide(state["sol"].feasible, "sequence SVM infeasible")
+    def assume_feasible(self, inst: SeqInstance, state: SeqState, ctx: Context) -> Outcome:
+        return decide(state.sol.feasible, "sequence SVM infeasible")
 
-    def assume_equal_nonoptimal_scores(self, inst, state, ctx):
-        g = inst["gamma"]  # (n, K, T)
-        allowed = np.tril(np.ones((T, T), bool)) if inst["causal"] else np.ones((T, T), bool)
+    def assume_equal_nonoptimal_scores(self, inst: SeqInstance, state: SeqState, ctx: Context) -> Outcome:
+        g = inst.gamma  # (n, K, T)
+        allowed = np.tril(np.ones((T, T), bool)) if inst.causal else np.ones((T, T), bool)
         worst_gap, worst_spread = np.inf, 0.0
         for i in range(N):
             for k in range(T):
@@ -185,47 +219,48 @@ class SeqBase(Theorem):
                       "some query's best key is tied or its other keys' scores differ (B.2 unmet)",
                       opt_gap=float(worst_gap))
 
-    def assume_step_below_1_over_L(self, inst, state, ctx):
+    def assume_step_below_1_over_L(self, inst: SeqInstance, state: SeqState, ctx: Context) -> Outcome:
         if self.normalized:
             return held()  # normalised GD has no Lipschitz step condition (the authors' protocol)
-        L = seq_lipschitz_bound(inst["X"], inst["gamma"], inst["causal"])
-        return decide(state["lr"] * L <= 1.0 + 4 * EPS, f"η·L_W = {state['lr'] * L:.3g} > 1", L_bound=L,
-                      eta=state["lr"])
+        L = seq_lipschitz_bound(inst.X, inst.gamma, inst.causal)
+        return decide(state.lr * L <= 1.0 + 4 * EPS, f"η·L_W = {state.lr * L:.3g} > 1", L_bound=L,
+                      eta=state.lr)
 
     # -- predictions -----------------------------------------------------------------------------
-    def check_is_gradient_descent(self, inst, state, ctx):
-        return judge_fidelity(state["fidelity"])
+    def check_is_gradient_descent(self, inst: SeqInstance, state: SeqState, ctx: Context) -> Outcome:
+        return judge_fidelity(state.fidelity)
 
-    def _target(self, inst, state):
+    def _target(self, inst: SeqInstance, state: SeqState) -> np.ndarray | None:
         """The sequence / causal SVM direction GD is predicted to follow (the resolution seam)."""
-        return self.predicted("W^mm (sequence SVM)", state["sol"].W, "direction")
+        return self.predicted("W^mm (sequence SVM)", state.sol.W, "direction")
 
-    def _picks(self, inst, state, W):
-        s = seq_probs(torch.as_tensor(inst["X"][None]), torch.as_tensor(W[None]), inst["causal"])[0].numpy()
+    def _picks(self, inst: SeqInstance, state: SeqState, W: np.ndarray):
+        s = seq_probs(torch.as_tensor(inst.X[None]), torch.as_tensor(W[None]), inst.causal)[0].numpy()
         picks = s.argmax(-1)  # (n, K)
-        a = state["sol"].alpha
-        rows = [(i, k) for i in range(N) for k in range(T) if not (inst["causal"] and k == 0)]
+        a = state.sol.alpha
+        rows = [(i, k) for i in range(N) for k in range(T) if not (inst.causal and k == 0)]
         return picks, a, rows, float(np.mean([picks[i, k] == a[i, k] for i, k in rows]))
 
-    def check_direction(self, inst, state, ctx):
+    def check_direction(self, inst: SeqInstance, state: SeqState, ctx: Context) -> Outcome:
         target = self._target(inst, state)
         return (self._judge_normalized if self.normalized else self._judge_plain)(inst, state, target)
 
-    def _judge_plain(self, inst, state, target):
-        its_all, S = state["its"], state["steps"]
+    def _judge_plain(self, inst: SeqInstance, state: SeqState, target) -> Outcome:
+        its_all, S = state.its, state.steps
         ks = [S // 2 ** j for j in range(DOUBLINGS, -1, -1)]
         idx = np.searchsorted(its_all, ks)
         if not np.array_equal(its_all[idx], ks):
             raise RuntimeError(f"recorded iterations miss the doubling points {ks}")
-        traj, its = state["traj"][idx], its_all[idx]
+        traj, its = state.traj[idx], its_all[idx]
         err = 1 - corr_curve(traj, target)
         W = traj[-1]
         picks, a, rows, sel_opt = self._picks(inst, state, W)
         norms = np.linalg.norm(traj, axis=(1, 2))
-        rates = np.diff(norms) / (np.linalg.norm(state["sol"].W) * math.log(2))
+        assert state.sol.W is not None  # a direction is judged only where the SVM is feasible (hypothesis)
+        rates = np.diff(norms) / (np.linalg.norm(state.sol.W) * math.log(2))
         m = dict(final_gap=float(err[-1]), final_norm=float(norms[-1]), norm_rate=float(rates[-1]),
                  selects_optimal=sel_opt, gap_curve=[float(x) for x in err], gap_iterations=its.tolist(),
-                 eta=float(state["lr"]))
+                 eta=float(state.lr))
         m.update(_attractor(inst, state, traj, err, target, picks, a, rows))
         why = ""
         if m["attracted"]:  # first: GD following a smaller-norm SVM also grows slower than ‖W^mm‖ ln 2
@@ -245,20 +280,20 @@ class SeqBase(Theorem):
                     f"other than the prediction: the limit is not reached within {S} steps (budget)"),),
             stalled="unreachable: an unconverged run is undecided unless refuted above", **m)
 
-    def _judge_normalized(self, inst, state, target):
-        steps = state["steps"]
-        gap = 1.0 - corr(state["traj"], target)
+    def _judge_normalized(self, inst: SeqInstance, state: SeqState, target) -> Outcome:
+        steps = state.steps
+        gap = np.asarray(1.0 - corr(state.traj, target))  # (records,)
         half = len(gap) // 2
         final = float(gap[-1])
-        W = state["traj"][-1]
+        W = state.traj[-1]
         picks, a, rows, sel_opt = self._picks(inst, state, W)
         metrics = dict(final_gap=final, mid_gap=float(gap[half]), final_norm=float(np.linalg.norm(W)),
                        selects_optimal=sel_opt, gap_curve=[float(x) for x in gap],
-                       gap_iterations=np.asarray(state["its"]).tolist())
+                       gap_iterations=np.asarray(state.its).tolist())
         # the stall rule (checks.theorems._trends): over the last doubling of k (S/2 → S) normalised GD's
         # 1 − corr shrinks ×0.25–0.37 (quick seed 0); a ratio above SHRINK_MAX, above the float64 floor of
         # 1 − corr, is a limit other than the target's direction, also below CORR_TOL (resolution, issue 23)
-        its = np.asarray(state["its"])
+        its = np.asarray(state.its)
         mid = np.flatnonzero(its == its[-1] // 2)
         stall = bool(mid.size) and stalled_below(np.array([gap[mid[0]], final]), W.size)
         if mid.size:
@@ -266,13 +301,13 @@ class SeqBase(Theorem):
         ok = final < CORR_TOL and final <= gap[half] * (1 + TREND_RTOL) + 1e-15 and not stall
         if not ok:
             metrics.update(_trap_metrics(inst, W, picks, a, rows)[0])
-        lr = state["lr"]
-        growth = float(np.linalg.norm(W) - np.linalg.norm(state["traj"][0]))
+        lr = state.lr
+        growth = float(np.linalg.norm(W) - np.linalg.norm(state.traj[0]))
         progressed = growth >= NORM_GROWTH_MIN * lr * steps and final < gap[1]
         why = "" if progressed else (
             f"‖W‖ grew by {growth:.3g} < {NORM_GROWTH_MIN}·η·steps"
             if growth < NORM_GROWTH_MIN * lr * steps
-            else f"1−corr did not fall ({gap[1]:.3g} at k = {state['its'][1]} → {final:.3g})"
+            else f"1−corr did not fall ({gap[1]:.3g} at k = {state.its[1]} → {final:.3g})"
         )
         return judge_convergence(
             converged=ok,
@@ -281,7 +316,7 @@ class SeqBase(Theorem):
                     "budget too small: ‖W‖ below BUDGET_RATIO·‖W^mm‖"),
                    (final < SLOW_TOL and final <= gap[half] and not stall,
                     f"converging but slower than the budget: 1−corr {gap[half]:.3g} → {final:.3g}"),
-                   (bool(state["stalled"]), "gradient underflowed to 0 before convergence")),
+                   (bool(state.stalled), "gradient underflowed to 0 before convergence")),
             stalled=(f"1−corr(W, target) = {final:.3g} stalled: ×{metrics['last_ratio']:.2f} "
                      f"(> {SHRINK_MAX}) from k = {its[-1] // 2} to {its[-1]}" if stall else
                      f"1−corr(W, target) = {final:.3g} (mid-run {gap[half]:.3g}) not below {CORR_TOL} and "
@@ -290,7 +325,8 @@ class SeqBase(Theorem):
         )
 
 
-def _trap_metrics(inst, W, picks, alpha, rows) -> tuple[dict, np.ndarray | None]:
+def _trap_metrics(inst: SeqInstance, W: np.ndarray, picks: np.ndarray, alpha: np.ndarray,
+                  rows: list[tuple[int, int]]) -> tuple[dict, np.ndarray | None]:
     """What the trapped-query mechanism needs: the queries whose final pick is not the SVM's key
     (``trapped``; ``trapped_own_key``: of them, those that pick their own position t = k), and the certified
     sequence SVM of the *other* queries alone (the trapped ones unconstrained): 1 − corr of W(S) with it
@@ -306,18 +342,19 @@ def _trap_metrics(inst, W, picks, alpha, rows) -> tuple[dict, np.ndarray | None]
     free = np.zeros(alpha.shape, dtype=bool)
     for i, k in trapped:
         free[i, k] = True
-    sol = solve_seq_svm(inst["X"], inst["gamma"], causal=inst["causal"], unconstrained=free)
+    sol = solve_seq_svm(inst.X, inst.gamma, causal=inst.causal, unconstrained=free)
     if not sol.feasible:
         return out, None
-    X, Wr = inst["X"], sol.W
+    X, Wr = inst.X, sol.W
     out["rest_svm_gap"] = float(1.0 - corr(W, Wr))
     out["trapped_deficit"] = float(min(
-        np.max((X[i, : k + 1 if inst["causal"] else None] - X[i, alpha[i, k]]) @ Wr @ X[i, k])
+        np.max((X[i, : k + 1 if inst.causal else None] - X[i, alpha[i, k]]) @ Wr @ X[i, k])
         for i, k in trapped))
     return out, Wr
 
 
-def _attractor(inst, state, traj, err, target, picks, alpha, rows) -> dict:
+def _attractor(inst: SeqInstance, state: SeqState, traj: np.ndarray, err: np.ndarray, target,
+               picks: np.ndarray, alpha: np.ndarray, rows: list[tuple[int, int]]) -> dict:
     """Whether plain GD approaches the certified SVM of its own final selection, a direction other than the
     prediction (module constants: ATTRACT_DOUBLINGS). No trapped query: that SVM is the theorem's W^mm_seq
     (an alternative only in the controls, whose prediction differs from it by ≥ DIFFER). Trapped queries: the
@@ -328,20 +365,21 @@ def _attractor(inst, state, traj, err, target, picks, alpha, rows) -> dict:
     out, W_rest = _trap_metrics(inst, W, picks, alpha, rows)
     out.update(alt_kind="", alt_corr_err=float("nan"), trap_deepening=False, attracted=False)
     if out["trapped"] == 0:
-        W_alt, kind = state["sol"].W, "the sequence SVM of GD's selection (every query on its best key)"
+        W_alt, kind = state.sol.W, "the sequence SVM of GD's selection (every query on its best key)"
         deepening = True
     else:
         if W_rest is None or not out["trapped_deficit"] > 0:
             return out
         W_alt, kind = W_rest, "SVM of the untrapped queries (every trapped query's best key behind)"
         trapped = [(i, k) for i, k in rows if picks[i, k] != alpha[i, k]]
-        X = inst["X"]
+        X = inst.X
         last = traj[-(ATTRACT_DOUBLINGS + 1):]
-        lead = np.array([[np.max(np.delete(X[i, : k + 1 if inst["causal"] else None] @ Wk @ X[i, k],
+        lead = np.array([[np.max(np.delete(X[i, : k + 1 if inst.causal else None] @ Wk @ X[i, k],
                                            alpha[i, k])) - X[i, alpha[i, k]] @ Wk @ X[i, k]
                           for i, k in trapped] for Wk in last])
         deepening = bool(np.all(np.diff(lead, axis=0) > 0))
         out["trap_deepening"] = deepening
+    assert W_alt is not None  # W^mm_seq of a feasible instance (hypothesis), or the solved W^rest
     if 1 - corr(W_alt, target) < DIFFER:
         return out  # GD's own limit is the predicted direction: no alternative
     alt = 1 - corr_curve(traj, W_alt)
@@ -377,24 +415,25 @@ def attracted_trap_mechanism(r) -> bool:
 
 
 class OtherTarget:
-    """Controls that compare GD with another SVM (``_alt``): solved once per instance, kept in the state
-    by the hypothesis that the two SVM directions differ, then used as the prediction's target."""
+    """Controls that compare GD with another SVM (``_alt``): solved once per instance by ``prepare`` (the
+    state's ``alt``), judged by the hypothesis that the two SVM directions differ, then used as the
+    prediction's target."""
 
     alt_name = ""
 
-    def _alt(self, inst):
+    def _alt(self, inst: SeqInstance) -> np.ndarray | None:
         raise NotImplementedError
 
-    def assume_targets_differ(self, inst, state, ctx):
-        state["alt"] = W_alt = self._alt(inst)
+    def assume_targets_differ(self, inst: SeqInstance, state: SeqState, ctx: Context) -> Outcome:
+        W_alt = state.alt
         if W_alt is None:
             return decide(False, f"{self.alt_name} infeasible")
-        c = float(corr(W_alt, state["sol"].W))
+        c = float(corr(W_alt, state.sol.W))
         return decide(1 - c >= DIFFER, f"{self.alt_name} and the theorem's SVM directions coincide",
                       targets_gap=1 - c)
 
-    def _target(self, inst, state):
-        return state["alt"]
+    def _target(self, inst: SeqInstance, state: SeqState) -> np.ndarray | None:
+        return state.alt
 
 
 class Position1Target(OtherTarget):
@@ -402,8 +441,8 @@ class Position1Target(OtherTarget):
 
     alt_name = "position-1 Att-SVM"
 
-    def _alt(self, inst):
-        sol = solve_att_svm(AttentionData(inst["X"], inst["Y"], None, inst["v"]))
+    def _alt(self, inst: SeqInstance) -> np.ndarray | None:
+        sol = solve_att_svm(AttentionData(inst.X, inst.Y, None, inst.v))
         return sol.W if sol.feasible else None
 
 
@@ -412,8 +451,8 @@ class NonCausalTarget(OtherTarget):
 
     alt_name = "non-causal sequence SVM"
 
-    def _alt(self, inst):
-        sol = solve_seq_svm(inst["X"], inst["gamma"], causal=False)
+    def _alt(self, inst: SeqInstance) -> np.ndarray | None:
+        sol = solve_seq_svm(inst.X, inst.gamma, causal=False)
         return sol.W if sol.feasible else None
 
 

@@ -86,17 +86,19 @@ predictor.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import ClassVar, cast
 
 import numpy as np
 import torch
 
-from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, held, register, undecided
+from checks import WITHDRAWN, Context, Criterion, Outcome, Profile, Theorem, decide, held, register, undecided
 from checks.power.resolution import tilt_fin
 from numerics import tolerances as tol
 from numerics.attention import ReLUHead
+from numerics.data import AttentionData
 from numerics.gd import AUTHORS, run_gd
 from numerics.genfin import (
     CATALOGUE_CONFIGS,
@@ -105,7 +107,7 @@ from numerics.genfin import (
     coupled_selection_multi,
     fin_basis,
 )
-from numerics.svm import fit_svmeq, gen_svm, solve_att_svm
+from numerics.svm import GenSVMResult, SVMSolution, fit_svmeq, gen_svm, solve_att_svm
 from numerics.tokens import corr, softmax_probs
 
 from ._gd import FIDELITY_TOL, init_fidelity, judge_fidelity
@@ -174,7 +176,32 @@ def predicted_fin(kind: str):
         GenSVM.fin_transform = old
 
 
-def _non_degenerate(gs) -> bool:
+@dataclass(frozen=True, eq=False)
+class GenInstance:
+    """One draw of numerics.genfin.coupled_selection (single- or two-query family) and GD's start."""
+
+    data: AttentionData
+    V: np.ndarray  # (R, d) the ReLU head's fixed units
+    W0: np.ndarray  # (d, d) GD's start
+    family_draws: int  # draws of the family until its construction succeeded (coupled_selection's attempts)
+
+
+@dataclass(frozen=True, eq=False)
+class GenState:
+    """GD's run on one instance, the Gen-SVM of its final and its 3/4 iterate, the one-token SVM."""
+
+    traj: np.ndarray  # (records, d, d)
+    W: np.ndarray  # the final iterate W(S)
+    W_mid: np.ndarray  # W(k₁), k₁ = FIT_FRAC · S: the predictors' source
+    gs: GenSVMResult  # Gen-SVM of W(S): the final token sets (hypotheses)
+    gs_mid: GenSVMResult  # Gen-SVM of W(k₁): W^fin, W^dir
+    one: SVMSolution  # one-token Att-SVM of W(k₁)'s argmax selection
+    fidelity: float
+    dead_examples: int  # examples with no active ReLU unit at W(S)
+    W_fin_pred: np.ndarray  # the finite part predicted with (W^fin, through the seams)
+
+
+def _non_degenerate(gs: GenSVMResult) -> bool:
     """Some |O_i| ≥ 2 and some Ō_i ≠ ∅: the only instances on which the three predictors differ."""
     return max(len(o) for o in gs.selected) >= 2 and any(len(m) for m in gs.masked)
 
@@ -233,7 +260,7 @@ class _GenBase(Theorem):
     #: properties of the draw, not of the claim, so such an instance is drawn again (harness; ``redraws``)
     redraw_on = ("non_degenerate", "unambiguous")
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> GenInstance:
         k = ctx.instance
         if (k // 4) % MULTI_EVERY == MULTI_SLOT:
             d, splits = MULTI_CONFIGS[k % len(MULTI_CONFIGS)]
@@ -242,20 +269,21 @@ class _GenBase(Theorem):
             d, n_pos, n_neg = CONFIGS[k % len(CONFIGS)]
             inst = coupled_selection(rng, d, n_pos, n_neg)
         W0 = 0.01 * rng.standard_normal((d, d))
-        return {"data": inst.data, "V": inst.V, "W0": W0, "family_draws": inst.attempts}
+        return GenInstance(data=inst.data, V=inst.V, W0=W0, family_draws=inst.attempts)
 
-    def prepare(self, instances, ctxs):
-        states = [None] * len(instances)
+    def prepare(self, instances: Sequence[GenInstance], ctxs: Sequence[Context]) -> list[GenState]:
+        states: list[GenState | None] = [None] * len(instances)
         groups: dict[tuple[int, int], list[int]] = {}
         for j, inst in enumerate(instances):
-            groups.setdefault((inst["data"].n, inst["data"].d), []).append(j)
+            groups.setdefault((inst.data.n, inst.data.d), []).append(j)
         for idx in groups.values():
-            head = ReLUHead(torch.as_tensor(np.stack([instances[j]["V"] for j in idx])))  # V (R, d, d)
-            W_traj = run_gd([instances[j]["data"] for j in idx], AUTHORS, head=head,
-                            init=np.stack([instances[j]["W0"] for j in idx]), record_every=RECORD_EVERY,
+            head = ReLUHead(torch.as_tensor(np.stack([instances[j].V for j in idx])))  # V (R, d, d)
+            W_traj = run_gd([instances[j].data for j in idx], AUTHORS, head=head,
+                            init=np.stack([instances[j].W0 for j in idx]), record_every=RECORD_EVERY,
                             device=ctxs[idx[0]].device).W_traj
+            assert W_traj is not None and isinstance(AUTHORS.lr, float)  # recorded; one scalar step
             for col, j in enumerate(idx):
-                data, V, W0 = instances[j]["data"], instances[j]["V"], instances[j]["W0"]
+                data, V, W0 = instances[j].data, instances[j].V, instances[j].W0
                 traj = W_traj[:, col]
                 W, W_mid = traj[-1], traj[_fit_index(len(traj))]
                 # the final sets (hypotheses; the mid sets must equal them) and the predictors' source, W(k₁)
@@ -269,59 +297,64 @@ class _GenBase(Theorem):
                 if self.fin_transform is not None:
                     W_fin = self.fin_transform(W_fin, fin_basis(data, gs_mid.selected))
                 # the resolution seam (attnsvm power --resolution): W^fin moved by ε‖W^fin‖ inside S_fin
-                W_fin = self.predicted("W^fin", W_fin, "point",
-                                       lambda data=data, gs=gs_mid: list(fin_basis(data, gs.selected)))
-                states[j] = {"traj": traj, "W": W, "W_mid": W_mid, "gs": gs, "gs_mid": gs_mid, "one": one,
-                             "fidelity": fid, "dead_examples": dead, "W_fin_pred": W_fin}
-        return states
+                def span(data: AttentionData = data, gs: GenSVMResult = gs_mid) -> list[np.ndarray]:
+                    return list(fin_basis(data, gs.selected))
+
+                W_fin = self.predicted("W^fin", W_fin, "point", span)
+                states[j] = GenState(traj=traj, W=W, W_mid=W_mid, gs=gs, gs_mid=gs_mid, one=one, fidelity=fid,
+                                     dead_examples=dead, W_fin_pred=W_fin)
+        assert all(st is not None for st in states)  # every instance is in one group
+        return [st for st in states if st is not None]
 
     # -- hypotheses ------------------------------------------------------------------------------
-    def assume_unambiguous(self, inst, state, ctx):
-        gs = state["gs"]
+    def assume_unambiguous(self, inst: GenInstance, state: GenState, ctx: Context) -> Outcome:
+        gs = state.gs
         return decide(
             not gs.ambiguous,
             f"probabilities in (τ_L, τ_H] at examples {list(gs.ambiguous_examples)}",
             n_ambiguous=len(gs.ambiguous_examples),
         )
 
-    def assume_non_degenerate(self, inst, state, ctx):
+    def assume_non_degenerate(self, inst: GenInstance, state: GenState, ctx: Context) -> Outcome:
         # on degenerate instances the predictors coincide (W^fin = 0) or W^dir = 0: nothing to rank
-        return decide(_non_degenerate(state["gs"]), "degenerate: every O_i is one token or nothing is masked",
-                      max_selected=int(max(len(o) for o in state["gs"].selected)))
+        return decide(_non_degenerate(state.gs), "degenerate: every O_i is one token or nothing is masked",
+                      max_selected=int(max(len(o) for o in state.gs.selected)))
 
-    def assume_directional_feasible(self, inst, state, ctx):
-        return decide(state["gs"].directional.feasible, "Gen-SVM directional part infeasible")
+    def assume_directional_feasible(self, inst: GenInstance, state: GenState, ctx: Context) -> Outcome:
+        return decide(state.gs.directional.feasible, "Gen-SVM directional part infeasible")
 
-    def assume_one_token_feasible(self, inst, state, ctx):
-        return decide(state["one"].feasible, "one-token Att-SVM infeasible")
+    def assume_one_token_feasible(self, inst: GenInstance, state: GenState, ctx: Context) -> Outcome:
+        return decide(state.one.feasible, "one-token Att-SVM infeasible")
 
     # -- predictions -----------------------------------------------------------------------------
-    def _final_errors(self, state) -> dict:
+    def _final_errors(self, state: GenState) -> dict:
         """Errors at the final iterate of predictors built from the earlier iterate W(k₁) (see the
         docstring)."""
-        g1, W, W1 = state["gs_mid"], state["W"], state["W_mid"]
-        W_fin = state.get("W_fin_pred", g1.W_fin)
-        R1, _ = fit_svmeq(W_fin, g1.W_dir, W1)
-        nd = float(np.linalg.norm(g1.W_dir))
+        g1, W, W1 = state.gs_mid, state.W, state.W_mid
+        W_fin = state.W_fin_pred
+        # W^dir of W(k₁): None only where its directional SVM is infeasible (norm() then raises, as before)
+        W_dir = cast(np.ndarray, g1.W_dir)
+        R1, _ = fit_svmeq(W_fin, W_dir, W1)
+        nd = float(np.linalg.norm(W_dir))
         R2 = R1 + (np.linalg.norm(W) - np.linalg.norm(W1)) / nd if nd > 0 else R1
-        Weq = W_fin + R2 * g1.W_dir
+        Weq = W_fin + R2 * W_dir
         return {
             "err_svmeq": float(1 - corr(W, Weq)),
             "err_dir": _err(W, g1.W_dir),
             "W_svmeq": Weq,
-            "err_one": float(1 - corr(W, state["one"].W)),
+            "err_one": float(1 - corr(W, state.one.W)),
             "R_mid": R1,
             "R_pred": float(R2),
-            "max_selected": int(max(len(o) for o in state["gs"].selected)),
-            "non_degenerate": float(_non_degenerate(state["gs"])),
-            "dead_examples": state["dead_examples"],
+            "max_selected": int(max(len(o) for o in state.gs.selected)),
+            "non_degenerate": float(_non_degenerate(state.gs)),
+            "dead_examples": state.dead_examples,
         }
 
-    def check_is_gradient_descent(self, inst, state, ctx):
-        return judge_fidelity(state["fidelity"])
+    def check_is_gradient_descent(self, inst: GenInstance, state: GenState, ctx: Context) -> Outcome:
+        return judge_fidelity(state.fidelity)
 
-    def check_finite_part_solved(self, inst, state, ctx):
-        r = float(state["gs_mid"].fin_residual)
+    def check_finite_part_solved(self, inst: GenInstance, state: GenState, ctx: Context) -> Outcome:
+        r = float(state.gs_mid.fin_residual)
         return decide(
             r <= FIN_RES_TOL,
             f"W^fin leaves residual {r:.3g} > {FIN_RES_TOL:g} in its log-ratio equations "
@@ -329,23 +362,23 @@ class _GenBase(Theorem):
             fin_residual=r,
         )
 
-    def _sets_changing(self, inst, state) -> bool:
+    def _sets_changing(self, inst: GenInstance, state: GenState) -> bool:
         """Token sets at the start of the recorded second half differ from the final ones: GD is still
         (de)selecting tokens, i.e. has not reached its limiting selection within the budget."""
-        traj = state["traj"]
-        p = softmax_probs(inst["data"], traj[_fit_index(len(traj))])
-        gs = state["gs"]
+        traj = state.traj
+        p = softmax_probs(inst.data, traj[_fit_index(len(traj))])
+        gs = state.gs
         sel = tuple(np.flatnonzero(q > gs.tau_h) for q in p)
         msk = tuple(np.flatnonzero(q <= gs.tau_l) for q in p)
         same = all(np.array_equal(a, b) for a, b in zip(sel, gs.selected, strict=True)) and \
             all(np.array_equal(a, b) for a, b in zip(msk, gs.masked, strict=True))
         return not same
 
-    def _undecidable(self, inst, state, e):
+    def _undecidable(self, inst: GenInstance, state: GenState, e: dict) -> Outcome | None:
         """``undecided`` when the budget cannot decide which predictor is best, else None."""
         if self._sets_changing(inst, state):
             return undecided("token sets still changing over the second half of the run (budget)", **e)
-        if any(len(mk) for mk in state["gs"].masked):
+        if any(len(mk) for mk in state.gs.masked):
             # W^svmeq predicts the end from W^fin of W(k₁): that is the limit's finite part only where the
             # finite part converges, i.e. (the proof's picture, _fin_tail) where the masked probabilities
             # fall. Where they rose over the second half the finite part is still travelling (full seed 0
@@ -359,7 +392,7 @@ class _GenBase(Theorem):
             return undecided("no candidate explains the iterate yet (GD not converged in direction)", **e)
         return None
 
-    def check_svmeq_best(self, inst, state, ctx):
+    def check_svmeq_best(self, inst: GenInstance, state: GenState, ctx: Context) -> Outcome:
         e = self._final_errors(state)
         Weq = e.pop("W_svmeq")
         if (why := self._undecidable(inst, state, e)) is not None:
@@ -367,7 +400,7 @@ class _GenBase(Theorem):
         # W^svmeq and W^dir share their limit direction (W^fin ⊥ W^dir, R → ∞): where the two predictions are
         # nearer each other than either is to the iterate, the iterate cannot rank them (their order is set by
         # the iterate's deviation off both): as good as W^dir within this iterate's resolution.
-        e["gap_svmeq_dir"] = gap = float(1 - corr(Weq, state["gs_mid"].W_dir))
+        e["gap_svmeq_dir"] = gap = float(1 - corr(Weq, state.gs_mid.W_dir))
         vs_dir = e["err_svmeq"] <= e["err_dir"] + TIE or gap <= min(e["err_svmeq"], e["err_dir"])
         ok = vs_dir and e["err_svmeq"] <= e["err_one"] + TIE
         return decide(
@@ -377,7 +410,7 @@ class _GenBase(Theorem):
             **e,
         )
 
-    def _fin_tail(self, inst, state):
+    def _fin_tail(self, inst: GenInstance, state: GenState) -> tuple[np.ndarray, np.ndarray, dict]:
         """The finite part's late trajectory and the bound on how far it still is from its limit.
 
         D(k) = P_fin W(k) over the recorded second half (S_fin of GD's final sets). The proof's picture: on
@@ -387,7 +420,7 @@ class _GenBase(Theorem):
         ‖D(S) − D∞‖ = m / (f − 1) with m the motion over the second half and f = p(S/2)/p(S). The bound used,
         τ = TAIL_SAFETY · m / min(f − 1, 1), never assumes a faster approach than 1/k and covers any power law
         k^(−p), p ≥ 0.58 (see TAIL_SAFETY). None when p did not fall (no limit can be bounded)."""
-        data, gs, traj = inst["data"], state["gs"], state["traj"]
+        data, gs, traj = inst.data, state.gs, state.traj
         basis = fin_basis(data, gs.selected)
         half = traj[len(traj) // 2:]
         D = np.einsum("rk,kde->rde", np.einsum("kde,rde->rk", basis, half), basis)
@@ -404,19 +437,19 @@ class _GenBase(Theorem):
         return basis, D, {"fin_motion": m, "masked_fall": float(f), "fin_tail": float(tail),
                           "fin_floor": float(floor), "fin_dim": len(basis)}
 
-    def check_finite_part_is_limit(self, inst, state, ctx):
+    def check_finite_part_is_limit(self, inst: GenInstance, state: GenState, ctx: Context) -> Outcome:
         """P_fin W(k) → W^fin (the claim's finite part): refuted when the residual at the end exceeds the tail
         bound (then ‖W^fin − D∞‖ > 0), confirmed when over the whole second half the residual plus the tail
         bound stays below every perturbed candidate's residual minus it (tilts by ±TILT, 0, −W^fin: the limit
         is then nearer W^fin than any of them), undecided otherwise (the run cannot resolve W^fin at TILT)."""
-        W_fin = state.get("W_fin_pred", state["gs_mid"].W_fin)
-        if not any(len(mk) for mk in state["gs"].masked):
+        W_fin = state.W_fin_pred
+        if not any(len(mk) for mk in state.gs.masked):
             return undecided("no token masked: the finite part's limit cannot be bounded")
         basis, D, m = self._fin_tail(inst, state)
         r = np.array([np.linalg.norm(Dk - W_fin) for Dk in D])
         m.update(fin_resid_end=float(r[-1]), fin_resid_max=float(r.max()),
                  fin_norm=float(np.linalg.norm(W_fin)), fin_resid_curve=r.tolist(),
-                 family_draws=int(inst.get("family_draws", 1)))
+                 family_draws=int(inst.family_draws))
         tail, floor = m["fin_tail"], m["fin_floor"]
         unresolved = ""
         if self._sets_changing(inst, state):
@@ -448,8 +481,8 @@ class _GenBase(Theorem):
             **m,
         )
 
-    def check_shrinks(self, inst, state, ctx):
-        gs, data, traj = state["gs"], inst["data"], state["traj"]
+    def check_shrinks(self, inst: GenInstance, state: GenState, ctx: Context) -> Outcome:
+        gs, data, traj = state.gs, inst.data, state.traj
         if not any(len(m) for m in gs.masked):
             return decide(True, "", max_masked_prob=0.0)  # no masked token: nothing to shrink
         half = traj[len(traj) // 2:]
@@ -462,7 +495,7 @@ class _GenBase(Theorem):
         metrics = dict(
             err_svmeq_curve=errs,
             max_masked_prob=masked[-1],
-            dead_examples=state["dead_examples"],
+            dead_examples=state.dead_examples,
             err_svmeq_iterations=np.minimum(RECORD_EVERY * np.arange(len(traj)), AUTHORS.steps)[
                 len(traj) // 2 :
             ].tolist(),
@@ -494,14 +527,16 @@ class _GenBase(Theorem):
             )
         return held(**metrics)
 
-    def _extended_trend(self, inst, state, ctx):
+    def _extended_trend(self, inst: GenInstance, state: GenState, ctx: Context) -> dict:
         """Continue GD from the final iterate to EXTEND × STEPS (only where ``shrinks`` did not confirm at the
         budget; reported, not judged): the svmeq error (W^fin, W^dir of the final iterate, R refitted) and the
         largest masked probability at the middle and the end of the extension."""
-        gs, data = state["gs"], inst["data"]
+        gs, data = state.gs, inst.data
         extra = (EXTEND - 1) * AUTHORS.steps
-        traj = run_gd([data], AUTHORS.but(steps=extra), head=ReLUHead(torch.as_tensor(inst["V"][None])),
-                      init=state["W"][None], record_every=extra // 2, device=ctx.device).W_traj[:, 0]
+        W_traj = run_gd([data], AUTHORS.but(steps=extra), head=ReLUHead(torch.as_tensor(inst.V[None])),
+                        init=state.W[None], record_every=extra // 2, device=ctx.device).W_traj
+        assert W_traj is not None  # recorded (record_every)
+        traj = W_traj[:, 0]
         out = {}
         for tag, Wk in (("mid", traj[len(traj) // 2]), ("end", traj[-1])):
             _, Weq = fit_svmeq(gs.W_fin, gs.W_dir, Wk)

@@ -55,13 +55,17 @@ of the theorem's draws qualify, so the control's family is redrawn until the des
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
+from checks import Context, Criterion, Outcome, Profile, Theorem, decide, failed, held, register, undecided
 from numerics import tolerances as tol
+from numerics.data import AttentionData
 from numerics.genfin import (
     CATALOGUE_CONFIGS,
+    FinitePart,
     coupled_selection,
     curvature_at,
     finite_part,
@@ -104,6 +108,34 @@ CURV_MIN = 1e-4
 CONTROL_MAX_DRAWS = 60
 
 
+@dataclass(frozen=True, eq=False)
+class FiniteInstance:
+    """One draw of numerics.genfin.coupled_selection and GD's start."""
+
+    data: AttentionData
+    V: np.ndarray  # (R, d) the ReLU head's fixed units
+    W0: np.ndarray  # (d, d) GD's start
+    family_draws: int | None = None  # the control's draws until its hypothesis held (the theorem: none)
+
+
+@dataclass(frozen=True, eq=False)
+class FiniteState:
+    """GD's run on one instance, its final selection and the finite part predicted on it. ``prepare`` sets
+    every field; a state built by hand (tests of the judgement) may leave the optional ones out, which turns
+    the rules that read them off."""
+
+    traj: np.ndarray  # (records, d, d)
+    selected: tuple[np.ndarray, ...]  # O_i of W(S) (probability > τ_H)
+    fp: FinitePart  # W^fin⋆ of the logistic (or the prediction's) loss on that selection
+    p_mid: np.ndarray  # (n, T) softmax probabilities at S/2
+    p_end: np.ndarray  # (n, T) ... and at S
+    fidelity: float = float("nan")
+    curv_end: float = float("inf")  # curvature of L_O at P_fin W(S)
+    masked_pull: float | None = None  # ‖the masked tokens' pull on the finite part‖ at W(S)
+    fin_residual_grad: float | None = None  # ‖P_fin ∇L(W(S))‖
+    fp_exp: FinitePart | None = None  # the control's exponential-loss optimum on S_fin
+
+
 class _FiniteBase(Theorem):
     reference = ("Li et al. 2024 (arXiv 2403.08081, Mechanics of Next Token Prediction with Self-Attention): "
                  "the finite part's limit; TLTO §5 gives the decomposition W^svmeq = W^fin + R W^dir")
@@ -144,19 +176,19 @@ class _FiniteBase(Theorem):
             "format carries only a fixed linear head v"
         )
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> FiniteInstance:
         d, n_pos, n_neg = CATALOGUE_CONFIGS[ctx.instance % len(CATALOGUE_CONFIGS)]
         inst = coupled_selection(rng, d, n_pos, n_neg)
-        return {"data": inst.data, "V": inst.V, "W0": INIT_SCALE * rng.standard_normal((d, d))}
+        return FiniteInstance(data=inst.data, V=inst.V, W0=INIT_SCALE * rng.standard_normal((d, d)))
 
-    def prepare(self, instances, ctxs):
+    def prepare(self, instances: Sequence[FiniteInstance], ctxs: Sequence[Context]) -> list[FiniteState]:
         states = []
-        datas = [inst["data"] for inst in instances]
-        Vs, W0s = [inst["V"] for inst in instances], [inst["W0"] for inst in instances]
+        datas = [inst.data for inst in instances]
+        Vs, W0s = [inst.V for inst in instances], [inst.W0 for inst in instances]
         trajs = run_relu_gd_padded(datas, Vs, W0s, steps=STEPS, lr=ETA, normalized=False, record_every=RECORD,
                                    device=ctxs[0].device)
         for inst, traj, ctx in zip(instances, trajs, ctxs, strict=True):
-            data, V, W0 = inst["data"], inst["V"], inst["W0"]
+            data, V, W0 = inst.data, inst.V, inst.W0
             p = softmax_probs(data, traj[-1])
             sel = tuple(np.flatnonzero(q > tol.TAU_H) for q in p)
             fp = finite_part(data, V, sel, loss=self.loss_of_prediction)
@@ -167,46 +199,46 @@ class _FiniteBase(Theorem):
             # torch run) splits into ∇L_O at P_fin W(S) and the masked tokens' pull on the finite part
             g_full = fp.project(independent_grad_W(data, traj[-1], V))
             pull = float(np.linalg.norm(g_full - restricted_gradient(data, V, sel, traj[-1])))
-            states.append({"traj": traj, "selected": sel, "fp": fp, "fidelity": fid, "curv_end": curv_end,
-                           "masked_pull": pull, "fin_residual_grad": float(np.linalg.norm(g_full)),
-                           "p_mid": softmax_probs(data, traj[len(traj) // 2]), "p_end": p})
+            states.append(FiniteState(traj=traj, selected=sel, fp=fp, fidelity=fid, curv_end=curv_end,
+                                      masked_pull=pull, fin_residual_grad=float(np.linalg.norm(g_full)),
+                                      p_mid=softmax_probs(data, traj[len(traj) // 2]), p_end=p))
         return states
 
     # -- hypotheses ------------------------------------------------------------------------------
-    def assume_non_degenerate(self, inst, st, ctx):
-        k = int(max(len(o) for o in st["selected"]))
+    def assume_non_degenerate(self, inst: FiniteInstance, st: FiniteState, ctx: Context) -> Outcome:
+        k = int(max(len(o) for o in st.selected))
         return decide(
             k >= 2, "every example selects one token at the end of the run: S_fin = {0}", max_selected=k
         )
 
-    def assume_finite_part_unique(self, inst, st, ctx):
-        fp = st["fp"]
+    def assume_finite_part_unique(self, inst: FiniteInstance, st: FiniteState, ctx: Context) -> Outcome:
+        fp = st.fp
         return decide(fp.unique, f"L_O on S_fin: {fp.message}", fin_dim=len(fp.basis), fin_grad=fp.grad_norm)
 
     # -- predictions -----------------------------------------------------------------------------
-    def check_is_gradient_descent(self, inst, st, ctx):
-        return judge_fidelity(st["fidelity"])
+    def check_is_gradient_descent(self, inst: FiniteInstance, st: FiniteState, ctx: Context) -> Outcome:
+        return judge_fidelity(st.fidelity)
 
-    def _target(self, st):
+    def _target(self, st: FiniteState) -> FinitePart:
         """W^fin⋆, through the resolution seam: moved by ε‖W^fin⋆‖ inside S_fin under a perturbation."""
-        fp = st["fp"]
+        fp = st.fp
         W = self.predicted("W^fin⋆", fp.W, "point", lambda: list(fp.basis))
         return fp if W is fp.W else dataclasses.replace(fp, W=W)
 
-    def check_finite_part_converges(self, inst, st, ctx):
-        target, traj = self._target(st), st["traj"]
+    def check_finite_part_converges(self, inst: FiniteInstance, st: FiniteState, ctx: Context) -> Outcome:
+        target, traj = self._target(st), st.traj
         half = len(traj) // 2
         e = [float(np.linalg.norm(target.project(W) - target.W)) for W in traj[half:]]
         ks = [min(RECORD * k, STEPS) for k in range(half, len(traj))]
         fall = e[0] / e[-1] if e[-1] > 0 else np.inf
-        sel = st["selected"]
-        rest = [np.setdiff1d(np.arange(inst["data"].T), o) for o in sel]
-        masked_mid = max((float(st["p_mid"][i, r].max()) for i, r in enumerate(rest) if len(r)), default=0.0)
-        masked_end = max((float(st["p_end"][i, r].max()) for i, r in enumerate(rest) if len(r)), default=0.0)
+        sel = st.selected
+        rest = [np.setdiff1d(np.arange(inst.data.T), o) for o in sel]
+        masked_mid = max((float(st.p_mid[i, r].max()) for i, r in enumerate(rest) if len(r)), default=0.0)
+        masked_end = max((float(st.p_end[i, r].max()) for i, r in enumerate(rest) if len(r)), default=0.0)
         m = {"fin_err": e[-1], "fin_err_mid": e[0], "fin_fall": float(fall), "fin_err_curve": e,
              "fin_err_iterations": ks, "fin_norm": float(np.linalg.norm(target.W)),
              "max_masked_prob": masked_end}
-        drop = max(float(np.max(st["p_mid"][i, o] / st["p_end"][i, o])) for i, o in enumerate(sel) if len(o))
+        drop = max(float(np.max(st.p_mid[i, o] / st.p_end[i, o])) for i, o in enumerate(sel) if len(o))
         m["selected_prob_drop"] = drop
         if drop >= FALL_MIN:
             return undecided(f"a selected token's probability fell ×{drop:.2f} over the second half, as fast "
@@ -215,7 +247,7 @@ class _FiniteBase(Theorem):
             return undecided("a non-selected token's probability did not fall over the second half "
                              f"({masked_mid:.2g} → {masked_end:.2g}): selection not settled (budget)", **m)
         m["fin_curvature"] = target.curvature
-        floor = precision_floor(target, traj[-1], inst["data"].d)
+        floor = precision_floor(target, traj[-1], inst.data.d)
         m["fin_floor"] = floor
         if e[-1] <= floor:
             return held(**m)  # at the precision of the comparison: converged, nothing left to fall
@@ -226,7 +258,7 @@ class _FiniteBase(Theorem):
                 **m,
             )
         # prepare always sets it; a state built by hand (tests of the judgement) may not: the rule is then off
-        curv_end = float(st.get("curv_end", np.inf))
+        curv_end = float(st.curv_end)
         m["curvature_at_iterate"] = curv_end
         if fall < FALL_MIN and curv_end < CURV_MIN:
             # "P_fin W(k) → W^fin⋆" is a limit; "not falling" refutes it only where the finite part's motion
@@ -241,7 +273,7 @@ class _FiniteBase(Theorem):
                 "part (budget)",
                 **m,
             )
-        if fall < FALL_MIN and "masked_pull" in st:
+        if fall < FALL_MIN and st.masked_pull is not None and st.fin_residual_grad is not None:
             # The limit is not contradicted where the remaining error is what the masked tokens, whose
             # probabilities are falling (checked above), still hold the finite part off by. GD descends
             # L_O + (masked terms) on S_fin, so ∇L_O(P_fin W(S)) = r − g with r = P_fin ∇L(W(S)) (GD's own
@@ -259,7 +291,7 @@ class _FiniteBase(Theorem):
             # inside the segment, measured at its ends) and the 1e-10 error of the central differences
             # that give it (numerics.genfin._min_curvature)
             mu = min(target.curvature, curv_end) - abs(target.curvature - curv_end) - 1e-10
-            pull, resid = st["masked_pull"], st["fin_residual_grad"]
+            pull, resid = st.masked_pull, st.fin_residual_grad
             explained = (pull + resid) / mu + floor
             m.update(masked_pull=pull, fin_residual_grad=resid, fin_err_explained=explained)
             if resid <= pull and e[-1] <= explained:
@@ -332,23 +364,23 @@ class GenSVMFiniteControl(_FiniteBase):
         left VACUOUS by chance. The draws are reported (metric ``family_draws``); the hypotheses are still
         re-decided on GD's own selection. The theorem's family is not changed."""
         for draws in range(1, CONTROL_MAX_DRAWS + 1):
-            inst = super().instance(rng, ctx)
-            inst["family_draws"] = draws
-            sel = tuple(np.array([0, 1]) for _ in range(inst["data"].n))
-            fe = finite_part(inst["data"], inst["V"], sel, loss="exponential")
-            if fe.unique and np.linalg.norm(fe.W - finite_part(inst["data"], inst["V"], sel).W) >= SEPARATION:
+            inst = dataclasses.replace(super().instance(rng, ctx), family_draws=draws)
+            sel = tuple(np.array([0, 1]) for _ in range(inst.data.n))
+            fe = finite_part(inst.data, inst.V, sel, loss="exponential")
+            if fe.unique and np.linalg.norm(fe.W - finite_part(inst.data, inst.V, sel).W) >= SEPARATION:
                 break
         return inst
 
-    def prepare(self, instances, ctxs):
+    def prepare(self, instances: Sequence[FiniteInstance], ctxs: Sequence[Context]) -> list[FiniteState]:
         states = super().prepare(instances, ctxs)
-        for inst, st in zip(instances, states, strict=True):
-            st["fp_exp"] = finite_part(inst["data"], inst["V"], st["selected"], loss="exponential")
-        return states
+        return [dataclasses.replace(st, fp_exp=finite_part(inst.data, inst.V, st.selected,
+                                                           loss="exponential"))
+                for inst, st in zip(instances, states, strict=True)]
 
-    def assume_separated(self, inst, st, ctx):
-        fe, fp = st["fp_exp"], st["fp"]
-        draws = int(inst.get("family_draws", 1))
+    def assume_separated(self, inst: FiniteInstance, st: FiniteState, ctx: Context) -> Outcome:
+        fe, fp = st.fp_exp, st.fp
+        assert fe is not None  # prepare solves it
+        draws = int(inst.family_draws if inst.family_draws is not None else 1)
         if not fe.unique:
             return failed(f"exponential L_O on S_fin: {fe.message}", family_draws=draws)
         gap = float(np.linalg.norm(fe.W - fp.W))
@@ -357,5 +389,6 @@ class GenSVMFiniteControl(_FiniteBase):
             family_draws=draws,
         )
 
-    def _target(self, st):
-        return st["fp_exp"]
+    def _target(self, st: FiniteState) -> FinitePart:
+        assert st.fp_exp is not None  # prepare solves it
+        return st.fp_exp

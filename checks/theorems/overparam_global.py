@@ -58,14 +58,16 @@ of the conditioned curve (the former d = 3 vs 16) would never see it.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
-from checks import Criterion, Profile, Theorem, decide, held, register, undecided
+from checks import Context, Criterion, Outcome, Profile, Theorem, decide, held, register, undecided
 from checks.experiments.sweep import Z95, wilson_interval
 from checks.theorems._trends import adversarial_trend, corr_curve, first_dip
-from numerics.data import random_unit_sphere
+from numerics.data import AttentionData, random_unit_sphere
 from numerics.errors import SolverError
 from numerics.gd import GDConfig, run_gd
 from numerics.svm import solve_att_svm
@@ -100,6 +102,24 @@ PROFILES = {
     "full": Profile(instances=40, min_confirmed=36, batch=20, max_inconclusive=0.2),
     "paper": Profile(instances=100, min_confirmed=90, batch=25, max_inconclusive=0.2),
 }
+
+
+@dataclass(frozen=True, eq=False)
+class OverparamInstance:
+    """The draws of one curve: per d of the grid, the random datasets (one per run) and GD's starts."""
+
+    data_by_d: dict[int, list[AttentionData]]  # d -> the runs' datasets (random_unit_sphere, n = N, T = T)
+    init_by_d: dict[int, np.ndarray]  # d -> (runs, d, d) W(0) of each run
+
+
+@dataclass(frozen=True, eq=False)
+class OverparamState:
+    """The classified runs of one curve and the step fidelity."""
+
+    #: one cell per d of the grid: d, runs, feasible, reached, undecided, missed, retried (the Att-SVM
+    #: solves certified only by a retry), growth (median ‖W(S)‖/‖W(0)‖), loss_rose; _trends reads them
+    cells: list[dict[str, Any]]
+    fidelity: float  # of the first run at each d (the worst)
 
 
 def classify(gap: np.ndarray) -> str:
@@ -174,48 +194,53 @@ class OverparamGlobal(Theorem):
             "has one fixed d"
         )
 
-    def sizes(self, inst):
+    def sizes(self, inst: OverparamInstance) -> dict[str, int]:
         """n and T of every dataset of the curve; d is the claim's variable, shown against the share."""
         return {"n": N, "T": T}
 
-    def instance(self, rng, ctx):
-        out = {}
+    def instance(self, rng: np.random.Generator, ctx: Context) -> OverparamInstance:
+        data_by_d: dict[int, list[AttentionData]] = {}
+        init_by_d: dict[int, np.ndarray] = {}
         for d, runs in zip(self.grid, self.runs, strict=True):
-            out[f"data_{d}"] = random_unit_sphere(N, T, d, rng=rng, R=runs)
-            out[f"init_{d}"] = INIT_SCALE * rng.standard_normal((runs, d, d))
-        return out
+            data_by_d[d] = random_unit_sphere(N, T, d, rng=rng, R=runs)
+            init_by_d[d] = INIT_SCALE * rng.standard_normal((runs, d, d))
+        return OverparamInstance(data_by_d=data_by_d, init_by_d=init_by_d)
 
-    def prepare(self, instances, ctxs):
-        states: list[dict] = [{"cells": []} for _ in instances]
+    def prepare(self, instances: Sequence[OverparamInstance],
+                ctxs: Sequence[Context]) -> list[OverparamState]:
+        cells_of: list[list[dict[str, Any]]] = [[] for _ in instances]
         for d in self.grid:
-            datas = [dt for inst in instances for dt in inst[f"data_{d}"]]
-            init = np.concatenate([inst[f"init_{d}"] for inst in instances])
+            datas = [dt for inst in instances for dt in inst.data_by_d[d]]
+            init = np.concatenate([inst.init_by_d[d] for inst in instances])
             res = run_gd(datas, GDConfig(steps=STEPS, lr=STEP), init=init, record_every=RECORD,
                          device=ctxs[0].device)
             traj, losses = res.W_traj, res.loss_traj
+            assert traj is not None and losses is not None  # recorded (record_every)
             norms = np.linalg.norm(traj, axis=(2, 3))
             growth = norms[-1] / np.maximum(norms[0], 1e-300)
             rose = losses[-1] >= losses[0]
             j = 0
-            for inst, st in zip(instances, states, strict=True):
-                runs = len(inst[f"data_{d}"])
+            for inst, cells in zip(instances, cells_of, strict=True):
+                runs = len(inst.data_by_d[d])
                 cell = {"d": d, "runs": runs, "feasible": 0, "reached": 0, "undecided": 0, "missed": 0,
                         "retried": [], "growth": float(np.median(growth[j:j + runs])),
                         "loss_rose": int(rose[j:j + runs].sum())}
                 for r in range(runs):
-                    self._classify_run(inst[f"data_{d}"][r], traj[:, j + r], r, cell)
-                st["cells"].append(cell)
+                    self._classify_run(inst.data_by_d[d][r], traj[:, j + r], r, cell)
+                cells.append(cell)
                 j += runs
-        for inst, st, ctx in zip(instances, states, ctxs, strict=True):  # integrity, first run of each d
-            st["fidelity"] = min(init_fidelity(inst[f"data_{d}"][0], inst[f"init_{d}"][0], STEP,
-                                               normalized=True, device=ctx.device) for d in self.grid)
+        states = []
+        for inst, cells, ctx in zip(instances, cells_of, ctxs, strict=True):  # integrity, first run of each d
+            fid = min(init_fidelity(inst.data_by_d[d][0], inst.init_by_d[d][0], STEP, normalized=True,
+                                    device=ctx.device) for d in self.grid)
+            states.append(OverparamState(cells=cells, fidelity=fid))
         return states
 
-    def check_is_gradient_descent(self, inst, st, ctx):
-        return judge_fidelity(st["fidelity"])
+    def check_is_gradient_descent(self, inst: OverparamInstance, st: OverparamState, ctx: Context) -> Outcome:
+        return judge_fidelity(st.fidelity)
 
     @staticmethod
-    def _classify_run(data, traj: np.ndarray, r: int, cell: dict) -> None:
+    def _classify_run(data: AttentionData, traj: np.ndarray, r: int, cell: dict[str, Any]) -> None:
         try:
             sol = solve_att_svm(data, optimal_tokens(data).index)
         except SolverError as exc:
@@ -236,22 +261,23 @@ class OverparamGlobal(Theorem):
         assert sol.W is not None  # a feasible (optimal) solution carries W
         cell[classify(1 - corr_curve(traj, sol.W))] += 1
 
-    def _judged(self, st) -> list[dict]:
+    def _judged(self, st: OverparamState) -> list[dict[str, Any]]:
         """The cells of the judged curve: all runs, or (conditioned) the feasible ones only."""
         if not self.conditioned:
-            return st["cells"]
+            return st.cells
         return [dict(c, runs=c["feasible"], missed=c["feasible"] - c["reached"] - c["undecided"])
-                for c in st["cells"]]
+                for c in st.cells]
 
-    def assume_enough_feasible(self, inst, st, ctx):
+    def assume_enough_feasible(self, inst: OverparamInstance, st: OverparamState,
+                               ctx: Context) -> Outcome | bool:
         if not self.conditioned:
             return True
-        f = [c["feasible"] for c in st["cells"]]
+        f = [c["feasible"] for c in st.cells]
         return decide(min(f) >= MIN_FEASIBLE, f"too few runs with Att-SVM(opt) feasible: {f} at d = "
                       f"{list(self.grid)} (need {MIN_FEASIBLE} each)")
 
-    def check_progress(self, inst, st, ctx):
-        cells = st["cells"]
+    def check_progress(self, inst: OverparamInstance, st: OverparamState, ctx: Context) -> Outcome:
+        cells = st.cells
         g = min(c["growth"] for c in cells)
         rose = sum(c["loss_rose"] for c in cells)
         # every Att-SVM solve certified only by a retry, with its attempts: recorded, never hidden
@@ -264,17 +290,17 @@ class OverparamGlobal(Theorem):
             )
         return decide(rose == 0, f"no progress: the loss did not fall on {rose} runs", **m)
 
-    def _curve_metrics(self, st) -> dict:
+    def _curve_metrics(self, st: OverparamState) -> dict[str, Any]:
         cells = self._judged(st)
         ws = [wilson_interval(c["reached"], c["runs"]) for c in cells]
         return dict(
             share_curve=[c["reached"] / c["runs"] if c["runs"] else float("nan") for c in cells],
             share_d=list(self.grid), share_lo=[w[0] for w in ws], share_hi=[w[1] for w in ws],
-            cond_curve=[c["reached"] / c["feasible"] if c["feasible"] else float("nan") for c in st["cells"]],
-            feasible=[c["feasible"] for c in st["cells"]], undecided=[c["undecided"] for c in st["cells"]],
+            cond_curve=[c["reached"] / c["feasible"] if c["feasible"] else float("nan") for c in st.cells],
+            feasible=[c["feasible"] for c in st.cells], undecided=[c["undecided"] for c in st.cells],
         )
 
-    def check_share_grows(self, inst, st, ctx):
+    def check_share_grows(self, inst: OverparamInstance, st: OverparamState, ctx: Context) -> Outcome:
         cells = self._judged(st)
         scores = [float(np.log2(d)) for d in self.grid]
         z_lo, z_hi = adversarial_trend(cells, scores)
@@ -287,7 +313,7 @@ class OverparamGlobal(Theorem):
                           f"−{Z95:.2f}): {curve}", **m)
         return undecided(f"no significant trend (z in [{z_lo:.2f}, {z_hi:.2f}]): {curve}", **m)
 
-    def check_no_dip(self, inst, st, ctx):
+    def check_no_dip(self, inst: OverparamInstance, st: OverparamState, ctx: Context) -> Outcome:
         cells = self._judged(st)
         k, his, z = first_dip(cells)
         m = dict(step_hi=his)

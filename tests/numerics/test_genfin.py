@@ -164,7 +164,7 @@ def test_coupled_selection_rejects_bad_sizes(args, match):
 def test_gen_svm_finite_judgement_refutes_a_frozen_iterate_and_a_wrong_limit():
     """The check on hand-made trajectories: converging to W^fin⋆ as 1/k is confirmed; a no-op (frozen) iterate
     and an iterate converging to another point are refuted; approaching but still far is undecided."""
-    from checks.theorems.gen_svm_finite import FIN_TOL, GenSVMFinite
+    from checks.theorems.gen_svm_finite import FIN_TOL, FiniteInstance, FiniteState, GenSVMFinite
 
     data, V, sel = _linear_case(2, 1)
     fp = finite_part(data, V, sel)
@@ -172,11 +172,11 @@ def test_gen_svm_finite_judgement_refutes_a_frozen_iterate_and_a_wrong_limit():
     thm = GenSVMFinite()
     p_mid, p_end = np.full((3, 3), 0.4995), np.full((3, 3), 0.49995)  # selected tokens (0, 1) settled ...
     p_mid[:, 2], p_end[:, 2] = 1e-3, 1e-4  # ... and the masked one falling
-    inst = {"data": data}
+    inst = FiniteInstance(data=data, V=V, W0=np.zeros((data.d, data.d)))
 
     def judge(offsets):
         traj = np.stack([fp.W + o * B for o in offsets])
-        st = {"traj": traj, "fp": fp, "selected": sel, "p_mid": p_mid, "p_end": p_end}
+        st = FiniteState(traj=traj, fp=fp, selected=sel, p_mid=p_mid, p_end=p_end)
         return thm.check_finite_part_converges(inst, st, None)
 
     k = np.arange(1, 10)

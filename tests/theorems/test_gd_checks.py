@@ -328,13 +328,13 @@ def test_causal_masking_certified_exactly_once():
     from numerics.svm import solve_seq_svm
 
     inst = _seq_instance(np.random.default_rng(0), causal=True)
-    sol = solve_seq_svm(inst["X"], inst["gamma"], causal=True)
-    n, T = inst["X"].shape[:2]
+    sol = solve_seq_svm(inst.X, inst.gamma, causal=True)
+    n, T = inst.X.shape[:2]
     future = np.triu(np.ones((T, T), bool), 1)[None].repeat(n, 0)
     assert sol.certificate.verified
     assert np.all(sol.lam[future] == 0) and np.all(np.isinf(sol.margins[future]))
-    W = np.random.default_rng(1).standard_normal((inst["X"].shape[-1],) * 2) * 50
-    s = seq_probs(torch.as_tensor(inst["X"][None]), torch.as_tensor(W[None]), True)[0].numpy()
+    W = np.random.default_rng(1).standard_normal((inst.X.shape[-1],) * 2) * 50
+    s = seq_probs(torch.as_tensor(inst.X[None]), torch.as_tensor(W[None]), True)[0].numpy()
     assert np.all(s[future] == 0.0)
 
 

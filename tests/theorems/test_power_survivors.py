@@ -60,13 +60,16 @@ def test_kq_gd_nuclear_declares_only_what_it_decides_on():
     assert "optimal-token" not in REGISTRY["kq-gd-nuclear"].depends_on
 
 
-def _seq_inst(causal: bool, seed: int = 3) -> dict:
+def _seq_inst(causal: bool, seed: int = 3):
+    """A sequence instance with independent per-position labels (the step checks read X, gamma, causal)."""
+    from checks.theorems._seq import SeqInstance
     from numerics.svm import seq_scores
 
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((2, 4, 6)) / np.sqrt(6)
-    G = seq_scores(X, rng.choice([-1.0, 1.0], size=(2, 4)), rng.standard_normal(6))
-    return {"X": X, "gamma": G, "causal": causal}
+    Yseq, v = rng.choice([-1.0, 1.0], size=(2, 4)), rng.standard_normal(6)
+    G = seq_scores(X, Yseq, v)
+    return SeqInstance(X=X, Y=Yseq[:, 0], Yseq=Yseq, v=v, gamma=G, causal=causal, probe=np.zeros((6, 6)))
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -80,8 +83,8 @@ def test_independent_sequence_gradient_matches_the_closed_form(causal):
 
     inst = _seq_inst(causal)
     W = np.random.default_rng(4).standard_normal((6, 6))
-    ref = seq_grad(*(torch.as_tensor(a[None]) for a in (inst["X"], inst["gamma"], W)), causal)[0].numpy()
-    got = independent_grad_seq(inst["X"], inst["gamma"], W, causal)
+    ref = seq_grad(*(torch.as_tensor(a[None]) for a in (inst.X, inst.gamma, W)), causal)[0].numpy()
+    got = independent_grad_seq(inst.X, inst.gamma, W, causal)
     assert np.linalg.norm(got - ref) <= 1e-12 * np.linalg.norm(ref)
 
 

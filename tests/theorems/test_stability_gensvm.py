@@ -44,12 +44,12 @@ def test_gen_svm_finite_control_family_meets_its_hypothesis_by_construction():
     draws = []
     for g, c in zip(gens, ctxs, strict=True):
         inst = GenSVMFiniteControl().instance(g, c)
-        sel = tuple(np.array([0, 1]) for _ in range(inst["data"].n))
-        fe = finite_part(inst["data"], inst["V"], sel, loss="exponential")
-        fp = finite_part(inst["data"], inst["V"], sel)
+        sel = tuple(np.array([0, 1]) for _ in range(inst.data.n))
+        fe = finite_part(inst.data, inst.V, sel, loss="exponential")
+        fp = finite_part(inst.data, inst.V, sel)
         assert fe.unique and np.linalg.norm(fe.W - fp.W) >= SEPARATION
-        assert 1 <= inst["family_draws"] <= CONTROL_MAX_DRAWS
-        draws.append(inst["family_draws"])
+        assert inst.family_draws is not None and 1 <= inst.family_draws <= CONTROL_MAX_DRAWS
+        draws.append(inst.family_draws)
     assert max(draws) > 1  # redrawing happened on this seed (it was needed)
 
 
@@ -58,7 +58,7 @@ def test_gen_svm_finite_theorem_family_is_unchanged_by_the_control_redraw():
 
     gens, ctxs = _contexts(GenSVMFinite, [0], profile="quick", seed=8, device="cpu", data=None)
     inst = GenSVMFinite().instance(gens[0], ctxs[0])
-    assert "family_draws" not in inst
+    assert inst.family_draws is None
     assert GenSVMFiniteControl.instance is not GenSVMFinite.instance
 
 
