@@ -84,7 +84,8 @@ def _agreement(step: np.ndarray, want: np.ndarray, scale: float) -> float:
     read as W − W⁺ from parameters of norm ``scale``, which carries an error ≤ ~EPS·scale (W⁺ = fl(W − s)), so
     r is known to δ = 4·EPS·scale/‖want‖ only (a step near saturation, where ‖∇L‖ ≪ ‖W‖, can make δ ~ 1e-8:
     smoothness-step's near-saturated starts); |r − 1| within δ counts as 1, beyond it only the excess
-    counts, and likewise the direction: corr ≥ cos(asin δ) counts as 1. A wanted step below the rounding itself (‖want‖ ≤ 4·EPS·scale: plain GD with η ≤ 1/L_W deep in
+    counts, and likewise the direction: corr ≥ cos(asin δ) counts as 1.
+    A wanted step below the rounding itself (‖want‖ ≤ 4·EPS·scale: plain GD with η ≤ 1/L_W deep in
     a cone, where η‖∇L‖ ∝ e^(−M), gd-local) cannot be read from W − W⁺ at all: it agrees when W − W⁺ is
     within rounding too (so :func:`init_fidelity`'s unit-norm point, where the step is resolved, decides)."""
     ns, nw = np.linalg.norm(step), np.linalg.norm(want)
