@@ -42,13 +42,18 @@ cone
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
 import numpy as np
 
-from checks import Outcome, Theorem, decide, failed, held, undecided
+from checks import Context, Outcome, Theorem, decide, failed, held, undecided
 from checks import hypotheses as hyp
 from numerics import tolerances as tol
+from numerics.data import AttentionData
 from numerics.regpath import regularization_path
-from numerics.svm import is_locally_optimal, solve_att_svm
+from numerics.svm import SVMSolution, is_locally_optimal, solve_att_svm
 from numerics.tokens import corr, margins, optimal_tokens, scores
 
 from ..power.resolution import token_difference_span
@@ -82,6 +87,67 @@ CONE_RTOL = 1e-12
 REGIME_MIN = 16.0
 #: The family draws up to this many (data, α) before giving up (then the instance is vacuous).
 FAMILY_TRIES = 40
+
+
+@dataclass(frozen=True, eq=False)
+class LocalPathInstance:
+    """One instance of rp-w-local / rp-kq-local (and their controls): the data, the selection α (n,), the
+    seed of the path's restarts and the number of (data, α) the family drew (``LocalPathBase.instance``;
+    None on ``family_ok``'s provisional instance, which has no seed drawn yet either: -1)."""
+
+    data: AttentionData
+    alpha: np.ndarray
+    seed: int
+    draws: int | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class LocalPathRun:
+    """The cone-restricted path of one instance, on its radii R = M·‖W^mm_α‖ (J,): the optimiser's own points
+    ``path_W`` with their ``loss``, ``norms`` and ``active`` constraint flags, δ⁺ (``delta_plus``), and the
+    comparison with the candidates of the cone ∩ ball (``candidates``, whose keys are the remaining fields:
+    ``W`` the polished points, their excess loss and bound, the centre's, ``beaten``, ``polished``, ...)."""
+
+    path_W: np.ndarray
+    radii: np.ndarray
+    delta_plus: float
+    loss: np.ndarray
+    norms: np.ndarray
+    active: np.ndarray
+    W: np.ndarray
+    excess: np.ndarray
+    excess_err: np.ndarray
+    centre_excess: np.ndarray
+    centre_err: np.ndarray
+    beaten: np.ndarray
+    polished: np.ndarray
+    prev_excess: np.ndarray
+    prev_err: np.ndarray
+    raw_excess: np.ndarray
+    raw_err: np.ndarray
+    sphere_excess: np.ndarray
+    sphere_err: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class LocalPathState:
+    """The SVM solutions of α (``sol``, the cone's centre W^mm_α) and of the optimal tokens (``glob``), in the
+    theorem's norm, and the path (None unless both are feasible: hypothesis ``feasible``)."""
+
+    sol: SVMSolution
+    glob: SVMSolution
+    path: LocalPathRun | None = None
+
+    def run(self) -> LocalPathRun:
+        """The path, which exists wherever a prediction is judged (every hypothesis held)."""
+        assert self.path is not None, "no path: Att-SVM(α) or Att-SVM(opt) infeasible (hypothesis feasible)"
+        return self.path
+
+
+def _W(sol: SVMSolution) -> np.ndarray:
+    """A feasible solution's W (the family and hypothesis ``feasible``: Att-SVM(α) and Att-SVM(opt))."""
+    assert sol.W is not None, "Att-SVM infeasible: no W (hypothesis feasible)"
+    return sol.W
 
 
 def _holds(out) -> bool:
@@ -252,14 +318,14 @@ class LocalPathBase(Theorem):
     n, T, d = 3, 4, 6
     plot_metric = "corr_err"
 
-    def not_applicable(self, data):
+    def not_applicable(self, data: Any) -> str | None:
         return (
             "needs a locally optimal selection alpha != opt with a slack delta+ >= 0.5 and a cone that "
             "certifiably selects alpha, built on its own instance family; running it on given data is not "
             "implemented"
         )
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> LocalPathInstance:
         """The family meets the hypotheses by construction (issue 29: rp-kq-local was vacuous on 4-5 of 6
         instances at seeds 4, 7, 9, its family filtering on the Frobenius solution while its hypotheses are
         decided on the nuclear one): up to FAMILY_TRIES (data, α) are drawn from the instance's own rng until
@@ -275,92 +341,102 @@ class LocalPathBase(Theorem):
                 data, alpha = tied_alpha_data(self.n, self.T, self.d, rng=rng)
             if self.family_ok(data, alpha):
                 break
-        return {"data": data, "alpha": alpha, "seed": int(rng.integers(2**31)), "draws": k}
+        return LocalPathInstance(data=data, alpha=alpha, seed=int(rng.integers(2**31)), draws=k)
 
-    def family_ok(self, data, alpha) -> bool:
+    def family_ok(self, data: AttentionData, alpha: np.ndarray) -> bool:
         """The instance hypotheses that depend on the draw, decided as the assume_* methods decide them (same
         functions, the theorem's own norm): feasibility, (non-)local optimality, δ⁺, the cone certificates."""
         sol = solve_att_svm(data, alpha, norm=self.norm)
         if not sol.feasible:
             return False
         glob = solve_att_svm(data, global_alpha(data, alpha), norm=self.norm)
-        st = {"sol": sol, "glob": glob}
-        inst = {"data": data, "alpha": alpha}
+        st = LocalPathState(sol=sol, glob=glob)
+        inst = LocalPathInstance(data=data, alpha=alpha, seed=-1)  # no seed drawn yet (not needed here)
         checks = (self.assume_feasible, self.assume_alpha_locally_optimal,
                   self.assume_higher_tokens_suppressed, self.assume_cone_selects_alpha,
                   self.assume_cone_excludes_global)
-        return all(_holds(f(inst, st, None)) for f in checks)
+        return all(_holds(f(inst, st, None)) for f in checks)  # type: ignore[arg-type]  # no context
 
-    def prepare(self, instances, ctxs):
+    def prepare(
+        self, instances: Sequence[LocalPathInstance], ctxs: Sequence[Context]
+    ) -> list[LocalPathState]:
         """The SVM solutions per instance, then the paths of all instances with both solutions feasible as
         one batched regularisation path (per-instance radii, cones and seeds: each instance's path is the
         one it has alone, up to rounding; the profile's ``path_steps`` / ``restarts`` params or the
         theorem's defaults)."""
-        out, todo = [], []
+        sols: list[tuple[SVMSolution, SVMSolution]] = []
+        todo: list[int] = []
         for inst in instances:
-            data, alpha = inst["data"], inst["alpha"]
+            data, alpha = inst.data, inst.alpha
             sol = solve_att_svm(data, alpha, norm=self.norm)
             glob = solve_att_svm(data, global_alpha(data, alpha), norm=self.norm)
-            out.append({"sol": sol, "glob": glob, "W": None, "delta_plus": np.inf})
+            sols.append((sol, glob))
             if sol.feasible and glob.feasible:
-                todo.append(len(out) - 1)
+                todo.append(len(sols) - 1)
         if not todo:
-            return out
+            return [LocalPathState(sol=sol, glob=glob) for sol, glob in sols]
         ctx = ctxs[todo[0]]  # one profile, one device per block
-        datas = [instances[k]["data"] for k in todo]
-        radii = np.stack([MULTIPLES * norm_of(out[k]["sol"].W, self.norm) for k in todo], axis=1)  # (J, B)
+        datas = [instances[k].data for k in todo]
+        radii = np.stack([MULTIPLES * norm_of(_W(sols[k][0]), self.norm) for k in todo], axis=1)  # (J, B)
         rp = regularization_path(datas, radii, param=self.param,
                                  steps=int(ctx.params.get("path_steps", self.path_steps)),
                                  restarts=int(ctx.params.get("restarts", self.restarts)),
-                                 seed=[instances[k]["seed"] for k in todo],
-                                 cone=(np.stack([out[k]["sol"].W for k in todo]), self.mu),
+                                 seed=[instances[k].seed for k in todo],
+                                 cone=(np.stack([_W(sols[k][0]) for k in todo]), self.mu),
                                  device=ctx.device)
+        paths: dict[int, LocalPathRun] = {}
         for b, k in enumerate(todo):
-            data, alpha, st = instances[k]["data"], instances[k]["alpha"], out[k]
+            data, alpha, Wa = instances[k].data, instances[k].alpha, _W(sols[k][0])
             Ws = rp.W[:, b]
-            st.update(
+            paths[k] = LocalPathRun(
                 path_W=Ws,
                 radii=radii[:, b],
-                delta_plus=delta_plus(data, alpha, st["sol"].W),
+                delta_plus=delta_plus(data, alpha, Wa),
                 loss=rp.loss[:, b],
                 norms=rp.norms[:, b],
                 active=rp.constraint_active[:, b],
-                **candidates(data, Ws, radii[:, b], st["sol"].W, self.norm),
+                **candidates(data, Ws, radii[:, b], Wa, self.norm),
             )
-        return out
+        return [LocalPathState(sol=sol, glob=glob, path=paths.get(k)) for k, (sol, glob) in enumerate(sols)]
 
     # -- hypotheses ------------------------------------------------------------------------------
-    def assume_loss_A(self, inst, st, ctx):
+    def assume_loss_A(self, inst: LocalPathInstance, st: LocalPathState, ctx: Context) -> Outcome | bool:
         return hyp.loss_satisfies_assumption_a("logistic")
 
-    def assume_alpha_not_opt(self, inst, st, ctx):
-        g = scores(inst["data"])
-        a = inst["alpha"]
+    def assume_alpha_not_opt(
+        self, inst: LocalPathInstance, st: LocalPathState, ctx: Context
+    ) -> Outcome | bool:
+        g = scores(inst.data)
+        a = inst.alpha
         # α_i not the unique best token of some example (with a tie both tokens are optimal)
-        return bool(np.any(g[np.arange(len(a)), a] < g.max(1)) or not optimal_tokens(inst["data"]).unique)
+        return bool(np.any(g[np.arange(len(a)), a] < g.max(1)) or not optimal_tokens(inst.data).unique)
 
-    def assume_feasible(self, inst, st, ctx):
+    def assume_feasible(self, inst: LocalPathInstance, st: LocalPathState, ctx: Context) -> Outcome:
         # ``draws``: how many (data, α) the family drew for this instance (see ``instance``)
-        return decide(st["sol"].feasible and st["glob"].feasible, "Att-SVM(α) or Att-SVM(opt) infeasible",
-                      **({"draws": int(inst["draws"])} if "draws" in inst else {}))
+        return decide(st.sol.feasible and st.glob.feasible, "Att-SVM(α) or Att-SVM(opt) infeasible",
+                      **({"draws": int(inst.draws)} if inst.draws is not None else {}))
 
-    def assume_alpha_locally_optimal(self, inst, st, ctx):
-        return is_locally_optimal(inst["data"], inst["alpha"], st["sol"])
+    def assume_alpha_locally_optimal(
+        self, inst: LocalPathInstance, st: LocalPathState, ctx: Context
+    ) -> Outcome | bool:
+        return is_locally_optimal(inst.data, inst.alpha, st.sol)
 
-    def assume_higher_tokens_suppressed(self, inst, st, ctx):
-        dp = delta_plus(inst["data"], inst["alpha"], st["sol"].W)
+    def assume_higher_tokens_suppressed(
+        self, inst: LocalPathInstance, st: LocalPathState, ctx: Context
+    ) -> Outcome:
+        dp = delta_plus(inst.data, inst.alpha, st.sol.W)
         return decide(dp >= DELTA_MIN, f"δ⁺ = {dp:.3g} < {DELTA_MIN}: the path's regime lies beyond float64 "
                       "resolution of the loss", delta_plus=min(dp, 1e9))
 
-    def assume_cone_selects_alpha(self, inst, st, ctx):
+    def assume_cone_selects_alpha(self, inst: LocalPathInstance, st: LocalPathState, ctx: Context) -> Outcome:
         """"μ small enough", certified exactly: every W of the cone selects α (so the cone holds no other
         selection's max-margin direction). A unit W in C_μ(Ŵ) is cos φ Ŵ + sin φ U with φ ≤ θ, cos θ = 1 − μ,
         U ⊥ Ŵ unit, so ⟨a_it, W⟩ ≥ cos θ ⟨a_it, Ŵ⟩ − sin θ ‖a_it‖_F for a_it = (x_iα_i − x_it) z_i^T; all > 0
         ⟹ α_i has the largest logit in every direction of the cone. (Paper profile, seed 0, rp-kq-local 89 and
         115 at μ = 0.015: the certificate is negative and the path settles at 1 − corr ≈ 0.0124 inside the
         cone.)"""
-        data, a = inst["data"], inst["alpha"]
-        Wh = st["sol"].W / np.linalg.norm(st["sol"].W)
+        data, a = inst.data, inst.alpha
+        Wh = _W(st.sol) / np.linalg.norm(_W(st.sol))
         c = 1.0 - self.mu
         s = float(np.sqrt(1.0 - c * c))
         rows = [
@@ -377,7 +453,9 @@ class LocalPathBase(Theorem):
             cone_certificate=cert,
         )
 
-    def assume_cone_loss_above_limit(self, inst, st, ctx):
+    def assume_cone_loss_above_limit(
+        self, inst: LocalPathInstance, st: LocalPathState, ctx: Context
+    ) -> Outcome | bool:
         """The reconstruction drops the paper's lower bound ‖W‖ ≥ R_0 of the cone (module docstring), which is
         the same problem only if the loss on the cone stays above its limit L_∞ = (1/n) Σ ℓ(γ_iα_i): the cone
         selects α uniformly (``cone_selects_alpha``), so L → L_∞ uniformly as ‖W‖ → ∞ there, and a point W_0
@@ -387,17 +465,19 @@ class LocalPathBase(Theorem):
         loss below L_∞ at a finite W (quick seed 11, rp-kq-local 1 and 5: E = −1.9e-8 and −4.3e-7 from M = 8
         on, the same interior point at every larger radius). Not certifiable true: held unless refuted by the
         path."""
-        if "excess" not in st:
+        if st.path is None:
             return True
-        E, e = np.asarray(st["excess"]), np.asarray(st["excess_err"])
+        E, e = np.asarray(st.path.excess), np.asarray(st.path.excess_err)
         k = int(np.argmin(E + e))
         return decide(bool(E[k] + e[k] >= 0),
                       f"a path point of the cone has loss below L_∞ (excess {E[k]:.3g} at "
                       f"M = {MULTIPLES[k]:g}, bound {e[k]:.2g}): the paper's ‖W‖ ≥ R_0 is binding, the "
                       "reconstruction without it does not apply", min_excess=float(E[k]))
 
-    def assume_cone_excludes_global(self, inst, st, ctx):
-        sep = float(1 - corr(st["sol"].W, st["glob"].W))
+    def assume_cone_excludes_global(
+        self, inst: LocalPathInstance, st: LocalPathState, ctx: Context
+    ) -> Outcome:
+        sep = float(1 - corr(_W(st.sol), _W(st.glob)))
         return decide(
             sep >= SEPARATION_K * self.mu,
             f"1 − corr(W^mm_α, W^mm) = {sep:.3g} < {SEPARATION_K:g}μ: the global "
@@ -406,77 +486,79 @@ class LocalPathBase(Theorem):
         )
 
     # -- predictions -----------------------------------------------------------------------------
-    def resolved(self, st) -> int:
+    def resolved(self, st: LocalPathRun) -> int:
         """Leading radii at which the path's excess loss drops from the previous radius by more than the two
         rounding bounds (a larger ball has a smaller minimum, so beyond the first undecided drop the path's
         points can no longer be ordered by their loss: nothing there is judged)."""
-        E, err = st["excess"], st["excess_err"]
+        E, err = st.excess, st.excess_err
         drops = (E[:-1] - E[1:]) > (err[:-1] + err[1:])
         bad = np.flatnonzero(~drops)
         return len(E) if bad.size == 0 else int(bad[0]) + 1
 
-    def reliable(self, st, J: int) -> np.ndarray:
+    def reliable(self, st: LocalPathRun, J: int) -> np.ndarray:
         """Per resolved radius: the path point is not provably a missed minimiser — its excess loss is below
         the previous radius's (a larger ball has a smaller minimum) and no candidate of the cone ∩ ball
         (``candidates``) beats it by more than the rounding bounds. The decision (final value, last ratio)
         needs the two largest resolved radii reliable; the trend is judged between reliable radii only (the
         factored path can miss the minimiser by ~1e-4 relative at small M, where it sits on the cone boundary:
         full profile, seed 0, rp-kq-local 28 and 47 at M = 2, 4)."""
-        ok = ~st["beaten"][:J]
-        ok[1:] &= np.diff(st["excess"][:J]) < 0
+        ok = ~st.beaten[:J]
+        ok[1:] &= np.diff(st.excess[:J]) < 0
         return ok
 
-    def centre_decided(self, st, j: int) -> bool:
+    def centre_decided(self, st: LocalPathRun, j: int) -> bool:
         """At radius j the path's point has a lower excess loss than the centre candidate R_j·W^mm_α/‖W^mm_α‖
         by more than the two rounding bounds: "the path is not at the centre" is then a property of the loss,
         not of rounding (numerics.excess_loss)."""
-        return bool(st["centre_excess"][j] - st["excess"][j] > st["centre_err"][j] + st["excess_err"][j])
+        return bool(st.centre_excess[j] - st.excess[j] > st.centre_err[j] + st.excess_err[j])
 
     def threshold(self) -> float:
         return min(CORR_ERR_MAX, self.mu / SEPARATION_K)
 
-    def check_direction(self, inst, st, ctx):
-        J = self.resolved(st)
+    def check_direction(self, inst: LocalPathInstance, st: LocalPathState, ctx: Context) -> Outcome:
+        p = st.run()
+        J = self.resolved(p)
         if J >= MIN_RESOLVED:
             # Judged up to the largest radius where the path is reliable at it and the radius before (the
             # decision reads the last two): beyond, the path provably missed the constrained minimiser (the
             # (K, Q) path's 500 steps leave the centre candidate decidedly better at M = 64 or 128 on ~1 in 6
             # quick instances, quick seed 3 #2/#4/#5), a budget limit on those radii, not a property of the
             # path. The same rule for the theorem and its control; fewer than MIN_RESOLVED radii: undecided.
-            ok = self.reliable(st, J)
+            ok = self.reliable(p, J)
             pair = np.flatnonzero(ok[1:] & ok[:-1])
             if pair.size and pair[-1] + 2 >= MIN_RESOLVED:
                 J = int(pair[-1]) + 2
         # the predicted limit direction, through the resolution seam (Theorem.predicted)
-        centre = self.predicted("W^mm_α", st["sol"].W, "direction",
-                                lambda: token_difference_span(inst["data"]))
-        if centre is not st["sol"].W:
+        Wa = _W(st.sol)
+        centre = self.predicted("W^mm_α", Wa, "direction",
+                                lambda: token_difference_span(inst.data))
+        if centre is not Wa:
             # a perturbed centre: the loss gate below compares the path's point with ITS ball point
-            E_c, err_c = path_excess(inst["data"], st["sol"].W,
-                                     np.array([R * centre / norm_of(centre, self.norm) for R in st["radii"]]))
-            st = dict(st, centre_excess=E_c, centre_err=err_c)
-        Ws = st["W"][:J]
+            E_c, err_c = path_excess(inst.data, Wa,
+                                     np.array([R * centre / norm_of(centre, self.norm) for R in p.radii]))
+            p = replace(p, centre_excess=E_c, centre_err=err_c)
+        Ws = p.W[:J]
         err = 1 - np.asarray(corr(Ws, centre[None]))
         m = dict(corr_err=float(err[-1]), corr_err_curve=err.tolist(), resolved_M=float(MULTIPLES[J - 1]),
-                 corr_err_radii=[float(x) for x in st["radii"][:J]],  # the figure's x-axis: R
-                 corr_err_global=float(1 - corr(Ws[-1], st["glob"].W)), corr_threshold=self.threshold())
+                 corr_err_radii=[float(x) for x in p.radii[:J]],  # the figure's x-axis: R
+                 corr_err_global=float(1 - corr(Ws[-1], _W(st.glob))), corr_threshold=self.threshold())
         if J < MIN_RESOLVED:
             return undecided(
                 f"the path's excess loss does not decide its drop beyond M = {MULTIPLES[J - 1]:g}", **m
             )
         # the cone is the path's constraint set, around the true W^mm_α (not the predicted object)
-        cone_err = 1 - np.asarray(corr(Ws, st["sol"].W[None]))
+        cone_err = 1 - np.asarray(corr(Ws, Wa[None]))
         if not np.all(cone_err <= self.mu + CONE_RTOL):
             return undecided(
                 f"the path left the cone (1 − corr up to {cone_err.max():.3g} > μ): not the local path", **m
             )
-        m["excess_curve"] = [float(x) for x in st["excess"]]  # every radius, judged or not
-        m["excess_err_curve"] = [float(x) for x in st["excess_err"]]
-        m["centre_excess_curve"] = [float(x) for x in st["centre_excess"]]
-        m["prev_excess_curve"] = [float(x) for x in st["prev_excess"]]  # the previous radius's point rescaled
-        ok = self.reliable(st, J)
+        m["excess_curve"] = [float(x) for x in p.excess]  # every radius, judged or not
+        m["excess_err_curve"] = [float(x) for x in p.excess_err]
+        m["centre_excess_curve"] = [float(x) for x in p.centre_excess]
+        m["prev_excess_curve"] = [float(x) for x in p.prev_excess]  # the previous radius's point rescaled
+        ok = self.reliable(p, J)
         m["reliable_radii"] = int(ok.sum())
-        m["polished_radii"] = int(st["polished"][:J].sum())
+        m["polished_radii"] = int(p.polished[:J].sum())
         if not (ok[-1] and ok[-2]):
             return undecided(
                 "the path missed the constrained minimiser at the largest resolved radii (excess loss not "
@@ -487,7 +569,7 @@ class LocalPathBase(Theorem):
         # 0); not on the (K, Q) path, whose factored optimiser leaves rises and plateaus within its noise at
         # the last radii (quick seed 0 #1: 2.3e-4 → 4.3e-4; polished plateaus of ratio 1)
         out = judge(err, self.threshold(), reliable=ok, stall_below=self.param == "W", **m)
-        pol = [j for j in (J - 2, J - 1) if st["polished"][j]]
+        pol = [j for j in (J - 2, J - 1) if p.polished[j]]
         if out.status == "failed" and pol:
             # a polished point carries another radius's direction (``candidates``): a stall on it says the
             # optimiser did not improve on that direction, not where the minimiser is (quick seeds 5 #3 and
@@ -497,7 +579,7 @@ class LocalPathBase(Theorem):
                 "another radius's point rescaled (the optimiser's own was beaten): a stall there is not the "
                 "minimiser's", **out.metrics,
             )
-        undec = [j for j in (J - 2, J - 1) if not self.centre_decided(st, j)]
+        undec = [j for j in (J - 2, J - 1) if not self.centre_decided(p, j)]
         if out.status == "failed" and undec:
             return undecided(
                 f"{out.reason}; but at M = {', '.join(f'{MULTIPLES[j]:g}' for j in undec)} the path's point "
@@ -505,7 +587,7 @@ class LocalPathBase(Theorem):
                 "loss (numerics.excess_loss): the loss does not decide that the minimiser is off-centre",
                 **out.metrics,
             )
-        reach = st["delta_plus"] * MULTIPLES[J - 2]
+        reach = p.delta_plus * MULTIPLES[J - 2]
         if out.status == "failed" and "stalled" in out.reason and reach < REGIME_MIN:
             return undecided(
                 f"stalled between M = {MULTIPLES[J - 2]:g} and {MULTIPLES[J - 1]:g}, but δ⁺·M = {reach:.3g} "
@@ -517,15 +599,15 @@ class LocalPathBase(Theorem):
             )
         return out
 
-    def check_loss_fidelity(self, inst, st, ctx):
+    def check_loss_fidelity(self, inst: LocalPathInstance, st: LocalPathState, ctx: Context) -> Outcome:
         """The excess loss every decision above rests on (numerics.excess_loss, via the library's softmax)
         agrees with the independent plain evaluation (``independent_excess``) at every point of the
         optimiser's path, within the sum of the two rounding bounds (no fitted tolerance). A broken softmax,
         loss or excess form fails it at the small radii, where the softmax is far from one-hot
         (checks.power.sabotage "softmax-no-normaliser": at M = 2 the two differ by O(e^{-2}))."""
-        data, centre = inst["data"], st["sol"].W
-        E, e = path_excess(data, centre, st["path_W"])
-        Ei, ei = independent_excess(data, centre, st["path_W"])
+        data, centre, Ws = inst.data, _W(st.sol), st.run().path_W
+        E, e = path_excess(data, centre, Ws)
+        Ei, ei = independent_excess(data, centre, Ws)
         gap = np.abs(E - Ei) - (e + ei)
         k = int(np.argmax(gap))
         return decide(bool(np.all(gap <= 0)),
@@ -533,7 +615,7 @@ class LocalPathBase(Theorem):
                       f"bounds at M = {MULTIPLES[k]:g} (|ΔE| = {float(abs(E[k] - Ei[k])):.3g})",
                       excess_fidelity_gap=float(np.max(np.abs(E - Ei) / np.maximum(e + ei, 1e-300))))
 
-    def check_constraint_active(self, inst, st, ctx):
+    def check_constraint_active(self, inst: LocalPathInstance, st: LocalPathState, ctx: Context) -> Outcome:
         """‖W̄_R‖ = R at every resolved radius. The optimiser's point inside the ball (by more than
         numerics.gd_common.ACTIVE_RTOL) refutes it only where the loss decides that it is an interior
         minimiser: its excess is below that of every known point on the sphere ‖W‖ = R (the centre, every path
@@ -545,14 +627,15 @@ class LocalPathBase(Theorem):
         decide. Both: undecided, never refuted. (Below L_∞ an interior point is ``cone_loss_above_limit``'s
         vacuous case; seed 48 #5 has excess > 0 at every radius, 1.3e-56 at M = 128.) The regime rule as
         check_direction."""
-        J = self.resolved(st)
-        active = np.asarray(st["active"][:J], dtype=bool)
-        m = {"norm_ratio_min": float(np.min(st["norms"][:J] / st["radii"][:J]))}
+        p = st.run()
+        J = self.resolved(p)
+        active = np.asarray(p.active[:J], dtype=bool)
+        m: dict[str, Any] = {"norm_ratio_min": float(np.min(p.norms[:J] / p.radii[:J]))}
         if active.all():
             return held(**m)
         inner = np.flatnonzero(~active)
-        E, e = st["raw_excess"][inner], st["raw_err"][inner]
-        S, s = st["sphere_excess"][inner], st["sphere_err"][inner]
+        E, e = p.raw_excess[inner], p.raw_err[inner]
+        S, s = p.sphere_excess[inner], p.sphere_err[inner]
         decided_in = (S - E) > (e + s)  # the interior point beats every sphere candidate, certified
         beaten = (E - S) > (e + s)  # a sphere point beats the interior point, certified
         m.update(interior_radii=[float(MULTIPLES[j]) for j in inner],
@@ -568,9 +651,9 @@ class LocalPathBase(Theorem):
                    f"its excess {E[k]:.4g} and the best sphere point's {S[k]:.4g} are within the rounding "
                    f"bounds ({e[k]:.2g} + {s[k]:.2g}): the loss does not decide where the minimiser is")
             return undecided(f"the optimiser's point at M = {MULTIPLES[j]:g} is inside the ball "
-                             f"(norm/R = {st['norms'][j] / st['radii'][j]:.6g}), but {how}", **m)
+                             f"(norm/R = {p.norms[j] / p.radii[j]:.6g}), but {how}", **m)
         j = int(inner[np.flatnonzero(decided_in)[-1]])
-        if st["delta_plus"] * MULTIPLES[J - 1] < REGIME_MIN:  # as check_direction (full, seed 0, 16)
+        if p.delta_plus * MULTIPLES[J - 1] < REGIME_MIN:  # as check_direction (full, seed 0, 16)
             return undecided(
                 "the norm constraint is inactive at a resolved radius before the asymptotic regime "
                 f"(δ⁺·M < {REGIME_MIN:g})",

@@ -6,13 +6,17 @@ also subclasses, with the controls' helpers. The statements are in rp_w_frobeniu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
 import numpy as np
 
-from checks import Criterion, Outcome, Profile, Theorem, decide, failed, undecided
+from checks import Context, Criterion, Outcome, Profile, Theorem, decide, failed, undecided
 from checks import hypotheses as hyp
-from numerics.data import random_unit_sphere
+from numerics.data import AttentionData, random_unit_sphere
 from numerics.regpath import regularization_path
-from numerics.svm import solve_att_svm
+from numerics.svm import SVMSolution, solve_att_svm
 from numerics.tokens import corr, min_margin, optimal_tokens
 
 from ..power.resolution import token_difference_span
@@ -63,6 +67,49 @@ PROFILES = {
     "full": Profile(instances=72, min_confirmed=50, batch=36),
     "paper": Profile(instances=200, min_confirmed=170, batch=50),
 }
+
+
+@dataclass(frozen=True, eq=False)
+class PathInstance:
+    """One instance of the path family (rp-w-frobenius, rp-kq-nuclear, their -self variants and controls):
+    the data (random unit-sphere, or the given data's class subset) and the seed of the path's restarts."""
+
+    data: AttentionData
+    seed: int
+
+
+@dataclass(frozen=True, eq=False)
+class PathState:
+    """The path of one instance and its SVM solutions. ``W`` / ``loss``: the polished path (``polish_path``),
+    judged; ``path_W``, ``active``, ``norms``: the optimiser's own points (the constraint and the nuclear
+    identity are properties of those); ``polished``: radii replaced; ``cand_loss``: the best ball candidate's
+    loss per radius; ``fro`` / ``nuc``: the Frobenius and nuclear Att-SVM solutions (``nuc`` None when the
+    Frobenius one is infeasible); ``excess_*``: ``ball_excess`` (None when an SVM is infeasible)."""
+
+    W: np.ndarray
+    path_W: np.ndarray
+    polished: np.ndarray
+    active: np.ndarray
+    norms: np.ndarray
+    loss: np.ndarray
+    cand_loss: np.ndarray
+    fro: SVMSolution
+    nuc: SVMSolution | None
+    radii: np.ndarray
+    data: AttentionData
+    excess_path: np.ndarray | None = None
+    excess_err_path: np.ndarray | None = None
+    excess_fro: np.ndarray | None = None
+    excess_err_fro: np.ndarray | None = None
+    excess_nuc: np.ndarray | None = None
+    excess_err_nuc: np.ndarray | None = None
+
+    def solution(self, key: str) -> np.ndarray:
+        """W of the SVM solution ``key`` ("fro": W^mm, "nuc": W^mm_⋆); both exist where a prediction is
+        judged (hypothesis ``feasible``)."""
+        sol = self.fro if key == "fro" else self.nuc
+        assert sol is not None and sol.W is not None, f"no {key} solution (hypothesis feasible)"
+        return sol.W
 
 
 def non_increasing(err: np.ndarray, start: int | None = None) -> bool:
@@ -184,14 +231,14 @@ def ball_excess(data, Ws: np.ndarray, radii: np.ndarray, fro, nuc, nuclear: bool
     return out
 
 
-def target_decided(st, key: str, js) -> bool:
+def target_decided(st: PathState, key: str, js) -> bool:
     """At every radius index in ``js`` the path's point has a lower excess loss than the claimed target's
     ball point (``key`` "fro" or "nuc") by more than the two rounding bounds. Without the excess (infeasible
     SVM) nothing is decided."""
-    if "excess_path" not in st:
+    E, e = st.excess_path, st.excess_err_path
+    Et, et = (st.excess_fro, st.excess_err_fro) if key == "fro" else (st.excess_nuc, st.excess_err_nuc)
+    if E is None or e is None or Et is None or et is None:
         return False
-    E, e = st["excess_path"], st["excess_err_path"]
-    Et, et = st[f"excess_{key}"], st[f"excess_err_{key}"]
     return all(Et[j] - E[j] > et[j] + e[j] for j in js)
 
 
@@ -329,26 +376,26 @@ class PathCheck(Theorem):
     accepts_data = True
     given_radii = GIVEN_RADII
 
-    def not_applicable(self, data):
+    def not_applicable(self, data: Any) -> str | None:
         if self.self_attention:  # the -self variants: the family's queries are its first tokens
             return ("the self-attention variant draws its own family with z_i = x_i1; given data keep "
                     "their own queries (self-attention when the file has no Z): run "
                     f"{self.id.split('-self')[0]} on them")
         return need_head(data)
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> PathInstance:
         if ctx.data is not None:
-            return {"data": class_subset(ctx.data, GIVEN_PER_CLASS), "seed": int(rng.integers(2**31))}
+            return PathInstance(data=class_subset(ctx.data, GIVEN_PER_CLASS), seed=int(rng.integers(2**31)))
         data = random_unit_sphere(self.n, self.T, self.d, rng=rng, self_attention=self.self_attention)
-        return {"data": data, "seed": int(rng.integers(2**31))}
+        return PathInstance(data=data, seed=int(rng.integers(2**31)))
 
-    def prepare(self, instances, ctxs):
+    def prepare(self, instances: Sequence[PathInstance], ctxs: Sequence[Context]) -> list[PathState]:
         if ctxs[0].data is not None:  # given data: one path per instance, restarts from its own seed
             return [self._prepare([inst], [c])[0] for inst, c in zip(instances, ctxs, strict=True)]
         return self._prepare(instances, ctxs)
 
-    def _prepare(self, instances, ctxs):
-        datas = [i["data"] for i in instances]
+    def _prepare(self, instances: Sequence[PathInstance], ctxs: Sequence[Context]) -> list[PathState]:
+        datas = [i.data for i in instances]
         given = ctxs[0].data is not None
         radii = self.given_radii if given else self.radii
         rp = regularization_path(
@@ -357,10 +404,10 @@ class PathCheck(Theorem):
             param=self.param,
             steps=GIVEN_PATH_STEPS if given else self.path_steps,
             restarts=self.restarts,
-            seed=[i["seed"] for i in instances],  # exact replay
+            seed=[i.seed for i in instances],  # exact replay
             device=ctxs[0].device,
         )
-        out = []
+        out: list[PathState] = []
         for j, data in enumerate(datas):
             Wj, Lj, pol = polish_path(data, rp.W[:, j], radii, rp.loss[:, j], nuclear=self.param != "W")
             fro = solve_att_svm(data)
@@ -368,6 +415,7 @@ class PathCheck(Theorem):
             cand = np.full(len(radii), np.inf)
             if nuc is not None and nuc.feasible:
                 D = fro.W if self.param == "W" else nuc.W
+                assert D is not None  # both solutions feasible: they carry W
                 # the ball's own norm of D, computed here (not the solver's reported objective): the candidate
                 # R·D/‖D‖ must lie in the ball whatever the solver returned
                 nD = (
@@ -378,24 +426,24 @@ class PathCheck(Theorem):
                 cand = ball_candidate_loss(data, D, radii, nD)
             cand = np.minimum(cand, rescaled_path_loss(data, Wj, radii, nuclear=self.param != "W"))
             dec = ball_excess(data, Wj, radii, fro, nuc, nuclear=self.param != "W")
-            # "W" / "loss": the polished path (``polish_path``), judged; "path_W", "active", "norms": the
-            # optimiser's own points (the constraint and the nuclear identity are properties of those)
-            out.append({"W": Wj, "path_W": rp.W[:, j], "polished": pol,
-                        "active": rp.constraint_active[:, j], "norms": rp.norms[:, j],
-                        "loss": Lj, "cand_loss": cand,
-                        "fro": fro, "nuc": nuc, "radii": radii, "data": data, **dec})
+            # W / loss: the polished path (``polish_path``), judged; path_W, active, norms: the optimiser's
+            # own points (the constraint and the nuclear identity are properties of those)
+            out.append(PathState(W=Wj, path_W=rp.W[:, j], polished=pol,
+                                 active=rp.constraint_active[:, j], norms=rp.norms[:, j],
+                                 loss=Lj, cand_loss=cand,
+                                 fro=fro, nuc=nuc, radii=radii, data=data, **dec))
         return out
 
-    def assume_loss_A(self, inst, st, ctx):
+    def assume_loss_A(self, inst: PathInstance, st: PathState, ctx: Context) -> Outcome | bool:
         return hyp.loss_satisfies_assumption_a("logistic")
 
-    def assume_unique_opt(self, inst, st, ctx):
-        return optimal_tokens(inst["data"]).unique
+    def assume_unique_opt(self, inst: PathInstance, st: PathState, ctx: Context) -> Outcome | bool:
+        return optimal_tokens(inst.data).unique
 
-    def assume_feasible(self, inst, st, ctx):
-        return st["fro"].feasible and st["nuc"] is not None and st["nuc"].feasible
+    def assume_feasible(self, inst: PathInstance, st: PathState, ctx: Context) -> Outcome | bool:
+        return st.fro.feasible and st.nuc is not None and st.nuc.feasible
 
-    def assume_solutions_separated(self, inst, st, ctx):
+    def assume_solutions_separated(self, inst: PathInstance, st: PathState, ctx: Context) -> Outcome:
         """sep = 1 − corr(W^mm, W^mm_⋆) ≥ sep_min: the budget can tell the two solutions apart (see
         SEP_MIN)."""
         return separated(st, self.sep_min)
@@ -403,51 +451,51 @@ class PathCheck(Theorem):
     #: the SVM solution the claim says the path converges to ("fro": W^mm, "nuc": W^mm_⋆), and the other one
     target_key, other_key = "fro", "nuc"
 
-    def target(self, st):
+    def target(self, st: PathState) -> np.ndarray:
         """The path's predicted limit direction (the resolution seam: Theorem.predicted)."""
         name = "W^mm" if self.target_key == "fro" else "W^mm_⋆"
-        return self.predicted(name, st[self.target_key].W, "direction",
-                              lambda: token_difference_span(st["data"]))
+        return self.predicted(name, st.solution(self.target_key), "direction",
+                              lambda: token_difference_span(st.data))
 
-    def other(self, st):
+    def other(self, st: PathState) -> np.ndarray:
         """The solution the claim says the path does *not* converge to (the control's target)."""
-        return st[self.other_key].W
+        return st.solution(self.other_key)
 
-    def threshold(self, st) -> float:
+    def threshold(self, st: PathState) -> float:
         """Per-instance directional threshold: min(corr_err_max, sep / SEPARATION_K) (see SEPARATION_K)."""
         return min(self.corr_err_max, separation(st) / SEPARATION_K)
 
-    def resolved(self, st) -> int:
+    def resolved(self, st: PathState) -> int:
         """Number of leading radii at which the path's loss still resolves (see RES_RTOL)."""
-        loss = st["loss"]
+        loss = st.loss
         drops = (loss[:-1] - loss[1:]) > RES_RTOL * np.abs(loss[1:])
         bad = np.flatnonzero(~drops)
         return len(loss) if bad.size == 0 else int(bad[0]) + 1
 
-    def check_direction(self, inst, st, ctx):
+    def check_direction(self, inst: PathInstance, st: PathState, ctx: Context) -> Outcome:
         J = self.resolved(st)
         if J < MIN_RESOLVED:
             return undecided(
-                f"the path's loss is flat at float64 resolution beyond R = {st['radii'][J - 1]:g}",
-                resolved_R=float(st["radii"][J - 1]),
+                f"the path's loss is flat at float64 resolution beyond R = {st.radii[J - 1]:g}",
+                resolved_R=float(st.radii[J - 1]),
             )
-        st = dict(st, W=st["W"][:J], loss=st["loss"][:J], cand_loss=st["cand_loss"][:J])
-        err = 1 - np.asarray(corr(st["W"], self.target(st)[None]))
-        if not path_reliable(st["loss"], st["cand_loss"]):
+        st = replace(st, W=st.W[:J], loss=st.loss[:J], cand_loss=st.cand_loss[:J])
+        err = 1 - np.asarray(corr(st.W, self.target(st)[None]))
+        if not path_reliable(st.loss, st.cand_loss):
             return undecided("the path missed the constrained minimiser (loss not decreasing in R, or a ball "
                              "point R·W^mm/‖W^mm‖ or a rescaled path point has lower loss)",
                              corr_err=float(err[-1]), corr_err_curve=err.tolist(),
-                             corr_err_radii=st["radii"][:J].tolist())
+                             corr_err_radii=st.radii[:J].tolist())
         thr = self.threshold(st)
-        other = float(1 - corr(st["W"][-1], self.other(st)))
-        out = judge_path(err, thr, "1 − corr(W_R, target)", start=trend_start(inst["data"], st["W"]),
+        other = float(1 - corr(st.W[-1], self.other(st)))
+        out = judge_path(err, thr, "1 − corr(W_R, target)", start=trend_start(inst.data, st.W),
                          trend_fails=False,
-                         resolved_R=float(st["radii"][J - 1]), corr_threshold=thr, separation=separation(st),
+                         resolved_R=float(st.radii[J - 1]), corr_threshold=thr, separation=separation(st),
                          corr_err=float(err[-1]), corr_err_other=other, corr_err_curve=err.tolist(),
-                         polished_radii=int(np.sum(st.get("polished", np.zeros(J, dtype=bool))[:J])),
-                         corr_err_radii=st["radii"][:J].tolist())
+                         polished_radii=int(np.sum(st.polished[:J])),
+                         corr_err_radii=st.radii[:J].tolist())
         out = self.refine(out, other, st)
-        pol = st.get("polished", np.zeros(J, dtype=bool))
+        pol = st.polished
         if out.status == "failed" and (pol[J - 2] or pol[J - 1]):
             # a polished point carries another radius's direction (``polish_path``): a stall on it says the
             # optimiser did not improve on that direction, not where the minimiser is (quick seed 5,
@@ -462,12 +510,12 @@ class PathCheck(Theorem):
                              "loss (numerics.excess_loss): not decided by the loss", **out.metrics)
         return out
 
-    def refine(self, out: Outcome, other: float, st) -> Outcome:
+    def refine(self, out: Outcome, other: float, st: PathState) -> Outcome:
         """An error still shrinking above the threshold is refuted when the path is already within sep/4 of
         the other solution (``refine_control``: the same rule for the theorem and its control)."""
         return refine_control(out, other, st)
 
-    def check_constraint_active(self, inst, st, ctx):
+    def check_constraint_active(self, inst: PathInstance, st: PathState, ctx: Context) -> Outcome:
         # Judged on the resolved radii only, like every prediction (module docstring): beyond them the
         # candidates' losses agree to the last float64 digit, so the best-loss choice among them is arbitrary
         # (paper profile, seed 0: rp-w-frobenius 165 chose a point of norm 125.07 at R = 128, where the loss
@@ -475,21 +523,21 @@ class PathCheck(Theorem):
         # 1 − corr falls to 1.5e-4).
         J = self.resolved(st)
         return decide(
-            bool(np.all(st["active"][:J])),
+            bool(np.all(st.active[:J])),
             "the norm constraint is inactive at some resolved radius",
-            **subset_metrics(ctx, inst["data"]),
+            **subset_metrics(ctx, inst.data),
         )
 
-    def check_margin(self, inst, st, ctx):
-        data, Wmm = inst["data"], st["fro"].W
+    def check_margin(self, inst: PathInstance, st: PathState, ctx: Context) -> Outcome:
+        data, Wmm = inst.data, st.solution("fro")
         J = self.resolved(st)  # the radii check_direction judges
         if J < MIN_RESOLVED:
             return undecided(
-                f"the path's loss is flat at float64 resolution beyond R = {st['radii'][J - 1]:g}"
+                f"the path's loss is flat at float64 resolution beyond R = {st.radii[J - 1]:g}"
             )
-        if not path_reliable(st["loss"][:J], st["cand_loss"][:J]):
+        if not path_reliable(st.loss[:J], st.cand_loss[:J]):
             return undecided("the path missed the constrained minimiser (see check_direction)")
-        nm = np.array([min_margin(data, W) / R for W, R in zip(st["W"][:J], st["radii"][:J], strict=True)]) \
+        nm = np.array([min_margin(data, W) / R for W, R in zip(st.W[:J], st.radii[:J], strict=True)]) \
             * np.linalg.norm(Wmm)
         return judge_path(
             1 - nm,
@@ -497,10 +545,10 @@ class PathCheck(Theorem):
             "1 − normalised margin",
             stall_fails=False,
             trend_fails=False,
-            start=trend_start(data, st["W"][:J]),
+            start=trend_start(data, st.W[:J]),
             margin_ratio=float(nm[-1]),
             margin_curve=nm.tolist(),
-            margin_radii=st["radii"][:J].tolist(),
+            margin_radii=st.radii[:J].tolist(),
         )
 
 
@@ -531,15 +579,15 @@ def control_not_applicable(data, *, m_ge_n: bool, sep_min: float = SEP_MIN) -> s
     return None
 
 
-def separation(st) -> float:
+def separation(st: PathState) -> float:
     """sep = 1 − corr(W^mm, W^mm_⋆) of the instance's two certified SVM solutions."""
-    return float(1 - corr(st["fro"].W, st["nuc"].W))
+    return float(1 - corr(st.solution("fro"), st.solution("nuc")))
 
 
-def separated(st, sep_min: float):
+def separated(st: PathState, sep_min: float) -> Outcome:
     """Hypothesis of the path theorems and their controls: the Frobenius and nuclear solutions are at least
     sep_min apart in 1 − corr, so that the per-instance threshold sep / SEPARATION_K is within the budget."""
-    if st["nuc"] is None or not st["nuc"].feasible:
+    if st.nuc is None or not st.nuc.feasible:
         return decide(False, "Att-SVM infeasible: no solutions to compare")
     sep = separation(st)
     return decide(
@@ -549,7 +597,7 @@ def separated(st, sep_min: float):
     )
 
 
-def refine_control(out: Outcome, other: float, st) -> Outcome:
+def refine_control(out: Outcome, other: float, st: PathState) -> Outcome:
     """The decision rule on top of judge_path, for the theorems and their controls alike: an error above the
     threshold that is still shrinking is refuted (not undecided) when the path is already within sep /
     SEPARATION_K of the *other* solution: by the angle argument of SEPARATION_K the path is then provably more

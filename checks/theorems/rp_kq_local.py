@@ -32,9 +32,9 @@ profile, seed 0: 34 of 48 refuted, 2 confirmed, 2 inconclusive, 10 vacuous).
 
 from __future__ import annotations
 
-from checks import WITHDRAWN, Criterion, Profile, decide, register, undecided
+from checks import WITHDRAWN, Context, Criterion, Outcome, Profile, decide, register, undecided
 
-from ._localpath import LocalPathBase
+from ._localpath import LocalPathBase, LocalPathInstance, LocalPathState
 from ._paths import NUC_RATIO_MIN, NUC_RATIO_SLACK, judge_nuclear_ratio, nuclear_ratio
 
 #: The (K, Q) cone is a little wider than rp-w-local's (threshold μ/4 = 3.75e-3): the factored path's 1 − corr
@@ -98,20 +98,20 @@ class RPKQLocal(LocalPathBase):
     mu = MU_KQ
     path_steps, restarts = 1000, 2
 
-    def assume_m_ge_n(self, inst, st, ctx):
-        data = inst["data"]
+    def assume_m_ge_n(self, inst: LocalPathInstance, st: LocalPathState, ctx: Context) -> Outcome:
+        data = inst.data
         return decide(data.d >= data.n, f"m = d = {data.d} < n = {data.n}")
 
-    def check_nuclear_norm(self, inst, st, ctx):
-        J = self.resolved(st)
-        ok = self.reliable(
-            st, J
-        )  # as check_direction: a path point that provably missed the minimiser decides nothing
+    def check_nuclear_norm(self, inst: LocalPathInstance, st: LocalPathState, ctx: Context) -> Outcome:
+        p = st.run()
+        J = self.resolved(p)
+        # as check_direction: a path point that provably missed the minimiser decides nothing
+        ok = self.reliable(p, J)
         if not ok.any():
             return undecided("the path missed the constrained minimiser at every resolved radius")
         # the factored path's own points (before the polish of _localpath.candidates, whose rescaled points
         # have ‖W‖_⋆ = R by construction): the identity is a property of the (K, Q) minimiser
-        return judge_nuclear_ratio(nuclear_ratio(st["path_W"][:J], st["radii"][:J])[ok])
+        return judge_nuclear_ratio(nuclear_ratio(p.path_W[:J], p.radii[:J])[ok])
 
 
 @register
@@ -136,7 +136,7 @@ class RPKQLocalControl(RPKQLocal):
     # ≈ 0.6^6 ≈ 5 % of seeds (seed 41: 0 of 6); with 12 ≈ 0.3 %. More instances only strengthen a control.
     profiles = dict(PROFILES, quick=Profile(instances=12, min_confirmed=3, batch=12))
 
-    def assume_alpha_locally_optimal(self, inst, st, ctx):
+    def assume_alpha_locally_optimal(self, inst: LocalPathInstance, st: LocalPathState, ctx: Context) -> bool:
         from numerics.svm import is_locally_optimal
 
-        return not is_locally_optimal(inst["data"], inst["alpha"], st["sol"])
+        return not is_locally_optimal(inst.data, inst.alpha, st.sol)

@@ -42,14 +42,18 @@ per-instance threshold sep/4 ≤ 3e-2, which a tilt up to ε ≈ 0.2 stays withi
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from checks import WITHDRAWN, Criterion, Profile, decide, register
+from checks import WITHDRAWN, Context, Criterion, Outcome, Profile, decide, register
 
 from ._paths import (
     NUC_RATIO_MIN,
     NUC_RATIO_SLACK,
     PathCheck,
+    PathInstance,
+    PathState,
     control_not_applicable,
     judge_nuclear_ratio,
     nuclear_ratio,
@@ -114,19 +118,19 @@ class RPKQNuclear(PathCheck):
         ),
     )
 
-    def assume_m_ge_n(self, inst, st, ctx):
-        data = inst["data"]
+    def assume_m_ge_n(self, inst: PathInstance, st: PathState, ctx: Context) -> Outcome:
+        data = inst.data
         return decide(data.d >= data.n, f"m = d = {data.d} < n = {data.n}")
 
     target_key, other_key = "nuc", "fro"
 
     check_margin = WITHDRAWN  # replaced by the nuclear-norm identity below
 
-    def check_nuclear_norm(self, inst, st, ctx):
+    def check_nuclear_norm(self, inst: PathInstance, st: PathState, ctx: Context) -> Outcome:
         J = self.resolved(st)  # the resolved radii only, as every prediction (see rp-w-frobenius)
         # the factored path's own points (the polished ones of _paths.polish_path have ‖W‖_⋆ = R by
         # construction)
-        return judge_nuclear_ratio(nuclear_ratio(st.get("path_W", st["W"])[:J], st["radii"][:J]))
+        return judge_nuclear_ratio(nuclear_ratio(st.path_W[:J], st.radii[:J]))
 
 
 @register
@@ -140,7 +144,7 @@ class RPKQNuclearControl(RPKQNuclear):
     control_of = "rp-kq-nuclear"
     criteria = path_criteria("W^mm", "W^mm_⋆", CORR_ERR_MAX) + RPKQNuclear.criteria[-2:-1]
 
-    def not_applicable(self, data):
+    def not_applicable(self, data: Any) -> str | None:
         return control_not_applicable(data, m_ge_n=True, sep_min=self.sep_min)
 
     target_key, other_key = "fro", "nuc"

@@ -60,15 +60,31 @@ of R (0.13 → 0.06 from R = 64 to 128), the relaxation is not tight on all six 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
 import numpy as np
 
-from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, failed, held, register, undecided
+from checks import (
+    WITHDRAWN,
+    Context,
+    Criterion,
+    Outcome,
+    Profile,
+    Theorem,
+    decide,
+    failed,
+    held,
+    register,
+    undecided,
+)
 from checks import hypotheses as hyp
 from numerics import tolerances as tol
-from numerics.data import random_unit_sphere
+from numerics.data import AttentionData, random_unit_sphere
 from numerics.regpath import regularization_path
-from numerics.svm import solve_att_svm
-from numerics.svm.factorised import solve_rank_constrained
+from numerics.svm import SVMSolution, solve_att_svm
+from numerics.svm.factorised import RankConstrainedSolution, solve_rank_constrained
 from numerics.tokens import corr, min_margin, optimal_tokens
 
 from ._paths import (
@@ -99,6 +115,46 @@ PROFILES = {
     "full": Profile(instances=40, min_confirmed=30, batch=20, params={"starts": 12}),
     "paper": Profile(instances=100, min_confirmed=75, batch=25, params={"starts": 16}),
 }
+
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, eq=False)
+class RPKQRankInstance:
+    """Random unit-sphere data (n = 4, T = 4, d = 6) and the seed of the multi-start and the path's
+    restarts."""
+
+    data: AttentionData
+    seed: int
+
+
+@dataclass(frozen=True, eq=False)
+class RPKQRankState:
+    """The relaxation Att-SVM⋆(opt) (``relax_sol``) and whether opt is unique; where it is feasible with rank
+    r ≥ 2: m = r − 1, the rank-m multi-start (``best_sol``) with its W_m (``best``; None when no start was
+    feasible) and W^mm_⋆ (``relax``); where W_m exists: the m-column path's points ``W`` (J, d, d), losses
+    ``loss`` and the ball points' R·W_m/‖W_m‖_⋆ losses ``cand_loss``."""
+
+    relax_sol: SVMSolution
+    unique: bool
+    m: int | None = None
+    best_sol: RankConstrainedSolution | None = None
+    best: np.ndarray | None = None
+    relax: np.ndarray | None = None
+    W: np.ndarray | None = None
+    loss: np.ndarray | None = None
+    cand_loss: np.ndarray | None = None
+
+    def solution(self, key: str) -> np.ndarray:
+        """W_m ("best") or W^mm_⋆ ("relax")."""
+        return _need(self.best if key == "best" else self.relax)
+
+
+def _need(x: _T | None) -> _T:
+    """A part of the state that exists wherever a prediction is judged (hypothesis ``rank_binds``)."""
+    assert x is not None, "no rank-m point or path (hypothesis rank_binds)"
+    return x
 
 
 def nu(data, W: np.ndarray, alpha) -> float:
@@ -142,83 +198,83 @@ class RPKQRank(Theorem):
     #: "best": the claim's target W_m, "relax": W^mm_⋆ (the control swaps them)
     target_key, other_key = "best", "relax"
 
-    def not_applicable(self, data):
+    def not_applicable(self, data: Any) -> str | None:
         return ("a path with m = rank(W^mm_⋆) − 1 columns on its own random family; a given dataset's "
                 "relaxation rank and budget are not controlled")
 
-    def instance(self, rng, ctx):
-        return {"data": random_unit_sphere(N, T, D, rng=rng), "seed": int(rng.integers(2**31))}
+    def instance(self, rng: np.random.Generator, ctx: Context) -> RPKQRankInstance:
+        return RPKQRankInstance(data=random_unit_sphere(N, T, D, rng=rng), seed=int(rng.integers(2**31)))
 
-    def prepare(self, instances, ctxs):
-        states: list[dict] = []
-        for inst, ctx in zip(instances, ctxs, strict=True):
-            data = inst["data"]
-            opt = optimal_tokens(data)
-            sol = solve_att_svm(data, opt.index, norm="nuc")
-            st: dict = {"relax_sol": sol, "unique": opt.unique}
-            if sol.feasible and sol.rank >= 2:
-                m = int(sol.rank) - 1
-                best = solve_rank_constrained(data, sol.alpha, m, starts=int(ctx.params.get("starts", 6)),
-                                              rng=inst["seed"], init=sol.W)
-                st.update(m=m, best_sol=best, best=best.W if np.isfinite(best.value) else None,
-                          relax=sol.W)
-                if st["best"] is not None:
-                    rp = regularization_path(data, RADII, param="KQ", m=m, steps=PATH_STEPS,
-                                             restarts=RESTARTS, seed=inst["seed"], device=ctx.device)
-                    st.update(W=np.asarray(rp.W)[:, 0], loss=np.asarray(rp.loss)[:, 0])
-                    # the rank-m ball contains R·W_m/‖W_m‖_⋆ (balanced factors of a rank-m matrix): a lower
-                    # loss there certifies that the path's point is not the constrained minimiser
-                    nW = float(np.linalg.svd(st["best"], compute_uv=False).sum())
-                    st["cand_loss"] = ball_candidate_loss(data, st["best"], RADII, nW)
-            states.append(st)
-        return states
+    def prepare(self, instances: Sequence[RPKQRankInstance], ctxs: Sequence[Context]) -> list[RPKQRankState]:
+        return [self._prepare_one(inst, ctx) for inst, ctx in zip(instances, ctxs, strict=True)]
 
-    def assume_loss_A(self, inst, st, ctx):
+    def _prepare_one(self, inst: RPKQRankInstance, ctx: Context) -> RPKQRankState:
+        data = inst.data
+        opt = optimal_tokens(data)
+        sol = solve_att_svm(data, opt.index, norm="nuc")
+        if not (sol.feasible and sol.rank >= 2):
+            return RPKQRankState(relax_sol=sol, unique=opt.unique)
+        m = int(sol.rank) - 1
+        best = solve_rank_constrained(data, sol.alpha, m, starts=int(ctx.params.get("starts", 6)),
+                                      rng=inst.seed, init=sol.W)
+        Wm = best.W if np.isfinite(best.value) else None
+        if Wm is None:
+            return RPKQRankState(relax_sol=sol, unique=opt.unique, m=m, best_sol=best, best=None, relax=sol.W)
+        rp = regularization_path(data, RADII, param="KQ", m=m, steps=PATH_STEPS,
+                                 restarts=RESTARTS, seed=inst.seed, device=ctx.device)
+        # the rank-m ball contains R·W_m/‖W_m‖_⋆ (balanced factors of a rank-m matrix): a lower loss there
+        # certifies that the path's point is not the constrained minimiser
+        nW = float(np.linalg.svd(Wm, compute_uv=False).sum())
+        return RPKQRankState(relax_sol=sol, unique=opt.unique, m=m, best_sol=best, best=Wm, relax=sol.W,
+                             W=np.asarray(rp.W)[:, 0], loss=np.asarray(rp.loss)[:, 0],
+                             cand_loss=ball_candidate_loss(data, Wm, RADII, nW))
+
+    def assume_loss_A(self, inst: RPKQRankInstance, st: RPKQRankState, ctx: Context) -> Outcome | bool:
         return hyp.loss_satisfies_assumption_a("logistic")
 
-    def assume_unique_opt(self, inst, st, ctx):
-        return st["unique"]
+    def assume_unique_opt(self, inst: RPKQRankInstance, st: RPKQRankState, ctx: Context) -> bool:
+        return st.unique
 
-    def assume_feasible(self, inst, st, ctx):
-        return decide(st["relax_sol"].feasible, "Att-SVM⋆(opt) infeasible (verified Farkas certificate)")
+    def assume_feasible(self, inst: RPKQRankInstance, st: RPKQRankState, ctx: Context) -> Outcome:
+        return decide(st.relax_sol.feasible, "Att-SVM⋆(opt) infeasible (verified Farkas certificate)")
 
-    def assume_rank_binds(self, inst, st, ctx):
-        r = int(st["relax_sol"].rank)
-        return decide(r >= 2 and st.get("best") is not None,
+    def assume_rank_binds(self, inst: RPKQRankInstance, st: RPKQRankState, ctx: Context) -> Outcome:
+        r = int(st.relax_sol.rank)
+        return decide(r >= 2 and st.best is not None,
                       f"relaxation rank {r} < 2 (no m < rank) or no feasible factored point",
                       relaxation_rank=r)
 
-    def assume_solutions_separated(self, inst, st, ctx):
-        if st.get("best") is None:
+    def assume_solutions_separated(self, inst: RPKQRankInstance, st: RPKQRankState, ctx: Context) -> Outcome:
+        if st.best is None:
             return decide(False, "no rank-m point to separate (see rank_binds)")
-        sep = float(1 - corr(st["best"], st["relax"]))
+        sep = float(1 - corr(st.best, st.solution("relax")))
         return decide(sep >= SEP_MIN, f"1 − corr(W_m, W^mm_⋆) = {sep:.4f} < {SEP_MIN}: the budget cannot "
                       "tell the two candidate limits apart", separation=sep)
 
-    def _resolved(self, st) -> int:
-        loss = st["loss"]
+    def _resolved(self, st: RPKQRankState) -> int:
+        loss = _need(st.loss)
         drops = (loss[:-1] - loss[1:]) > RES_RTOL * np.abs(loss[1:])
         bad = np.flatnonzero(~drops)
         return len(loss) if bad.size == 0 else int(bad[0]) + 1
 
-    def check_direction(self, inst, st, ctx):
-        data = inst["data"]
+    def check_direction(self, inst: RPKQRankInstance, st: RPKQRankState, ctx: Context) -> Outcome:
+        data = inst.data
         J = self._resolved(st)
         if J < MIN_RESOLVED:
             return undecided(f"the path's loss is flat at float64 resolution beyond R = {RADII[J - 1]:g}")
-        W = st["W"][:J]
-        sep = float(1 - corr(st["best"], st["relax"]))
+        W = _need(st.W)[:J]
+        sep = float(1 - corr(st.solution("best"), st.solution("relax")))
         thr = min(CORR_ERR_MAX, sep / SEPARATION_K)
-        err = 1 - np.asarray(corr(W, st[self.target_key][None]))
-        other = float(1 - corr(W[-1], st[self.other_key]))
-        m = dict(m=st["m"], separation=sep, corr_threshold=thr, corr_err=float(err[-1]), corr_err_other=other,
+        err = 1 - np.asarray(corr(W, st.solution(self.target_key)[None]))
+        other = float(1 - corr(W[-1], st.solution(self.other_key)))
+        m = dict(m=st.m, separation=sep, corr_threshold=thr, corr_err=float(err[-1]), corr_err_other=other,
                  corr_err_curve=err.tolist(), corr_err_radii=RADII[:J].tolist(),
                  resolved_R=float(RADII[J - 1]))
         last = slice(J - 2, J)
-        if np.any(st["cand_loss"][last] < st["loss"][last] * (1 - CAND_RTOL)):
+        if np.any(_need(st.cand_loss)[last] < _need(st.loss)[last] * (1 - CAND_RTOL)):
             return undecided("the path missed the constrained minimiser at the largest radii: the ball point "
                              "R·W_m/‖W_m‖_⋆ has a lower loss (a local basin of the factored problem)", **m)
-        nu_end, f_m = nu(data, W[-1], st["relax_sol"].alpha), st["best_sol"].value
+        nu_end, f_m = nu(data, W[-1], st.relax_sol.alpha), _need(st.best_sol).value
         if nu_end < f_m * (1 - OBJ_RTOL):
             return undecided(f"the path's ν(R) = {nu_end:.6g} is below the multi-start's best {f_m:.6g}: the "
                              "multi-start missed the rank-m optimum, W_m is no target", **m)
@@ -236,19 +292,20 @@ class RPKQRank(Theorem):
                           f"at least sep/{SEPARATION_K:g} from the claimed one", **out.metrics)
         return out
 
-    def check_certified_value(self, inst, st, ctx):
-        data = inst["data"]
+    def check_certified_value(self, inst: RPKQRankInstance, st: RPKQRankState, ctx: Context) -> Outcome:
+        data = inst.data
         J = self._resolved(st)
-        alpha = st["relax_sol"].alpha
-        nus = [nu(data, W, alpha) for W in st["W"][:J]]
-        p, f_m = float(st["relax_sol"].objective), float(st["best_sol"].value)
-        ranks = [int(np.linalg.matrix_rank(W, tol=tol.RANK_RTOL * np.linalg.norm(W, 2))) for W in st["W"]]
+        alpha = st.relax_sol.alpha
+        Ws, best_sol, m_cols = _need(st.W), _need(st.best_sol), _need(st.m)
+        nus = [nu(data, W, alpha) for W in Ws[:J]]
+        p, f_m = float(st.relax_sol.objective), float(best_sol.value)
+        ranks = [int(np.linalg.matrix_rank(W, tol=tol.RANK_RTOL * np.linalg.norm(W, 2))) for W in Ws]
         gap = f_m / p - 1
         m = dict(nu_end=nus[-1], nu_curve=[x if np.isfinite(x) else -1.0 for x in nus], p_star=p, f_m=f_m,
                  nu_excess=nus[-1] / f_m - 1, relaxation_gap=gap, relaxation_tight=int(gap <= OBJ_RTOL),
-                 path_rank_max=max(ranks), best_balance=st["best_sol"].balance)
-        if max(ranks) > st["m"]:
-            return failed(f"a path point has rank {max(ranks)} > m = {st['m']}", **m)
+                 path_rank_max=max(ranks), best_balance=best_sol.balance)
+        if max(ranks) > m_cols:
+            return failed(f"a path point has rank {max(ranks)} > m = {m_cols}", **m)
         if not np.isfinite(nus[-1]):
             return undecided(f"the path does not select the optimal tokens at R = {RADII[J - 1]:g}", **m)
         if nus[-1] < p * (1 - OBJ_RTOL):
@@ -268,17 +325,18 @@ class RPKQRankControl(RPKQRank):
     target_key, other_key = "relax", "best"
     check_certified_value = WITHDRAWN  # the control's false claim is the direction alone
 
-    def check_direction(self, inst, st, ctx):
+    def check_direction(self, inst: RPKQRankInstance, st: RPKQRankState, ctx: Context) -> Outcome:
         """Certified first: no matrix of rank ≤ m has 1 − corr with W^mm_⋆ below the Eckart–Young bound
         1 − ‖σ_{1..m}‖/‖σ‖ (the best rank-m approximation maximises the correlation); when that bound exceeds
         the threshold the claim is false whatever the path does. Otherwise the path is judged as above."""
-        s = np.linalg.svd(st["relax"], compute_uv=False)
-        bound = float(1 - np.linalg.norm(s[:st["m"]]) / np.linalg.norm(s))
-        sep = float(1 - corr(st["best"], st["relax"]))
+        m_cols = _need(st.m)
+        s = np.linalg.svd(st.solution("relax"), compute_uv=False)
+        bound = float(1 - np.linalg.norm(s[:m_cols]) / np.linalg.norm(s))
+        sep = float(1 - corr(st.solution("best"), st.solution("relax")))
         thr = min(CORR_ERR_MAX, sep / SEPARATION_K)
         if bound >= thr:
-            return failed(f"every rank-{st['m']} matrix has 1 − corr(·, W^mm_⋆) ≥ {bound:.3g} ≥ the "
+            return failed(f"every rank-{m_cols} matrix has 1 − corr(·, W^mm_⋆) ≥ {bound:.3g} ≥ the "
                           f"threshold {thr:.3g} (Eckart–Young): the path with m columns cannot converge to "
                           "W^mm_⋆",
-                          eckart_young_bound=bound, corr_threshold=thr, m=st["m"])
+                          eckart_young_bound=bound, corr_threshold=thr, m=m_cols)
         return super().check_direction(inst, st, ctx)

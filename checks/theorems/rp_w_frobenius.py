@@ -56,6 +56,8 @@ refuted without tightening past what the path optimiser certifies.
 
 from __future__ import annotations
 
+from typing import Any
+
 from checks import WITHDRAWN, register
 
 from ._paths import CORR_ERR_MAX, PathCheck, control_not_applicable, path_criteria
@@ -87,7 +89,7 @@ class RPWFrobeniusControl(RPWFrobenius):
     control_of = "rp-w-frobenius"
     criteria = path_criteria("W^mm_⋆", "W^mm", CORR_ERR_MAX) + RPWFrobenius.criteria[-2:-1]
 
-    def not_applicable(self, data):
+    def not_applicable(self, data: Any) -> str | None:
         return control_not_applicable(data, m_ge_n=False, sep_min=self.sep_min)
 
     target_key, other_key = "nuc", "fro"

@@ -44,9 +44,9 @@ selection.
 
 from __future__ import annotations
 
-from checks import Criterion, Profile, register
+from checks import Context, Criterion, Profile, register
 
-from ._localpath import MU, LocalPathBase
+from ._localpath import MU, LocalPathBase, LocalPathInstance, LocalPathState
 
 PROFILES = {
     "quick": Profile(instances=8, min_confirmed=5, batch=8),
@@ -102,7 +102,9 @@ class RPWLocalControl(RPWLocal):
     control_of = "rp-w-local"
     locally_optimal = False
 
-    def assume_alpha_locally_optimal(self, inst, st, ctx):  # the control's hypothesis is the negation
+    def assume_alpha_locally_optimal(  # the control's hypothesis is the negation
+        self, inst: LocalPathInstance, st: LocalPathState, ctx: Context
+    ) -> bool:
         from numerics.svm import is_locally_optimal
 
-        return not is_locally_optimal(inst["data"], inst["alpha"], st["sol"])
+        return not is_locally_optimal(inst.data, inst.alpha, st.sol)

@@ -106,6 +106,9 @@ def test_polish_path_never_uses_the_target():
 def test_interior_point_beaten_on_its_sphere_is_undecided_not_refuted():
     # quick seed 48, rp-kq-local 5: the optimiser's point inside the ball, beaten by its own radial rescale
     # (certified by the excess loss), is a missed minimiser: constraint_active undecided, never failed
+    from dataclasses import replace
+
+    from checks.theorems._localpath import LocalPathInstance, LocalPathRun, LocalPathState, global_alpha
     from checks.theorems.rp_w_local import RPWLocal
 
     data, alpha, Wa = _instance()
@@ -115,11 +118,15 @@ def test_interior_point_beaten_on_its_sphere_is_undecided_not_refuted():
     Ws[2] = 0.99 * Ws[2]
     c = candidates(data, Ws, radii, Wa, "fro")
     norms = np.linalg.norm(Ws, axis=(1, 2))
-    st = dict(c, radii=radii, norms=norms, active=norms >= (1 - 1e-8) * radii, delta_plus=10.0, path_W=Ws)
+    run = LocalPathRun(radii=radii, norms=norms, active=norms >= (1 - 1e-8) * radii, delta_plus=10.0,
+                       path_W=Ws, loss=np.full(len(radii), np.nan), **c)  # loss: unread by constraint_active
+    st = LocalPathState(sol=solve_att_svm(data, alpha), glob=solve_att_svm(data, global_alpha(data, alpha)),
+                        path=run)
+    inst = LocalPathInstance(data=data, alpha=alpha, seed=0)
     thm = RPWLocal()
     thm.resolved = lambda st: 3
-    out = thm.check_constraint_active({"data": data, "alpha": alpha}, st, None)
+    out = thm.check_constraint_active(inst, st, None)
     assert out.status == "undecided" and "missed" in out.reason
     # the same point claimed to beat every sphere point by more than the bounds would be a decided refutation
-    st2 = dict(st, sphere_excess=st["raw_excess"] + 1.0)
-    assert thm.check_constraint_active({"data": data, "alpha": alpha}, st2, None).status == "failed"
+    st2 = replace(st, path=replace(run, sphere_excess=run.raw_excess + 1.0))
+    assert thm.check_constraint_active(inst, st2, None).status == "failed"

@@ -140,7 +140,7 @@ def test_self_attention_path_variants_draw_first_token_queries_and_decide(tid):
     catalogue.load_builtin()
     cls = REGISTRY[tid]
     gens, ctxs = _contexts(cls, [0], profile="quick", seed=0, device="cpu", data=None)
-    data = cls().instance(gens[0], ctxs[0])["data"]
+    data = cls().instance(gens[0], ctxs[0]).data
     assert data.self_attention and np.array_equal(data.Z, data.X[:, 0])
     (r,) = run_instances(cls, [0], profile="quick", seed=0)
     assert r.outcome == "confirmed", (r.outcome, r.reason)
