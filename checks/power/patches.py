@@ -221,3 +221,35 @@ def _last_row_nuclear(original):
         return W, np.append(lam, 0.0), name, attempts
 
     return _solve_nuclear_ladder
+
+
+# -- next-token prediction: the graph-SVM's equality rows and the finite parts -----------------------------
+
+
+def _ntp_no_equalities(original):
+    """graph_rows builds TLTO's single-token rows whatever it is asked (the SCC equalities dropped)."""
+
+    def graph_rows(data, graphs, *, equalities=True):
+        return original(data, graphs, equalities=False)
+
+    return graph_rows
+
+
+def _scaled_fin(original):
+    """finite_part's W^fin comes back SCALE × (the rest of its record, gradient norm included, unchanged)."""
+
+    def finite_part(*args, **kwargs):
+        res = original(*args, **kwargs)
+        return dataclasses.replace(res, W=SCALE * res.W)
+
+    return finite_part
+
+
+def _scaled_w_star(original):
+    """w_star's W⋆ comes back SCALE × (its reported residual unchanged)."""
+
+    def w_star(*args, **kwargs):
+        W, res = original(*args, **kwargs)
+        return SCALE * W, res
+
+    return w_star

@@ -64,10 +64,13 @@ from .patches import (  # the SVM, softmax, mask, token, gradient and rank bugs
     _mask_off,
     _mask_off_by_one,
     _np_rows_unnormalised,
+    _ntp_no_equalities,
     _rows_unnormalised,
     _scaled_core,
+    _scaled_fin,
     _scaled_lp,
     _scaled_nuclear,
+    _scaled_w_star,
     _seq_svm_mask_off,
     _tempered,
     _transposed,
@@ -98,6 +101,9 @@ COMPONENTS: dict[str, str] = {
     "svm-lp": "the entrywise lp-AttSVM, solve_lp_att_svm (its power-cone solve, svm.lp._solve_cvxpy)",
     "certificate": "the KKT / SDP / Farkas certificates of numerics.svm",
     "rank": "the numerical rank numerics.svm.rank_by_gap",
+    "svm-ntp": "the NTP graph-SVM's rows, numerics.ntp.graph_rows (its SCC equality rows)",
+    "ntp-fin": "the NTP finite parts: W^fin (numerics.ntp.finite_part) and the linear model's W⋆ "
+    "(numerics.ntp_linear.w_star)",
 }
 
 
@@ -269,6 +275,22 @@ CATALOGUE: dict[str, Sabotage] = {
                 ("numerics.svm.core", "_hard_margin_core", _last_row_core),
                 ("numerics.svm.nuclear", "_solve_nuclear_ladder", _last_row_nuclear),
             ],
+        ),
+        # next-token prediction's own solvers (issue 25): the graph-SVM's equality rows and the finite parts
+        Sabotage(
+            "ntp-equalities-dropped",
+            ("svm-ntp",),
+            "the NTP graph-SVM's rows lose their SCC equalities (graph_rows always builds TLTO's "
+            "single-token rows; the certificate then certifies the wrong program)",
+            lambda: [("numerics.ntp", "graph_rows", _ntp_no_equalities)],
+        ),
+        Sabotage(
+            "scaled-finite-part",
+            ("ntp-fin",),
+            f"the NTP finite parts W^fin and W⋆ come back {SCALE}x (their reported gradient / residual "
+            "unchanged)",
+            lambda: [("numerics.ntp", "finite_part", _scaled_fin),
+                     ("numerics.ntp_linear", "w_star", _scaled_w_star)],
         ),
         # the wrong SVM answers with the certificate silenced: do the theorem's own checks see them?
         Sabotage(

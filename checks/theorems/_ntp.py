@@ -279,7 +279,7 @@ class NTPGDBase(Theorem):
     data_kind = "ntp"
     # W^svm from the graph-SVM's Frobenius core; GD through run_gd's NTP model (its step hook: the GD
     # sabotages reach it), its gradient's softmax through the GD-step softmax seam (gd_common._softmax_rows)
-    depends_on: ClassVar[tuple[str, ...]] = ("svm-fro", "softmax", "ntp-gd")
+    depends_on: ClassVar[tuple[str, ...]] = ("svm-fro", "softmax", "ntp-gd", "svm-ntp", "ntp-fin")
     integrity: ClassVar[tuple[str, ...]] = ("is_gradient_descent",)
     plot_metric = "dir_err"
     redraw_on = ()

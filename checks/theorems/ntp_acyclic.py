@@ -31,6 +31,8 @@ candidates; refuted.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from checks import WITHDRAWN, Context, Criterion, Outcome, decide, register
@@ -43,6 +45,11 @@ from ._ntp import NTPGDBase, NTPInstance, NTPState, answer, gd_criteria, judge_d
 class _AcyclicBase(NTPGDBase):
     kind = "acyclic"
     theorem_number = "Li et al. 2024, acyclic case"
+    #: acyclic graphs: every SCC one token, so no equality rows to drop and W^fin = 0 (1.05 × 0 = 0)
+    invariant_to: ClassVar[dict[str, str]] = {
+        "ntp-equalities-dropped": "acyclic graphs have no SCC equality rows",
+        "scaled-finite-part": "S_fin = {0}: W^fin = 0 for every scale",
+    }
 
 
 @register

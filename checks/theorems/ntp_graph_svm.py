@@ -96,7 +96,7 @@ class _GraphSVMBase(Theorem):
 class NTPGraphSVM(_GraphSVMBase):
     id = "ntp-graph-svm"
     #: scaled-svm and dropped-constraint-svm make it ERROR (measured: 8/8 and 5/8 quick instances)
-    depends_on = ("svm-fro",)
+    depends_on = ("svm-fro", "svm-ntp")
     title = "NTP: the graph-SVM (Frobenius and nuclear) is feasible, certified, and realises the SCC order"
     theorem_number = "Li et al. 2024, graph-SVM"
     statement = (r"\exists W:\ (E_y-E_j)^\top W E_k=0\ (y\asymp j),\ \ge1\ (y\Rightarrow j)"

@@ -160,7 +160,7 @@ class _Linear(Theorem):
     profiles = PROFILES
     data_kind = "ntp"  # about NTP; it draws its own (linear-model) instances, so given data are n/a
     # the certified SVM rows go through the Frobenius core (numerics.svm.att._solve_rows)
-    depends_on: ClassVar[tuple[str, ...]] = ("svm-fro",)
+    depends_on: ClassVar[tuple[str, ...]] = ("svm-fro", "ntp-fin")
     full_support = False
     below_dimension = False
 
@@ -291,7 +291,7 @@ class _LinearGD(_Linear):
     integrity = ("ce_to_entropy", "is_gradient_descent")
     # GD through run_gd's linear-NTP model (its step hook: the GD sabotages reach it), its gradient's softmax
     # through the GD-step softmax seam (gd_common._softmax_rows)
-    depends_on: ClassVar[tuple[str, ...]] = ("svm-fro", "softmax", "ntp-gd")
+    depends_on: ClassVar[tuple[str, ...]] = ("svm-fro", "softmax", "ntp-gd", "ntp-fin")
 
     def prepare(self, instances: Sequence[LinearInstance], ctxs: Sequence[Context]) -> list[LinearGDState]:
         """Plain GD (η = 1/(2L) each) on the GD engine, one batched run per shape (m, d, V)."""

@@ -61,7 +61,7 @@ HALF = 3
 class _PathBase(NTPGDBase):
     theorem_number = "Li et al. 2024, regularisation path"
     integrity = ()
-    depends_on = ("svm-fro", "softmax")  # no GD: the path is numerics.ntp's own solver
+    depends_on = ("svm-fro", "softmax", "svm-ntp", "ntp-fin")  # no GD: the path is numerics.ntp's own solver
     gd_steps = 0  # a path: no GD rounding in the finite-part floor
     check_is_gradient_descent = WITHDRAWN
     profiles = {**PROFILES, "quick": Profile(instances=8, min_confirmed=6, batch=8)}

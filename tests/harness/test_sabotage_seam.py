@@ -44,11 +44,15 @@ SOLVER_SEAM = {
     # point is certified against the SDP bound (>= it, feasible, balanced); the bound's SDP is svm-nuc's
     ("svm/factorised.py", "_local"),
     # next-token prediction (numerics/ntp.py): the graph-SVM's nuclear program with equality rows, the finite
-    # part W^fin (Newton on S_fin) and the regularisation path on the sphere. Known gap, listed rather than
-    # hidden: no sabotage reaches these solvers yet (the NTP theorems declare svm-fro, which reaches the
-    # graph-SVM's Frobenius core only), so the power matrix cannot yet show that a broken NTP solver is caught
+    # part W^fin (Newton on S_fin) and the regularisation path on the sphere. The sabotages
+    # ntp-equalities-dropped (component svm-ntp: graph_rows, the rows every graph-SVM solve reads) and
+    # scaled-finite-part (ntp-fin: finite_part's answer, and the linear model's W⋆) reach them; the sphere path's
+    # Newton solver has none yet (listed, not hidden)
     ("ntp.py", "_nuclear_with_equalities"), ("ntp.py", "finite_part"), ("ntp.py", "_newton"),
     ("ntp.py", "_sphere_newton"), ("ntp.py", "solve_at"),
+    # a starting point of the prompt path search (an ℓ∞ max-margin LP), not an answer any check reads: the
+    # prompt-path sabotages break the search itself, and a broken start can only leave a path undecided
+    ("prompt_path.py", "selection_start"),
 }
 SOLVER_CALLS = {"Problem", "linprog", "nnls", "minimize", "solve"}
 #: Gradients: the attention gradient of W (and of K, Q, and every GD step) is
