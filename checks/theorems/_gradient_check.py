@@ -5,11 +5,12 @@ theorem module never imports another)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from checks import Criterion, Profile, Theorem, decide, failed, held, undecided
+from checks import Context, Criterion, Outcome, Profile, Theorem, decide, failed, held, undecided
 from checks.theorems._given import need_head
 from numerics.tolerances import GRAD_RTOL
 from theory import derivations, general
@@ -54,15 +55,29 @@ PROFILES = {
 }
 
 
-def symbolic_size(ctx) -> tuple:
+def symbolic_size(ctx: Context) -> tuple:
     sizes = SYMBOLIC_SIZES["quick" if ctx.profile == "quick" else "full"]
     return sizes[ctx.instance % len(sizes)]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class GradInstance:
+    """One instance of a gradient identity check: a numeric case, or the seed of a Hypothesis search."""
+
     case: Case | None  # None for a Hypothesis-search instance
     search_seed: int | None
+
+
+@dataclass(frozen=True, eq=False)
+class GradState:
+    """The prepared gradients of a numeric case (a search instance has no state: None)."""
+
+    G_ad: np.ndarray  # autograd of the independent reference forward pass
+    G_fd: np.ndarray  # 4-point central differences
+    fd_err: float  # their error bound
+    G_cf: np.ndarray  # the closed form under test
+    scale: float  # term scale (rounding floor)
+    pattern: tuple[bool, float]  # ReLU pattern constant on the stencil, distance to the kink
 
 
 class GradientCheck(Theorem):
@@ -106,7 +121,7 @@ class GradientCheck(Theorem):
     def not_applicable(self, data):
         return need_head(data)
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> GradInstance:
         k = ctx.instance
         family = k % 4
         if family == 3 and ctx.data is None:
@@ -123,8 +138,8 @@ class GradientCheck(Theorem):
             fam = "given data"
         return GradInstance(Case(data, W, loss, head, V, family=fam), None)
 
-    def prepare(self, instances, ctxs):
-        states = []
+    def prepare(self, instances: Sequence[GradInstance], ctxs: Sequence[Context]) -> list[GradState | None]:
+        states: list[GradState | None] = []
         for inst in instances:
             if inst.case is None:
                 states.append(None)
@@ -133,58 +148,63 @@ class GradientCheck(Theorem):
             f = lambda t, case=case: reference_loss(case, t)  # noqa: E731
             G_ad = autograd_grad(f, case.W)
             G_fd, fd_err = fd_grad(f, case.W)
-            states.append({"G_ad": G_ad, "G_fd": G_fd, "fd_err": fd_err,
-                           "G_cf": self.closed_form(case), "scale": term_scale(case, case.W),
-                           "pattern": relu_pattern_ok(case, stencil_points(case.W, FD_STEP))})
+            states.append(GradState(G_ad=G_ad, G_fd=G_fd, fd_err=fd_err, G_cf=self.closed_form(case),
+                                    scale=term_scale(case, case.W),
+                                    pattern=relu_pattern_ok(case, stencil_points(case.W, FD_STEP))))
         return states
 
     def closed_form(self, case: Case) -> np.ndarray:
         return lib_grad_W(case, case.W)
 
     # -- hypotheses --------------------------------------------------------------------------------
-    def assume_smooth_loss(self, inst, state, ctx):
+    def assume_smooth_loss(self, inst: GradInstance, state: GradState | None, ctx: Context) -> bool:
         losses = LOSSES if inst.case is None else (inst.case.loss,)
         return all(assumption_a(name).smooth for name in losses)
 
-    def assume_relu_pattern_constant(self, inst, state, ctx):
+    def assume_relu_pattern_constant(self, inst: GradInstance, state: GradState | None, ctx: Context
+                                     ) -> bool | Outcome:
         if inst.case is None:
             return True
-        ok, closest = state["pattern"]
+        assert state is not None
+        ok, closest = state.pattern
         return decide(ok, "a ReLU pre-activation changes sign on the stencil", kink_distance=closest)
 
     # -- predictions -------------------------------------------------------------------------------
-    def check_symbolic(self, inst, state, ctx):
+    def check_symbolic(self, inst: GradInstance, state: GradState | None, ctx: Context) -> Outcome:
         n, T, d, head = symbolic_size(ctx)
         r = derivations.gradient_closed_form(n, T, d, head=head, variant=self.variant)
         m = {"symbolic_size": n * T * d, "symbolic_seconds": r.seconds}
         gen = general.gradient_general(self.variant)  # every size (theory.general, cached)
         return judge_symbolic(r, gen, m, f"(n,T,d)=({n},{T},{d}), {head} head", entry="")
 
-    def check_closed_vs_autograd(self, inst, state, ctx):
+    def check_closed_vs_autograd(self, inst: GradInstance, state: GradState | None, ctx: Context) -> Outcome:
         if inst.case is None:
             return self._search(inst, ctx)
-        tol = self._tol(state, state["G_ad"])
-        err = float(np.linalg.norm(state["G_cf"] - state["G_ad"]))
-        rel = rel_err(state["G_cf"], state["G_ad"])
+        assert state is not None
+        tol = self._tol(state, state.G_ad)
+        err = float(np.linalg.norm(state.G_cf - state.G_ad))
+        rel = rel_err(state.G_cf, state.G_ad)
         return decide(err <= tol, f"closed form vs autograd: relative error {rel:.3e} > {GRAD_RTOL:.0e}",
-                      rel_err_closed_vs_autograd=rel, grad_norm=float(np.linalg.norm(state["G_ad"])))
+                      rel_err_closed_vs_autograd=rel, grad_norm=float(np.linalg.norm(state.G_ad)))
 
-    def check_closed_vs_fd(self, inst, state, ctx):
+    def check_closed_vs_fd(self, inst: GradInstance, state: GradState | None, ctx: Context) -> Outcome:
         if inst.case is None:
             return held()
-        return self._vs_fd("closed form vs central differences", state["G_cf"], state, "rel_err_closed_vs_fd")
+        assert state is not None
+        return self._vs_fd("closed form vs central differences", state.G_cf, state, "rel_err_closed_vs_fd")
 
-    def check_autograd_vs_fd(self, inst, state, ctx):
+    def check_autograd_vs_fd(self, inst: GradInstance, state: GradState | None, ctx: Context) -> Outcome:
         if inst.case is None:
             return held()
-        return self._vs_fd("autograd vs central differences", state["G_ad"], state, "rel_err_autograd_vs_fd")
+        assert state is not None
+        return self._vs_fd("autograd vs central differences", state.G_ad, state, "rel_err_autograd_vs_fd")
 
     # -- helpers -----------------------------------------------------------------------------------
-    def _tol(self, state, G) -> float:
-        return GRAD_RTOL * np.linalg.norm(G) + ROUNDOFF_ULPS * EPS * state["scale"]
+    def _tol(self, state: GradState, G: np.ndarray) -> float:
+        return float(GRAD_RTOL * np.linalg.norm(G) + ROUNDOFF_ULPS * EPS * state.scale)
 
-    def _vs_fd(self, name, G, state, metric):
-        G_fd, fd_err = state["G_fd"], state["fd_err"]
+    def _vs_fd(self, name: str, G: np.ndarray, state: GradState, metric: str) -> Outcome:
+        G_fd, fd_err = state.G_fd, state.fd_err
         tol = self._tol(state, G_fd)
         err = float(np.linalg.norm(G - G_fd))
         nrm = float(np.linalg.norm(G_fd))
@@ -201,7 +221,8 @@ class GradientCheck(Theorem):
             f"{name}: finite-difference error {fd_err:.1e} too large to decide at tolerance {tol:.1e}", **m
         )
 
-    def _search(self, inst, ctx):
+    def _search(self, inst: GradInstance, ctx: Context) -> Outcome:
+        assert inst.search_seed is not None
         found, m = hypothesis_search(gradient_cases(), gradient_discrepancy(self.variant), inst.search_seed,
                                      int(ctx.params.get("search_examples", 30)))
         if found is None:

@@ -35,12 +35,14 @@ Negative control ``covariance-identity-control``: the identity without the mean 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
+from checks import Context, Criterion, Outcome, Profile, Theorem, decide, failed, held, register, undecided
 from checks.theorems._given import need_head
 from numerics.data import AttentionData
 from numerics.tolerances import GRAD_RTOL
@@ -99,13 +101,26 @@ def covariance_terms(data: AttentionData, W: np.ndarray, M: np.ndarray, loss: st
     return float(np.mean(lp * claim)), scale, cov
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CovInstance:
     data: AttentionData
     W: np.ndarray
-    M: np.ndarray
+    M: np.ndarray  # the direction
     loss: str
-    direction: str
+    direction: str  # its kind: "Gaussian", "rank one" or "radial (-W)"
+
+
+@dataclass(frozen=True, eq=False)
+class CovState:
+    """The sides of the identity at (W, M): inner products <grad L(W), M> and the covariance sum."""
+
+    ad: float  # with grad from torch autograd of the reference forward pass
+    cf: float  # with numerics.attention.grad_W
+    fd: float  # directional central difference
+    fd_err: float  # its error bound
+    rhs: float  # the covariance sum (the claim)
+    scale: float  # term scale
+    cov: np.ndarray  # (n,) the covariances Cov_{s_i}(gamma_i, X_i M z_i)
 
 
 def _directional_fd(case: Case, M: np.ndarray, h: float = FD_STEP) -> tuple[float, float]:
@@ -163,7 +178,7 @@ class CovarianceIdentity(Theorem):
     def not_applicable(self, data):
         return need_head(data)
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> CovInstance:
         k = ctx.instance
         data = draw_data(rng, ctx)
         W = draw_matrix(rng, data.d, data.d)
@@ -178,61 +193,61 @@ class CovarianceIdentity(Theorem):
             M, direction = draw_matrix(rng, data.d, data.d), "Gaussian"
         return CovInstance(data, W, M, LOSSES[k % 3], direction)
 
-    def prepare(self, instances, ctxs):
+    def prepare(self, instances: Sequence[CovInstance], ctxs: Sequence[Context]) -> list[CovState]:
         states = []
         for inst in instances:
             case = Case(inst.data, inst.W, inst.loss, "linear")
-            G_ad = autograd_grad(lambda t, case=case: reference_loss(case, t), inst.W)
+            G_ad = autograd_grad(functools.partial(reference_loss, case), inst.W)
             rhs, scale, cov = covariance_terms(inst.data, inst.W, inst.M, inst.loss, self.variant)
             fd, fd_err = _directional_fd(case, inst.M)
             states.append(
-                {
-                    "ad": float(np.sum(G_ad * inst.M)),
-                    "cf": float(np.sum(lib_grad_W(case, inst.W) * inst.M)),
-                    "fd": fd,
-                    "fd_err": fd_err,
-                    "rhs": rhs,
-                    "scale": scale,
-                    "cov": cov,
-                }
+                CovState(
+                    ad=float(np.sum(G_ad * inst.M)),
+                    cf=float(np.sum(lib_grad_W(case, inst.W) * inst.M)),
+                    fd=fd,
+                    fd_err=fd_err,
+                    rhs=rhs,
+                    scale=scale,
+                    cov=cov,
+                )
             )
         return states
 
     # -- hypotheses --------------------------------------------------------------------------------
-    def assume_linear_head(self, inst, state, ctx):
+    def assume_linear_head(self, inst: CovInstance, state: CovState, ctx: Context) -> bool:
         return inst.data.v is not None
 
-    def assume_smooth_loss(self, inst, state, ctx):
+    def assume_smooth_loss(self, inst: CovInstance, state: CovState, ctx: Context) -> bool:
         return assumption_a(inst.loss).smooth
 
     # -- predictions -------------------------------------------------------------------------------
-    def _tol(self, state) -> float:
-        return GRAD_RTOL * state["scale"] + ROUNDOFF_ULPS * EPS * state["scale"]
+    def _tol(self, state: CovState) -> float:
+        return GRAD_RTOL * state.scale + ROUNDOFF_ULPS * EPS * state.scale
 
-    def _rel(self, state, other: float) -> float:
-        return abs(state["rhs"] - other) / state["scale"] if state["scale"] > 0 else 0.0
+    def _rel(self, state: CovState, other: float) -> float:
+        return abs(state.rhs - other) / state.scale if state.scale > 0 else 0.0
 
-    def check_cov_vs_autograd(self, inst, state, ctx):
-        rel = self._rel(state, state["ad"])
-        return decide(abs(state["rhs"] - state["ad"]) <= self._tol(state),
-                      f"covariance sum {state['rhs']:.6e} vs <autograd grad, M> {state['ad']:.6e}: "
+    def check_cov_vs_autograd(self, inst: CovInstance, state: CovState, ctx: Context) -> Outcome:
+        rel = self._rel(state, state.ad)
+        return decide(abs(state.rhs - state.ad) <= self._tol(state),
+                      f"covariance sum {state.rhs:.6e} vs <autograd grad, M> {state.ad:.6e}: "
                       f"error {rel:.2e} of the term scale > {GRAD_RTOL:.0e}",
-                      rel_err_cov_vs_autograd=rel, inner_product=state["ad"], term_scale=state["scale"])
+                      rel_err_cov_vs_autograd=rel, inner_product=state.ad, term_scale=state.scale)
 
-    def check_cov_vs_closed_form(self, inst, state, ctx):
-        rel = self._rel(state, state["cf"])
-        return decide(abs(state["rhs"] - state["cf"]) <= self._tol(state),
+    def check_cov_vs_closed_form(self, inst: CovInstance, state: CovState, ctx: Context) -> Outcome:
+        rel = self._rel(state, state.cf)
+        return decide(abs(state.rhs - state.cf) <= self._tol(state),
                       f"covariance sum vs <numerics.attention.grad_W, M>: error {rel:.2e} of the term scale",
                       rel_err_cov_vs_closed_form=rel)
 
-    def check_cov_vs_fd(self, inst, state, ctx):
-        tol, fd_err = self._tol(state), state["fd_err"]
-        err = abs(state["rhs"] - state["fd"])
-        m = {"rel_err_cov_vs_fd": self._rel(state, state["fd"]),
-             "fd_err_estimate": fd_err / state["scale"] if state["scale"] > 0 else 0.0}
+    def check_cov_vs_fd(self, inst: CovInstance, state: CovState, ctx: Context) -> Outcome:
+        tol, fd_err = self._tol(state), state.fd_err
+        err = abs(state.rhs - state.fd)
+        m = {"rel_err_cov_vs_fd": self._rel(state, state.fd),
+             "fd_err_estimate": fd_err / state.scale if state.scale > 0 else 0.0}
         if err > tol + fd_err:
             return failed(
-                f"covariance sum {state['rhs']:.6e} vs directional difference quotient {state['fd']:.6e} "
+                f"covariance sum {state.rhs:.6e} vs directional difference quotient {state.fd:.6e} "
                 f"(error bound {fd_err:.1e})",
                 **m,
             )
@@ -240,14 +255,14 @@ class CovarianceIdentity(Theorem):
             return undecided(f"difference quotient error {fd_err:.1e} too large to decide at {tol:.1e}", **m)
         return held(**m)
 
-    def check_descent_sign(self, inst, state, ctx):
-        all_pos = bool(np.all(state["cov"] > 0))
+    def check_descent_sign(self, inst: CovInstance, state: CovState, ctx: Context) -> Outcome:
+        all_pos = bool(np.all(state.cov > 0))
         m = {"all_covariances_positive": float(all_pos)}
         if not all_pos:
             return held(**m)  # the corollary says nothing here
-        return decide(state["ad"] < 0, f"every covariance > 0 but <grad L, M> = {state['ad']:.3e} >= 0", **m)
+        return decide(state.ad < 0, f"every covariance > 0 but <grad L, M> = {state.ad:.3e} >= 0", **m)
 
-    def check_symbolic(self, inst, state, ctx):
+    def check_symbolic(self, inst: CovInstance, state: CovState, ctx: Context) -> Outcome:
         sizes = SYMBOLIC_SIZES["quick" if ctx.profile == "quick" else "full"]
         n, T, d = sizes[ctx.instance % len(sizes)]
         r = derivations.covariance_identity(n, T, d, variant=self.variant)

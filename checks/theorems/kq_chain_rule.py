@@ -34,18 +34,20 @@ is not symmetric (d >= 2 generic data); Hypothesis shrinks a counterexample to a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from checks import Profile, failed, held, register
+from checks import Context, Outcome, Profile, failed, held, register
 from checks.theorems._given import need_head
 from numerics import attention as att
 from numerics.tolerances import GRAD_RTOL
 from theory import derivations, general
 
 from ._gradient_check import GradientCheck as _Base
+from ._gradient_check import GradInstance, GradState
 from ._gradients import (
     EPS,
     FD_STEP,
@@ -137,10 +139,10 @@ def kq_discrepancy(variant: str):
     return fn
 
 
-@dataclass(frozen=True)
-class KQInstance:
-    case: Case | None
-    search_seed: int | None
+@dataclass(frozen=True, eq=False)
+class KQInstance(GradInstance):
+    """A kq-chain-rule instance: a case drawn with its factors K, Q (``case.K``, ``case.Q``), or the seed of a
+    Hypothesis search. Its state is the gradient checks' :class:`GradState`, of the stacked [∇_K; ∇_Q]."""
 
 
 @register
@@ -165,7 +167,7 @@ class KQChainRule(_Base):
             return "needs d >= 2 (for d = 1 the transposes coincide and the control is vacuous)"
         return None
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> KQInstance:
         k = ctx.instance
         family = k % 4
         if family == 3 and ctx.data is None:
@@ -184,8 +186,8 @@ class KQChainRule(_Base):
         )
         return KQInstance(Case(data, W, loss, head, V, family=fam, K=K, Q=Q), None)
 
-    def prepare(self, instances, ctxs):
-        states = []
+    def prepare(self, instances: Sequence[GradInstance], ctxs: Sequence[Context]) -> list[GradState | None]:
+        states: list[GradState | None] = []
         for inst in instances:
             if inst.case is None:
                 states.append(None)
@@ -193,15 +195,16 @@ class KQChainRule(_Base):
             case = inst.case
             fun, theta = _kq_fun(case), _theta(case)
             g_fd, fd_err = fd_grad(fun, theta, FD_STEP)
-            d, m = case.K.shape
+            d, m = _factors(case)[0].shape
             pts = stencil_points(theta, FD_STEP)
             Wpts = pts[:, : d * m].reshape(-1, d, m) @ pts[:, d * m:].reshape(-1, d, m).transpose(0, 2, 1)
-            states.append({"G_ad": autograd_grad(fun, theta), "G_fd": g_fd, "fd_err": fd_err,
-                           "G_cf": lib_grad_KQ(case) if self.variant == "correct" else swapped_grad_KQ(case),
-                           "scale": _kq_scale(case), "pattern": relu_pattern_ok(case, Wpts)})
+            g_ad = autograd_grad(fun, theta)
+            g_cf = lib_grad_KQ(case) if self.variant == "correct" else swapped_grad_KQ(case)
+            states.append(GradState(G_ad=g_ad, G_fd=g_fd, fd_err=fd_err, G_cf=g_cf, scale=_kq_scale(case),
+                                    pattern=relu_pattern_ok(case, Wpts)))
         return states
 
-    def check_symbolic(self, inst, state, ctx):
+    def check_symbolic(self, inst: GradInstance, state: GradState | None, ctx: Context) -> Outcome:
         sizes = SYMBOLIC_SIZES["quick" if ctx.profile == "quick" else "full"]
         n, T, d, m = sizes[ctx.instance % len(sizes)]
         r = derivations.kq_chain_rule(n, T, d, m, variant=self.variant)
@@ -209,16 +212,18 @@ class KQChainRule(_Base):
         gen = general.kq_chain_rule_general(self.variant)  # every size (theory.general, cached)
         return judge_symbolic(r, gen, metrics, f"(n,T,d,m)=({n},{T},{d},{m})", entry=" of [grad_K; grad_Q]")
 
-    def _search(self, inst, ctx):
+    def _search(self, inst: GradInstance, ctx: Context) -> Outcome:
+        assert inst.search_seed is not None
         disc = kq_discrepancy(self.variant)
         found, m = hypothesis_search(gradient_cases(min_d=2, with_kq=True), disc, inst.search_seed,
                                      int(ctx.params.get("search_examples", 25)))
         if found is None:
             return held(**m)
         err, tol = disc(found)
+        m_found = _factors(found)[0].shape[1]
         return failed(f"Hypothesis found a minimal counterexample (n,T,d,m)=({found.data.n},{found.data.T},"
-                      f"{found.data.d},{found.K.shape[1]}), {found.loss} loss: off by {err:.3e} > {tol:.1e}",
-                      counterexample_m=found.K.shape[1], **m)
+                      f"{found.data.d},{m_found}), {found.loss} loss: off by {err:.3e} > {tol:.1e}",
+                      counterexample_m=m_found, **m)
 
 
 @register

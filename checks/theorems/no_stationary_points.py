@@ -54,15 +54,19 @@ B.2. The claim (descent at every W) is false there: the pair-concentrating W (at
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
-from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
+from checks import Context, Criterion, Outcome, Profile, Theorem, decide, failed, held, register, undecided
 from checks.hypotheses import b1_or_b2, b2_spread
 from checks.strategies import b1_data, b2_data
 from numerics import attention as att
+from numerics.data import AttentionData
 from numerics.gd import GDConfig, RandomInit, run_gd
-from numerics.svm import solve_att_svm
+from numerics.svm import SVMSolution, solve_att_svm
 from numerics.tokens import optimal_tokens, scores
 from theory.stationarity import no_stationary_point_general
 
@@ -103,7 +107,29 @@ PROFILES = {
 }
 
 
-def _float_grad_signs(data, Wmm, loss, rng) -> tuple[int, int]:
+@dataclass(frozen=True, eq=False)
+class NoStationaryInstance:
+    """An instance of no-stationary-points and of its control (which also records the moved score)."""
+
+    data: AttentionData
+    kind: str  # "B1", "B2", "near-B2" (the control) or "given"
+    loss: str
+    seed: int  # the GD start
+    moved: tuple[int, int] | None = None  # the control: (example, token) whose score was moved off B.2
+
+
+@dataclass(frozen=True, eq=False)
+class NoStationaryState:
+    """The certified Att-SVM(opt), its exact margin profile, and a normalised GD run."""
+
+    sol: SVMSolution
+    h: np.ndarray | None  # (n, T) exact margins of W^mm; None when infeasible or the exact KKT proof failed
+    norms: np.ndarray  # (S,) ‖W(k)‖ at the recorded GD steps
+    losses: np.ndarray  # (S,) L(W(k))
+
+
+def _float_grad_signs(data: AttentionData, Wmm: np.ndarray, loss: str, rng: np.random.Generator
+                      ) -> tuple[int, int]:
     """(samples, samples whose closed-form float inner product ⟨∇L(W), W^mm⟩ is confidently ≥ 0) at
     Gaussian W of norms GRAD_NORMS, computed by numerics.attention.grad_W (the code GD uses)."""
     G = rng.standard_normal((4 * len(GRAD_NORMS), data.d, data.d))
@@ -148,45 +174,51 @@ class _LandscapeBase(Theorem):
     def not_applicable(self, data):
         return need_head(data)
 
-    def _loss(self, rng) -> str:
+    def _loss(self, rng: np.random.Generator) -> str:
         return str(rng.choice(LOSSES))
 
-    def _given(self, rng, ctx):
+    def _given(self, rng: np.random.Generator, ctx: Context) -> NoStationaryInstance:
         """The instance on given data: the data themselves, a loss drawn from the instance seed."""
-        return {"data": ctx.data, "kind": "given", "loss": self._loss(rng), "seed": int(rng.integers(2**31))}
+        return NoStationaryInstance(data=ctx.data, kind="given", loss=self._loss(rng),
+                                    seed=int(rng.integers(2**31)))
 
-    def prepare(self, instances, ctxs):
+    def prepare(self, instances: Sequence[NoStationaryInstance], ctxs: Sequence[Context]
+                ) -> list[NoStationaryState]:
         """Per instance: the certified Att-SVM(opt), its exact margin profile, and a normalised GD run."""
         out = []
         for inst, ctx in zip(instances, ctxs, strict=True):
-            data = inst["data"]
+            data = inst.data
             sol = solve_att_svm(data, norm="fro")
             h = exact_margin_profile(data, sol) if sol.feasible else None
-            res = run_gd(data, GDConfig(steps=GD_STEPS, lr=GD_LR, loss=inst["loss"]),
-                         init=RandomInit(inst["seed"]), record_every=GD_EVERY, device=ctx.device)
+            res = run_gd(data, GDConfig(steps=GD_STEPS, lr=GD_LR, loss=inst.loss),
+                         init=RandomInit(inst.seed), record_every=GD_EVERY, device=ctx.device)
             norms = np.linalg.norm(np.asarray(res.W_traj)[:, 0], axis=(1, 2))  # (S,)
-            out.append({"sol": sol, "h": h, "norms": norms, "losses": np.asarray(res.loss_traj)[:, 0]})
+            out.append(NoStationaryState(sol=sol, h=h, norms=norms, losses=np.asarray(res.loss_traj)[:, 0]))
         return out
 
-    def assume_assumption_a(self, inst, state, ctx):
-        g = scores(inst["data"])
-        ok = inst["loss"] in LOSSES and dloss_negative_on(inst["loss"], float(g.min()), float(g.max()))
-        return decide(ok, f"loss {inst['loss']} is not a catalogue loss with ℓ' < 0 on the score range")
+    def assume_assumption_a(self, inst: NoStationaryInstance, state: NoStationaryState, ctx: Context
+                            ) -> Outcome:
+        g = scores(inst.data)
+        ok = inst.loss in LOSSES and dloss_negative_on(inst.loss, float(g.min()), float(g.max()))
+        return decide(ok, f"loss {inst.loss} is not a catalogue loss with ℓ' < 0 on the score range")
 
-    def assume_unique_optimum(self, inst, state, ctx):
-        ot = optimal_tokens(inst["data"])
+    def assume_unique_optimum(self, inst: NoStationaryInstance, state: NoStationaryState, ctx: Context
+                              ) -> Outcome:
+        ot = optimal_tokens(inst.data)
         return decide(ot.unique, "an example has tied optimal tokens", min_opt_gap=float(ot.gap.min()))
 
-    def assume_feasible(self, inst, state, ctx):
-        sol = state["sol"]
+    def assume_feasible(self, inst: NoStationaryInstance, state: NoStationaryState, ctx: Context) -> Outcome:
+        sol = state.sol
         if not sol.feasible:
             return failed("Att-SVM(opt) infeasible (verified Farkas certificate)")
         return held(wmm_norm=float(sol.objective))
 
-    def check_descent_everywhere(self, inst, state, ctx):
-        data, sol, h, loss = inst["data"], state["sol"], state["h"], inst["loss"]
+    def check_descent_everywhere(self, inst: NoStationaryInstance, state: NoStationaryState, ctx: Context
+                                 ) -> Outcome:
+        data, sol, h, loss = inst.data, state.sol, state.h, inst.loss
         if h is None:
             return undecided("exact (rational) KKT proof of W^mm failed: its margins are not known exactly")
+        assert sol.W is not None  # h is computed only for a feasible (optimal) answer
         g = scores(data)
         fixed, m = sign_fixed(g, h)
         m.update(given_metrics(ctx))
@@ -213,8 +245,9 @@ class _LandscapeBase(Theorem):
             return undecided("sign not fixed by construction and some sampled inner products cancel", **m)
         return held(**m)
 
-    def check_norm_diverges(self, inst, state, ctx):
-        return judge_divergence(state["norms"], state["losses"], GD_LR, GD_STEPS)
+    def check_norm_diverges(self, inst: NoStationaryInstance, state: NoStationaryState, ctx: Context
+                            ) -> Outcome:
+        return judge_divergence(state.norms, state.losses, GD_LR, GD_STEPS)
 
 
 @register
@@ -232,7 +265,7 @@ class NoStationaryPoints(_LandscapeBase):
         "(non-optimal scores of each example equal within TIE_TOL = 1e-9), verified on the instance"
     )
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> NoStationaryInstance:
         if ctx.data is not None:
             return self._given(rng, ctx)
         kind = "B1" if rng.random() < 0.5 else "B2"
@@ -242,27 +275,25 @@ class NoStationaryPoints(_LandscapeBase):
         else:
             n, T = int(rng.integers(1, 6)), int(rng.integers(2, 7))
             data = b2_data(n, T, int(rng.integers(2, 9)), rng=rng, self_attention=bool(rng.random() < 0.3))
-        return {"data": data, "kind": kind, "loss": self._loss(rng), "seed": int(rng.integers(2**31))}
+        return NoStationaryInstance(data=data, kind=kind, loss=self._loss(rng), seed=int(rng.integers(2**31)))
 
-    def assume_b1_or_b2(self, inst, state, ctx):
-        data, sol = inst["data"], state["sol"]
+    def assume_b1_or_b2(self, inst: NoStationaryInstance, state: NoStationaryState, ctx: Context) -> Outcome:
+        data, sol = inst.data, state.sol
         if not sol.feasible:
             return failed("Att-SVM(opt) infeasible: B.1 undefined")
         b1, b2 = b1_or_b2(sol, scores(data), optimal_tokens(data).index)
         what = (
             "the given data satisfy"
-            if inst["kind"] == "given"
-            else f"instance built for {inst['kind']} satisfies"
+            if inst.kind == "given"
+            else f"instance built for {inst.kind} satisfies"
         )
         return decide(b1 or b2, f"{what} neither B.1 nor B.2", b1=b1, b2=b2)
 
 
-def near_b2_data(rng: np.random.Generator):
+def near_b2_data(rng: np.random.Generator) -> tuple[AttentionData, int, int]:
     """B.2 data (n ∈ 1..3, T ∈ 4..6, d ∈ max(n, T)..+2) with one non-optimal score of one example moved by
     ±CONTROL_EPS: of the two signs, the first whose certified W^mm gives a negative pair product
     (γ_t − γ_τ)(h_t − h_τ) (so the claim is false there). Returns (data, moved example, moved token)."""
-    from numerics.data import AttentionData
-
     for _ in range(20):
         n, T = int(rng.integers(1, 4)), int(rng.integers(4, 7))
         base = b2_data(n, T, max(n, T) + int(rng.integers(0, 3)), rng=rng)
@@ -295,19 +326,19 @@ class NoStationaryPointsControl(_LandscapeBase):
     expected = "FAIL"
     control_of = "no-stationary-points"
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> NoStationaryInstance:
         if ctx.data is not None:
             return self._given(rng, ctx)
         data, i, t = near_b2_data(rng)
-        return {"data": data, "kind": "near-B2", "loss": self._loss(rng), "seed": int(rng.integers(2**31)),
-                "moved": (i, t)}
+        return NoStationaryInstance(data=data, kind="near-B2", loss=self._loss(rng),
+                                    seed=int(rng.integers(2**31)), moved=(i, t))
 
-    def assume_near_b2(self, inst, state, ctx):
+    def assume_near_b2(self, inst: NoStationaryInstance, state: NoStationaryState, ctx: Context) -> Outcome:
         """Within CONTROL_EPS of B.2: the non-optimal scores of every example spread by at most
         CONTROL_EPS."""
-        data = inst["data"]
+        data = inst.data
         spread = b2_spread(scores(data), optimal_tokens(data).index)
-        if inst["kind"] == "given":
+        if inst.kind == "given":
             return held(b2_spread=spread)  # on given data the control tests the claim without B.1/B.2
         return decide(
             spread <= CONTROL_EPS * (1 + 1e-9),

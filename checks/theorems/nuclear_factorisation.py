@@ -58,14 +58,28 @@ numerics.svm.factorised (SLSQP multi-start), sympy (AM–GM).
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, failed, held, register, undecided
+from checks import (
+    WITHDRAWN,
+    Context,
+    Criterion,
+    Outcome,
+    Profile,
+    Theorem,
+    decide,
+    failed,
+    held,
+    register,
+    undecided,
+)
 from numerics import tolerances as tol
 from numerics.data import AttentionData, random_unit_sphere
-from numerics.svm import certify_att_svm, solve_att_svm
+from numerics.svm import SVMSolution, certify_att_svm, solve_att_svm
 from numerics.svm.factorised import solve_rank_constrained
 from numerics.tokens import min_margin
 
@@ -95,6 +109,31 @@ PROFILES = {
     "full": Profile(instances=60, min_confirmed=50, params={"starts": 12}),
     "paper": Profile(instances=200, min_confirmed=170, params={"starts": 16}),
 }
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class NuclearInstance:
+    """The theorem's instance (data, W_rand, m, scale: the control leaves them None) or the control's (W)."""
+
+    data: AttentionData | None = None  # unit-sphere data whose certified Att-SVM⋆(opt) solution is factored
+    W_rand: np.ndarray | None = None  # (d, d) a random W of random rank
+    m: int | None = None  # n − 1
+    scale: float | None = None  # 1, or 10^±4 on the scaled share
+    W: np.ndarray | None = None  # the control's (d, d) W of rank 2
+    seed: int  # the multi-start's seed (rank_constrained)
+
+    def given_data(self) -> AttentionData:
+        assert self.data is not None, "the control's instance carries no data"
+        return self.data
+
+
+@dataclass(frozen=True, eq=False)
+class NuclearState:
+    sol: SVMSolution | None = None  # the certified Att-SVM⋆(opt) solution (the control solves none)
+
+    def solution(self) -> SVMSolution:
+        assert self.sol is not None, "the control's state carries no solution"
+        return self.sol
 
 
 @functools.cache
@@ -173,7 +212,7 @@ class NuclearFactorisation(Theorem):
             "of its own instances (m = n − 1); given data add nothing to it"
         )
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> NuclearInstance:
         n, T = int(rng.integers(3, 5)), int(rng.integers(3, 5))
         d = int(rng.integers(max(n, T - 1, 4), 7))
         data = random_unit_sphere(n, T, d, rng=rng)
@@ -183,22 +222,24 @@ class NuclearFactorisation(Theorem):
             data = AttentionData(data.X * scale, data.Y, data.Z * scale, data.v)
         r = int(rng.integers(1, d + 1))
         Wr = random_rank_matrix(d, r, rng) * 10.0 ** rng.uniform(-6, 6)
-        return {"data": data, "W_rand": Wr, "m": n - 1, "scale": scale, "seed": int(rng.integers(2**31))}
+        return NuclearInstance(data=data, W_rand=Wr, m=n - 1, scale=scale, seed=int(rng.integers(2**31)))
 
-    def prepare(self, instances, ctxs):
-        return [{"sol": solve_att_svm(inst["data"], norm="nuc")} for inst in instances]
+    def prepare(self, instances: Sequence[NuclearInstance], ctxs: Sequence[Context]) -> list[NuclearState]:
+        return [NuclearState(solve_att_svm(inst.given_data(), norm="nuc")) for inst in instances]
 
-    def assume_feasible(self, inst, st, ctx):
-        return decide(st["sol"].feasible, "Att-SVM(opt) infeasible (verified Farkas certificate)")
+    def assume_feasible(self, inst: NuclearInstance, st: NuclearState, ctx: Context) -> Outcome:
+        return decide(st.solution().feasible, "Att-SVM(opt) infeasible (verified Farkas certificate)")
 
     def target(self, W: np.ndarray) -> float:
         """The norm the claim says the minimum equals: nuclear (independently computed)."""
         return nuc_indep(W)
 
-    def _matrices(self, inst, st):
-        return {"svm": st["sol"].W, "random": inst["W_rand"]}
+    def _matrices(self, inst: NuclearInstance, st: NuclearState) -> dict[str, np.ndarray]:
+        W, W_rand = st.solution().W, inst.W_rand
+        assert W is not None and W_rand is not None  # feasible (assume_feasible) and drawn
+        return {"svm": W, "random": W_rand}
 
-    def check_attains(self, inst, st, ctx):
+    def check_attains(self, inst: NuclearInstance, st: NuclearState, ctx: Context) -> Outcome:
         worst_fact, worst_gap = 0.0, 0.0
         m: dict = {"am_gm_certified_exactly": int(am_gm_certified())}
         if not am_gm_certified():
@@ -214,7 +255,8 @@ class NuclearFactorisation(Theorem):
         if worst_fact > FACT_RTOL:
             return failed(f"the SVD factorisation does not reproduce W ({worst_fact:.3g} relative)", **m)
         if "attain_gap_svm" in m:
-            sol = st["sol"]
+            sol = st.solution()
+            assert sol.W is not None
             obj = abs(energy(*svd_factors(sol.W)) - sol.objective) / sol.objective
             m["sdp_objective_gap"] = obj
             if obj > OBJ_RTOL:
@@ -229,8 +271,9 @@ class NuclearFactorisation(Theorem):
             **m,
         )
 
-    def check_rank_constrained(self, inst, st, ctx):
-        data, sol = inst["data"], st["sol"]
+    def check_rank_constrained(self, inst: NuclearInstance, st: NuclearState, ctx: Context) -> Outcome:
+        data, sol = inst.given_data(), st.solution()
+        assert sol.W is not None
         s = np.linalg.svd(sol.W, compute_uv=False)
         own = int(np.sum(s > tol.RANK_RTOL * s[0]))
         m: dict = {"relaxation_rank": int(sol.rank), "rank_independent": own, "m_max": data.n - 1}
@@ -251,7 +294,7 @@ class NuclearFactorisation(Theorem):
                                   f"margin {feas:.9f}) or not optimal (objective gap {obj:.3g})", **m)
                 continue
             res = solve_rank_constrained(data, sol.alpha, mc, starts=int(ctx.params.get("starts", 6)),
-                                         rng=inst["seed"] + mc, init=sol.W)
+                                         rng=inst.seed + mc, init=sol.W)
             if not np.isfinite(res.value):
                 return undecided(f"m = {mc} < rank {sol.rank}: no start of the multi-start reached a "
                                  "feasible factored point", **m)
@@ -279,8 +322,10 @@ class NuclearFactorisation(Theorem):
                          f"SDP·(1 + {max(gaps):.3g})]")
         return held(**m)
 
-    def check_certificate_rejects_wrong(self, inst, st, ctx):
-        sol, data = st["sol"], inst["data"]
+    def check_certificate_rejects_wrong(self, inst: NuclearInstance, st: NuclearState, ctx: Context
+                                        ) -> Outcome:
+        sol, data = st.solution(), inst.given_data()
+        assert sol.W is not None
         ok = certify_att_svm(data, sol.alpha, sol.W, sol.lam, norm="nuc").verified
         bad = certify_att_svm(data, sol.alpha, WRONG_FACTOR * sol.W, sol.lam, norm="nuc").verified
         return decide(
@@ -303,31 +348,34 @@ class NuclearFactorisationControl(NuclearFactorisation):
     criteria = (Criterion("|½(‖K‖² + ‖Q‖²) at the minimiser − ‖W‖_F| / ‖W‖_F", "<=", NUC_INDEP_RTOL,
                           plot_metric="attain_gap"),)
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> NuclearInstance:
         d = int(rng.integers(3, 7))
         W = random_rank_matrix(d, 2, rng, gaps=[1.0, 10.0 ** rng.uniform(-3, -1)]) * 10.0 ** rng.uniform(
             -3, 3
         )
-        return {"W": W, "seed": int(rng.integers(2**31))}
+        return NuclearInstance(W=W, seed=int(rng.integers(2**31)))
 
-    def sizes(self, inst):
-        return {"d": int(inst["W"].shape[0])}
+    def sizes(self, inst: NuclearInstance) -> dict[str, int]:
+        assert inst.W is not None
+        return {"d": int(inst.W.shape[0])}
 
-    def prepare(self, instances, ctxs):
-        return [{} for _ in instances]
+    def prepare(self, instances: Sequence[NuclearInstance], ctxs: Sequence[Context]) -> list[NuclearState]:
+        return [NuclearState() for _ in instances]
 
-    def target(self, W):
+    def target(self, W: np.ndarray) -> float:
         return float(np.linalg.norm(W))
 
-    def _matrices(self, inst, st):
-        return {"W": inst["W"]}
+    def _matrices(self, inst: NuclearInstance, st: NuclearState) -> dict[str, np.ndarray]:
+        assert inst.W is not None
+        return {"W": inst.W}
 
     assume_feasible = WITHDRAWN
     check_rank_constrained = WITHDRAWN
     check_certificate_rejects_wrong = WITHDRAWN
 
-    def assume_rank_two(self, inst, st, ctx):
-        s = np.linalg.svd(inst["W"], compute_uv=False)
+    def assume_rank_two(self, inst: NuclearInstance, st: NuclearState, ctx: Context) -> Outcome:
+        assert inst.W is not None
+        s = np.linalg.svd(inst.W, compute_uv=False)
         return decide(
             int(np.sum(s > tol.RANK_RTOL * s[0])) == 2,
             "W does not have rank 2",

@@ -37,13 +37,16 @@ RESID_TOL‖Y‖ for every ‖c‖ ≤ NORM_CAP.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
-from checks import Criterion, Profile, Theorem, decide, failed, held, register, undecided
+from checks import Context, Criterion, Outcome, Profile, Theorem, decide, failed, held, register, undecided
 from numerics import attention as att
 from numerics import tolerances as tol
-from numerics.data import random_unit_sphere
+from numerics.data import AttentionData, random_unit_sphere
 from numerics.gd import GDConfig, RandomInit, run_gd
 from numerics.tokens import scores
 
@@ -78,6 +81,21 @@ PROFILES = {
     "full": Profile(instances=60, min_confirmed=50),
     "paper": Profile(instances=200, min_confirmed=180),
 }
+
+
+@dataclass(frozen=True, eq=False)
+class OverparamLandscapeInstance:
+    data: AttentionData
+    loss: str
+    seed: int  # the GD start
+
+
+@dataclass(frozen=True, eq=False)
+class OverparamLandscapeState:
+    """The theorem's normalised GD run (the control prepares nothing: its state is None)."""
+
+    norms: np.ndarray  # (S,) ‖W(k)‖ at the recorded steps
+    losses: np.ndarray  # (S,) L(W(k))
 
 
 def certified_lstsq(A: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, float, float]:
@@ -129,21 +147,24 @@ class _Base(Theorem):
     def not_applicable(self, data):
         return need_head(data)
 
-    def _family(self, rng, k: int) -> tuple[int, int, int]:
+    def _family(self, rng: np.random.Generator, k: int) -> tuple[int, int, int]:
         raise NotImplementedError
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> OverparamLandscapeInstance:
         data = ctx.data if ctx.data is not None else random_unit_sphere(*self._family(rng, ctx.instance),
                                                                         rng=rng)
-        return {"data": data, "loss": str(rng.choice(LOSSES)), "seed": int(rng.integers(2**31))}
+        return OverparamLandscapeInstance(data=data, loss=str(rng.choice(LOSSES)),
+                                          seed=int(rng.integers(2**31)))
 
-    def assume_scores_vary(self, inst, state, ctx):
-        return decide(float(np.ptp(scores(inst["data"]), axis=1).max()) > 0, "all scores constant")
+    def assume_scores_vary(self, inst: OverparamLandscapeInstance, state: OverparamLandscapeState | None,
+                           ctx: Context) -> Outcome:
+        return decide(float(np.ptp(scores(inst.data), axis=1).max()) > 0, "all scores constant")
 
-    def assume_assumption_a(self, inst, state, ctx):
-        g = scores(inst["data"])
+    def assume_assumption_a(self, inst: OverparamLandscapeInstance, state: OverparamLandscapeState | None,
+                            ctx: Context) -> Outcome:
+        g = scores(inst.data)
         return decide(
-            dloss_negative_on(inst["loss"], float(g.min()), float(g.max())), "loss violates Assumption A"
+            dloss_negative_on(inst.loss, float(g.min()), float(g.max())), "loss violates Assumption A"
         )
 
 
@@ -175,40 +196,44 @@ class OverparamLandscape(_Base):
         ),
     ) + DIVERGENCE_CRITERIA
 
-    def _family(self, rng, k):
+    def _family(self, rng: np.random.Generator, k: int) -> tuple[int, int, int]:
         n, T = int(rng.integers(2, 6)), int(rng.integers(2, 7))
         return n, T, n * (1, 2, 4, 8)[k % 4]
 
-    def prepare(self, instances, ctxs):
+    def prepare(self, instances: Sequence[OverparamLandscapeInstance], ctxs: Sequence[Context]
+                ) -> list[OverparamLandscapeState]:
         """Normalised GD (linear head) per instance, for the divergence prediction."""
         out = []
         for inst, ctx in zip(instances, ctxs, strict=True):
-            res = run_gd(inst["data"], GDConfig(steps=GD_STEPS, lr=GD_LR, loss=inst["loss"]),
-                         init=RandomInit(inst["seed"]), record_every=GD_EVERY, device=ctx.device)
-            out.append({"norms": np.linalg.norm(np.asarray(res.W_traj)[:, 0], axis=(1, 2)),
-                        "losses": np.asarray(res.loss_traj)[:, 0]})
+            res = run_gd(inst.data, GDConfig(steps=GD_STEPS, lr=GD_LR, loss=inst.loss),
+                         init=RandomInit(inst.seed), record_every=GD_EVERY, device=ctx.device)
+            norms = np.linalg.norm(np.asarray(res.W_traj)[:, 0], axis=(1, 2))
+            out.append(OverparamLandscapeState(norms=norms, losses=np.asarray(res.loss_traj)[:, 0]))
         return out
 
-    def assume_overparameterised(self, inst, state, ctx):
-        data = inst["data"]
+    def assume_overparameterised(self, inst: OverparamLandscapeInstance, state: OverparamLandscapeState,
+                                 ctx: Context) -> Outcome:
+        data = inst.data
         if data.d < data.n:
             return failed(f"d = {data.d} < n = {data.n}", d=data.d, n=data.n, T=data.T)
         okz, rz = _rank_ok(data.Z)
         return decide(okz, f"queries dependent: rank Z < n (σ ratio {rz:.2g})", z_cond_ratio=rz)
 
-    def check_construction(self, inst, state, ctx):
-        data = inst["data"]
+    def check_construction(self, inst: OverparamLandscapeInstance, state: OverparamLandscapeState,
+                           ctx: Context) -> Outcome:
+        data = inst.data
         _, rel, _ = construct(data)
         m = dict(given_metrics(ctx), construction_residual=rel, d_over_n=data.d / data.n,
                  T_above_d=int(data.T > data.d))
         return decide(rel <= RESID_TOL, f"c = Z⁺Y does not solve Zc = Y (relative residual {rel:.3g})", **m)
 
-    def check_descent_everywhere(self, inst, state, ctx):
-        data = inst["data"]
+    def check_descent_everywhere(self, inst: OverparamLandscapeInstance, state: OverparamLandscapeState,
+                                 ctx: Context) -> Outcome:
+        data = inst.data
         Wbar, rel, _ = construct(data)
         if rel > RESID_TOL:
             return undecided("no exact W-bar (see construction): the identity has nothing to certify")
-        e = identity_error(data, scores(data), Wbar, inst["loss"], ctx.rng)
+        e = identity_error(data, scores(data), Wbar, inst.loss, ctx.rng)
         return decide(
             e <= IDENTITY_RTOL,
             f"<grad L(W), W-bar> differs from (1/n) sum l'_i Var_s(gamma_i) by {e:.2g} "
@@ -216,8 +241,9 @@ class OverparamLandscape(_Base):
             identity_rel_err=e,
         )
 
-    def check_norm_diverges(self, inst, state, ctx):
-        return judge_divergence(state["norms"], state["losses"], GD_LR, GD_STEPS)
+    def check_norm_diverges(self, inst: OverparamLandscapeInstance, state: OverparamLandscapeState,
+                            ctx: Context) -> Outcome:
+        return judge_divergence(state.norms, state.losses, GD_LR, GD_STEPS)
 
 
 @register
@@ -253,16 +279,16 @@ class OverparamLandscapeControl(_Base):
             return f"the control's claim is about d = n - 1; the given data have d = {data.d}, n = {data.n}"
         return None
 
-    def _family(self, rng, k):
+    def _family(self, rng: np.random.Generator, k: int) -> tuple[int, int, int]:
         n = int(rng.integers(3, 6))  # d = n − 1 ≥ 2: at d = 1 unit-sphere queries are ±1 and Y may be reached
         return n, int(rng.integers(2, 7)), n - 1
 
-    def assume_boundary(self, inst, state, ctx):
-        data = inst["data"]
+    def assume_boundary(self, inst: OverparamLandscapeInstance, state: None, ctx: Context) -> Outcome:
+        data = inst.data
         return decide(data.d == data.n - 1, "not at d = n - 1", d=data.d, n=data.n, T=data.T)
 
-    def check_construction(self, inst, state, ctx):
-        _, rel, lower = construct(inst["data"])
+    def check_construction(self, inst: OverparamLandscapeInstance, state: None, ctx: Context) -> Outcome:
+        _, rel, lower = construct(inst.data)
         m = dict(construction_residual=rel, residual_lower_bound_rel=lower)
         if rel <= RESID_TOL:
             return held(**m)

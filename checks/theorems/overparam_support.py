@@ -59,16 +59,18 @@ in [ρ_N, 1.02 ρ_N) with a negative multiplier on quick seed 0 (the smallest �
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
 
-from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, held, register, undecided
+from checks import WITHDRAWN, Context, Criterion, Outcome, Profile, Theorem, decide, held, register, undecided
 from checks import hypotheses as hyp
 from checks.experiments.sweep import Z95, wilson_interval
-from numerics.data import random_unit_sphere
+from numerics.data import AttentionData, random_unit_sphere
 from numerics.errors import SolverError
-from numerics.svm import solve_att_svm
+from numerics.svm import SVMSolution, solve_att_svm
 from numerics.tokens import optimal_tokens
 
 from ._trends import adversarial_trend, first_dip
@@ -228,6 +230,27 @@ def b1_share_curve(T: int, draws: int, rng: np.random.Generator) -> list[dict]:
     return out
 
 
+@dataclass(frozen=True, eq=False)
+class OverparamSupportInstance:
+    data: AttentionData  # unit-sphere data at the instance's d
+    rate_seed: int  # the fresh draws of (b) and (c)
+    share_seed: int  # the fresh draws of the share curve (d)
+
+
+@dataclass(frozen=True, eq=False)
+class OverparamSupportState:
+    sol: SVMSolution  # the certified Att-SVM(opt) of the instance's data
+    lam: np.ndarray  # (N,) λ = (AA^T)^{-1} 1 (nan when A is rank-deficient)
+    Wcf: np.ndarray  # (d, d) A^T λ
+    gap: float  # σ_min/σ_max of A
+    eps: np.ndarray  # ‖G − G0‖_2 of the draws at d, at d_reg and of the sharp perturbation
+    lmin: np.ndarray  # min λ / max|λ| of the same
+    sharp_lmin: float  # … of the sharp perturbation alone
+    rate_lmin: np.ndarray  # … of the draws at d_reg
+    d_reg: int
+    share: list[dict] | None = None  # per d of SHARE_GRID: runs, reached, undecided (None in the control)
+
+
 PROFILES = {
     "quick": Profile(instances=8, min_confirmed=7, batch=8, params={"share_draws": 32}),
     "full": Profile(instances=60, min_confirmed=55, batch=20, params={"share_draws": 64}),
@@ -278,46 +301,55 @@ class OverparamSupport(Theorem):
     def dimension(self, n: int, T: int, k: int) -> int:
         return D_FACTORS[k % len(D_FACTORS)] * n * (T - 1)
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> OverparamSupportInstance:
         n, T = SIZES[ctx.instance % len(SIZES)]
         d = self.dimension(n, T, ctx.instance // len(SIZES))
-        return {"data": random_unit_sphere(n, T, d, rng=rng), "rate_seed": int(rng.integers(2**31)),
-                "share_seed": int(rng.integers(2**31))}
+        return OverparamSupportInstance(data=random_unit_sphere(n, T, d, rng=rng),
+                                        rate_seed=int(rng.integers(2**31)),
+                                        share_seed=int(rng.integers(2**31)))
 
-    def prepare(self, instances, ctxs):
+    def prepare(self, instances: Sequence[OverparamSupportInstance], ctxs: Sequence[Context]
+                ) -> list[OverparamSupportState]:
         out = []
         for inst, ctx in zip(instances, ctxs, strict=True):
-            data = inst["data"]
+            data = inst.data
             lam, Wcf, gap = closed_form(data)
-            rng = np.random.default_rng(inst["rate_seed"])
+            rng = np.random.default_rng(inst.rate_seed)
             eps_l, lmin_l = draw_stats(data.n, data.T, data.d, self.draws, rng)
             dr = d_reg(data.n, data.T)
             eps_r, lmin_r = draw_stats(data.n, data.T, dr, RATE_DRAWS, rng)
             eps_s, lmin_s = sharp_stats(data.n, data.T, self.sharp_factor)
-            out.append({"sol": solve_att_svm(data), "lam": lam, "Wcf": Wcf, "gap": gap,
-                        "eps": np.concatenate([eps_l, eps_r, eps_s]),
-                        "lmin": np.concatenate([lmin_l, lmin_r, lmin_s]), "sharp_lmin": float(lmin_s[0]),
-                        "rate_lmin": lmin_r, "d_reg": dr})
+            sol = solve_att_svm(data)
+            share = None
             if self.share_curve:
-                out[-1]["share"] = b1_share_curve(data.T, int(ctx.params.get("share_draws", 32)),
-                                                  np.random.default_rng(inst["share_seed"]))
+                share = b1_share_curve(data.T, int(ctx.params.get("share_draws", 32)),
+                                       np.random.default_rng(inst.share_seed))
+            out.append(OverparamSupportState(sol=sol, lam=lam, Wcf=Wcf, gap=gap,
+                                             eps=np.concatenate([eps_l, eps_r, eps_s]),
+                                             lmin=np.concatenate([lmin_l, lmin_r, lmin_s]),
+                                             sharp_lmin=float(lmin_s[0]), rate_lmin=lmin_r, d_reg=dr,
+                                             share=share))
         return out
 
-    def assume_unique_opt(self, inst, st, ctx):
-        return optimal_tokens(inst["data"]).unique
+    def assume_unique_opt(self, inst: OverparamSupportInstance, st: OverparamSupportState, ctx: Context
+                          ) -> bool:
+        return optimal_tokens(inst.data).unique
 
-    def assume_feasible(self, inst, st, ctx):
-        return decide(st["sol"].feasible, "Att-SVM(opt) infeasible")
+    def assume_feasible(self, inst: OverparamSupportInstance, st: OverparamSupportState, ctx: Context
+                        ) -> Outcome:
+        return decide(st.sol.feasible, "Att-SVM(opt) infeasible")
 
-    def assume_full_row_rank(self, inst, st, ctx):
+    def assume_full_row_rank(self, inst: OverparamSupportInstance, st: OverparamSupportState, ctx: Context
+                             ) -> Outcome:
         return decide(
-            st["gap"] > GENERIC_RTOL,
-            f"constraint rows rank-deficient (σ_min/σ_max = {st['gap']:.2g})",
-            rank_gap=st["gap"],
+            st.gap > GENERIC_RTOL,
+            f"constraint rows rank-deficient (σ_min/σ_max = {st.gap:.2g})",
+            rank_gap=st.gap,
         )
 
-    def check_support_identity(self, inst, st, ctx):
-        data, sol, lam = inst["data"], st["sol"], st["lam"]
+    def check_support_identity(self, inst: OverparamSupportInstance, st: OverparamSupportState, ctx: Context
+                               ) -> Outcome:
+        data, sol, lam = inst.data, st.sol, st.lam
         lmin = float(lam.min() / np.abs(lam).max())
         b1 = hyp.b1_holds(sol.support, data.T, feasible=sol.feasible)
         missing = int(sum(data.T - 1 - len(s) for s in sol.support))
@@ -329,18 +361,20 @@ class OverparamSupport(Theorem):
                           f"min λ = {lmin:.3g}: B.1 ⟺ λ > 0 fails", **m)
         if not b1:
             return held(**m)
-        rel = float(np.linalg.norm(sol.W - st["Wcf"]) / np.linalg.norm(st["Wcf"]))
+        assert sol.W is not None  # feasible (assume_feasible)
+        rel = float(np.linalg.norm(sol.W - st.Wcf) / np.linalg.norm(st.Wcf))
         return decide(rel < CF_RTOL, f"B.1 holds but ‖W^mm − A^T λ‖/‖A^T λ‖ = {rel:.3g} ≥ {CF_RTOL}",
                       cf_rel_err=rel, **m)
 
-    def check_perturbation_radius(self, inst, st, ctx):
-        data = inst["data"]
+    def check_perturbation_radius(self, inst: OverparamSupportInstance, st: OverparamSupportState,
+                                  ctx: Context) -> Outcome:
+        data = inst.data
         rho = self.radius_of(data.n, data.T)
-        eps, lmin = st["eps"], st["lmin"]
+        eps, lmin = st.eps, st.lmin
         inside = eps < rho * (1 - EPS_MARGIN)
         bad = inside & (lmin < -LAM_TOL)
         m = dict(radius=rho, draws_inside=int(inside.sum()), draws=len(eps), inside_non_b1=int(bad.sum()),
-                 sharp_lmin=st["sharp_lmin"],
+                 sharp_lmin=st.sharp_lmin,
                  min_eps_non_b1=float(np.min(eps[lmin <= 0], initial=np.inf)))
         if bad.any():
             k = int(np.flatnonzero(bad)[0])
@@ -350,31 +384,36 @@ class OverparamSupport(Theorem):
             return undecided(f"no draw inside the radius {rho:.4g}", **m)
         return held(**m)
 
-    def check_rate(self, inst, st, ctx):
-        data = inst["data"]
-        lmin = st["rate_lmin"]
+    def check_rate(self, inst: OverparamSupportInstance, st: OverparamSupportState, ctx: Context) -> Outcome:
+        data = inst.data
+        lmin = st.rate_lmin
         k, M = int((lmin > LAM_TOL).sum()), len(lmin)
         lo, hi = wilson_interval(k, M)
-        p = 1 - beta(data.n, data.T, st["d_reg"])
-        m = dict(d_reg=st["d_reg"], rate=k / M, rate_lo=lo, rate_hi=hi, rate_claimed=p)
+        p = 1 - beta(data.n, data.T, st.d_reg)
+        m = dict(d_reg=st.d_reg, rate=k / M, rate_lo=lo, rate_hi=hi, rate_claimed=p)
         if hi < p:
-            return decide(False, f"B.1 on {k}/{M} draws at d = {st['d_reg']}: Wilson upper end {hi:.3g} < "
+            return decide(False, f"B.1 on {k}/{M} draws at d = {st.d_reg}: Wilson upper end {hi:.3g} < "
                           f"the proven {p:.3g}", **m)
         if lo >= p:
             return held(**m)
-        return undecided(f"B.1 on {k}/{M} draws at d = {st['d_reg']}: [{lo:.3g}, {hi:.3g}] contains {p:.3g}",
+        return undecided(f"B.1 on {k}/{M} draws at d = {st.d_reg}: [{lo:.3g}, {hi:.3g}] contains {p:.3g}",
                          **m)
 
 
-    def _share_metrics(self, st) -> dict:
-        cells = st["share"]
+    def _share(self, st: OverparamSupportState) -> list[dict]:
+        assert st.share is not None, "the share curve is measured only where share_curve is set"
+        return st.share
+
+    def _share_metrics(self, st: OverparamSupportState) -> dict:
+        cells = self._share(st)
         ws = [wilson_interval(c["reached"], c["runs"]) for c in cells]
         return dict(share_curve=[c["reached"] / c["runs"] for c in cells], share_d=list(SHARE_GRID),
                     share_lo=[w[0] for w in ws], share_hi=[w[1] for w in ws],
                     share_undecided=sum(c["undecided"] for c in cells))
 
-    def check_share_grows(self, inst, st, ctx):
-        cells = st["share"]
+    def check_share_grows(self, inst: OverparamSupportInstance, st: OverparamSupportState, ctx: Context
+                          ) -> Outcome:
+        cells = self._share(st)
         z_lo, z_hi = adversarial_trend(cells, [float(np.log2(d)) for d in SHARE_GRID])
         m = dict(share_z=z_lo, share_z_for=z_hi, **self._share_metrics(st))
         curve = ", ".join(f"d={d}: {c['reached']}/{c['runs']}"
@@ -387,8 +426,9 @@ class OverparamSupport(Theorem):
         return undecided(f"no significant trend of the B.1 share (z in [{z_lo:.2f}, {z_hi:.2f}]): {curve}",
                          **m)
 
-    def check_share_no_dip(self, inst, st, ctx):
-        cells = st["share"]
+    def check_share_no_dip(self, inst: OverparamSupportInstance, st: OverparamSupportState, ctx: Context
+                           ) -> Outcome:
+        cells = self._share(st)
         k, his, z = first_dip(cells)
         if k is None:
             return held(share_dip_d=0)

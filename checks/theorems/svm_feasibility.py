@@ -48,11 +48,12 @@ The former control ("feasible when d = 1") was far below the threshold.
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from checks import Criterion, Profile, Theorem, decide, register, undecided
+from checks import Context, Criterion, Outcome, Profile, Theorem, decide, register, undecided
 from numerics.data import AttentionData, random_unit_sphere
 from numerics.svm import solve_att_svm
 
@@ -80,6 +81,15 @@ PROFILES = {
 BOUNDARY_SHAPES = ((1, 4), (2, 4), (3, 5), (3, 3), (4, 4))
 
 
+@dataclass(frozen=True, eq=False)
+class SVMFeasibilityInstance:
+    """The data, and the same draw one dimension below the threshold (metric only; None on given data, in the
+    control and at d = 1). The check prepares nothing: its state is None."""
+
+    data: AttentionData
+    below: AttentionData | None = None
+
+
 def gaussian_data(n: int, T: int, d: int, *, rng: np.random.Generator) -> AttentionData:
     """Lebesgue-generic data: i.i.d. N(0, 1) tokens and queries (cross-attention), random labels, v = 1."""
     return AttentionData(rng.standard_normal((n, T, d)), rng.choice([-1.0, 1.0], size=n),
@@ -99,7 +109,7 @@ def _alphas(T: int, n: int, rng: np.random.Generator) -> tuple[np.ndarray, bool]
     return rng.integers(0, T, size=(SAMPLE_ALPHAS, n)), False
 
 
-def _solve_all(data, alphas) -> tuple[int, int, list[bool]]:
+def _solve_all(data: AttentionData, alphas: np.ndarray) -> tuple[int, int, list[bool]]:
     """(#feasible, #infeasible with verified Farkas certificate, per-α certificate verified)."""
     feas, infeas, verified = 0, 0, []
     for a in alphas:
@@ -141,37 +151,38 @@ class SVMFeasibility(Theorem):
         the family and the hypothesis follow it)."""
         return int(np.ceil(self.predicted("d threshold max(T−1, n)", float(max(T - 1, n)), "upper") - 1e-9))
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> SVMFeasibilityInstance:
         if ctx.data is not None:
-            return {"data": ctx.data, "below": None}
+            return SVMFeasibilityInstance(data=ctx.data, below=None)
         n, T = int(rng.integers(1, 5)), int(rng.integers(2, 6))
         d = max(self.threshold(n, T), 1) + int(rng.integers(0, 3))
         make = random_unit_sphere if ctx.instance % 2 == 0 else gaussian_data  # Gaussian: see the control
-        return {
-            "data": make(n, T, d, rng=rng),
-            "below": make(n, T, max(d - 1, 1), rng=rng) if d > 1 else None,
-        }
+        return SVMFeasibilityInstance(
+            data=make(n, T, d, rng=rng),
+            below=make(n, T, max(d - 1, 1), rng=rng) if d > 1 else None,
+        )
 
-    def assume_overparameterised(self, inst, state, ctx):
-        data = inst["data"]
+    def assume_overparameterised(self, inst: SVMFeasibilityInstance, state: None, ctx: Context) -> Outcome:
+        data = inst.data
         bound = self.threshold(data.n, data.T)
         return decide(data.d >= bound, f"d = {data.d} < max(T-1, n) = {bound}", d=data.d, n=data.n, T=data.T)
 
-    def assume_generic(self, inst, state, ctx):
-        data = inst["data"]
+    def assume_generic(self, inst: SVMFeasibilityInstance, state: None, ctx: Context) -> Outcome:
+        data = inst.data
         okz, rz = _full_rank(data.Z)
         diffs = [_full_rank(data.X[i, 1:] - data.X[i, :1]) for i in range(data.n)]
         okx = all(ok for ok, _ in diffs)
         return decide(okz and okx, "queries or token differences (nearly) linearly dependent",
                       z_cond_ratio=rz, diff_cond_ratio=min(r for _, r in diffs))
 
-    def check_feasible_for_every_alpha(self, inst, state, ctx):
-        data = inst["data"]
+    def check_feasible_for_every_alpha(self, inst: SVMFeasibilityInstance, state: None, ctx: Context
+                                       ) -> Outcome:
+        data = inst.data
         alphas, enumerated = _alphas(data.T, data.n, ctx.rng)
         feas, infeas, verified = _solve_all(data, alphas)
         metrics = dict(alphas_tried=len(alphas), enumerated=enumerated, feasible_share=feas / len(alphas),
                        certificates_verified=int(sum(verified)), **given_metrics(ctx))
-        below = inst["below"]
+        below = inst.below
         if below is not None:
             ab, _ = _alphas(below.T, below.n, ctx.rng)
             fb, _, _ = _solve_all(below, ab[:SAMPLE_ALPHAS])
@@ -218,19 +229,20 @@ class SVMFeasibilityControl(SVMFeasibility):
             f"T = {data.T}"
         )
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> SVMFeasibilityInstance:
         if ctx.data is not None:
-            return {"data": ctx.data, "below": None}
+            return SVMFeasibilityInstance(data=ctx.data, below=None)
         n, T = BOUNDARY_SHAPES[ctx.instance % len(BOUNDARY_SHAPES)]
-        return {"data": gaussian_data(n, T, max(T - 1, n) - 1, rng=rng), "below": None}
+        return SVMFeasibilityInstance(data=gaussian_data(n, T, max(T - 1, n) - 1, rng=rng), below=None)
 
-    def assume_overparameterised(self, inst, state, ctx):  # replaced: the boundary, one below the threshold
-        data = inst["data"]
+    # replaced: the boundary, one below the threshold
+    def assume_overparameterised(self, inst: SVMFeasibilityInstance, state: None, ctx: Context) -> Outcome:
+        data = inst.data
         bound = max(data.T - 1, data.n)
         return decide(data.d == bound - 1 >= 1, f"d = {data.d} is not max(T-1, n) - 1 = {bound - 1}")
 
-    def assume_generic(self, inst, state, ctx):
-        data = inst["data"]
+    def assume_generic(self, inst: SVMFeasibilityInstance, state: None, ctx: Context) -> Outcome:
+        data = inst.data
         s = np.linalg.svd(data.Z, compute_uv=False)
         okz = (
             s[-1] > GENERIC_RTOL * s[0]
@@ -240,13 +252,14 @@ class SVMFeasibilityControl(SVMFeasibility):
         gaps = [np.linalg.norm(data.X[i, t] - data.X[i, u]) for i in range(data.n) for t in range(data.T)
                 for u in range(t)]
         return decide(
-            bool(okz) and min(gaps) > GENERIC_RTOL,
+            bool(okz) and bool(min(gaps) > GENERIC_RTOL),
             "queries rank-deficient or two tokens (nearly) equal",
             min_token_gap=float(min(gaps)),
         )
 
-    def check_feasible_for_every_alpha(self, inst, state, ctx):
-        data = inst["data"]
+    def check_feasible_for_every_alpha(self, inst: SVMFeasibilityInstance, state: None, ctx: Context
+                                       ) -> Outcome:
+        data = inst.data
         alphas, enumerated = _alphas(data.T, data.n, ctx.rng)
         feas, infeas = 0, 0
         for a in alphas:

@@ -47,14 +47,16 @@ instances with n, d ≥ 2 the certified nuclear rank is often strictly lower.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from checks import WITHDRAWN, Criterion, Profile, Theorem, decide, failed, held, register
+from checks import WITHDRAWN, Context, Criterion, Outcome, Profile, Theorem, decide, failed, held, register
 from numerics import tolerances as tol
 from numerics.data import AttentionData, random_unit_sphere
-from numerics.svm import certify_att_svm, solve_att_svm
+from numerics.svm import SVMSolution, certify_att_svm, solve_att_svm
 
 from ._given import given_metrics
 
@@ -93,6 +95,36 @@ PROFILES = {
 }
 
 
+@dataclass(frozen=True, eq=False)
+class SVMRankBoundInstance:
+    data: AttentionData
+    alpha: np.ndarray | None  # (n,) the selection; None: the optimal tokens
+    scale: float  # X and Z scaled by this (1, or 10^±4 on the scaled share)
+
+
+@dataclass(frozen=True, eq=False)
+class SVMRankBoundState:
+    """The certified solutions: the reduced Frobenius one and, where it is feasible, the reduced nuclear one
+    and the unreduced full-space nuclear and Frobenius ones (the control solves only fro and nuc)."""
+
+    fro: SVMSolution
+    nuc: SVMSolution | None = None
+    nuc_full: SVMSolution | None = None
+    fro_full: SVMSolution | None = None
+
+    def solution(self, name: str) -> SVMSolution:
+        """The solution ``name`` ("fro", "nuc", "fro_full", "nuc_full"); there is one where Att-SVM(α) is
+        feasible (the predictions run only there)."""
+        sol = getattr(self, name)
+        assert sol is not None, f"no {name} solution: Att-SVM(alpha) infeasible"
+        return sol
+
+    def W(self, name: str) -> np.ndarray:
+        W = self.solution(name).W
+        assert W is not None
+        return W
+
+
 def _projector(rows: np.ndarray) -> np.ndarray:
     """Orthogonal projector onto span of the rows (d, d)."""
     _, s, Vt = np.linalg.svd(rows, full_matrices=False)
@@ -101,7 +133,7 @@ def _projector(rows: np.ndarray) -> np.ndarray:
     return B @ B.T
 
 
-def _key_differences(data, alpha) -> np.ndarray:
+def _key_differences(data: AttentionData, alpha: np.ndarray) -> np.ndarray:
     n = data.n
     return (data.X[np.arange(n), alpha][:, None, :] - data.X).reshape(-1, data.d)
 
@@ -147,12 +179,12 @@ class SVMRankBound(Theorem):
     )
     accepts_data = True  # without a head v only random selections alpha are solved (see instance)
 
-    def instance(self, rng, ctx):
+    def instance(self, rng: np.random.Generator, ctx: Context) -> SVMRankBoundInstance:
         if ctx.data is not None:
             data = ctx.data
             random_alpha = data.v is None or rng.random() >= 0.5
-            return {"data": data, "alpha": rng.integers(0, data.T, size=data.n) if random_alpha else None,
-                    "scale": 1.0}
+            alpha = rng.integers(0, data.T, size=data.n) if random_alpha else None
+            return SVMRankBoundInstance(data=data, alpha=alpha, scale=1.0)
         n, T, d = int(rng.integers(2, 6)), int(rng.integers(2, 6)), int(rng.integers(2, 9))
         data = random_unit_sphere(n, T, d, rng=rng, self_attention=bool(rng.random() < 0.25))
         alpha = None if rng.random() < 0.5 else rng.integers(0, T, size=n)
@@ -160,50 +192,54 @@ class SVMRankBound(Theorem):
         if rng.random() < SCALED_SHARE:  # same instance at ‖W‖ ~ 1e-8 or 1e8 (scores keep their order)
             scale = float(SCALES[int(rng.integers(0, len(SCALES)))])
             data = AttentionData(data.X * scale, data.Y, data.Z * scale, data.v)
-        return {"data": data, "alpha": alpha, "scale": scale}
+        return SVMRankBoundInstance(data=data, alpha=alpha, scale=scale)
 
-    def prepare(self, instances, ctxs):
+    def prepare(self, instances: Sequence[SVMRankBoundInstance], ctxs: Sequence[Context]
+                ) -> list[SVMRankBoundState]:
         out = []
         for inst in instances:
-            data, alpha = inst["data"], inst["alpha"]
+            data, alpha = inst.data, inst.alpha
             fro = solve_att_svm(data, alpha, norm="fro")
-            st = {"fro": fro, "nuc": None, "nuc_full": None, "fro_full": None}
+            st = SVMRankBoundState(fro)
             if fro.feasible:
-                st["nuc"] = solve_att_svm(data, alpha, norm="nuc")
-                st["nuc_full"] = solve_att_svm(data, alpha, norm="nuc", formulation="full")
-                st["fro_full"] = solve_att_svm(data, alpha, norm="fro", formulation="full", solver="clarabel")
+                nuc = solve_att_svm(data, alpha, norm="nuc")
+                nuc_full = solve_att_svm(data, alpha, norm="nuc", formulation="full")
+                fro_full = solve_att_svm(data, alpha, norm="fro", formulation="full", solver="clarabel")
+                st = SVMRankBoundState(fro, nuc=nuc, nuc_full=nuc_full, fro_full=fro_full)
             out.append(st)
         return out
 
-    def assume_feasible(self, inst, state, ctx):
-        fro = state["fro"]
+    def assume_feasible(self, inst: SVMRankBoundInstance, state: SVMRankBoundState, ctx: Context) -> Outcome:
+        fro = state.fro
         if not fro.feasible:
             return failed("Att-SVM(alpha) infeasible (verified Farkas certificate)",
                           farkas_verified=bool(fro.certificate.verified))
         return held()
 
-    def check_rows_in_query_span(self, inst, state, ctx):
+    def check_rows_in_query_span(self, inst: SVMRankBoundInstance, state: SVMRankBoundState, ctx: Context
+                                 ) -> Outcome:
         """Judged on the full-space solutions; the reduced ones are recorded (true by construction)."""
-        data = inst["data"]
+        data = inst.data
         PZ = _projector(data.Z)
-        res = {k: _rel(state[k].W, state[k].W @ PZ) for k in ("fro_full", "nuc_full")}
-        built_in = max(_rel(state[k].W, state[k].W @ PZ) for k in ("fro", "nuc"))
+        res = {k: _rel(state.W(k), state.W(k) @ PZ) for k in ("fro_full", "nuc_full")}
+        built_in = max(_rel(state.W(k), state.W(k) @ PZ) for k in ("fro", "nuc"))
         worst = max(res.values())
         extra = {}
         if ctx.data is not None:
             s = np.linalg.svd(data.Z, compute_uv=False)
             extra = dict(given_metrics(ctx), query_span_dim=int(np.sum(s > BASIS_RTOL * s[0])),
-                         alpha_is_opt=int(inst["alpha"] is None))
+                         alpha_is_opt=int(inst.alpha is None))
         return decide(worst <= SPAN_TOL, "a full-space solution has rows outside span{z_i}",
                       span_residual=worst, span_residual_fro_full=res["fro_full"],
                       span_residual_nuc_full=res["nuc_full"], span_residual_reduced_by_construction=built_in,
-                      w_scale=float(np.linalg.norm(state["fro"].W)), **extra)
+                      w_scale=float(np.linalg.norm(state.W("fro"))), **extra)
 
-    def check_columns_in_key_span(self, inst, state, ctx):
-        data = inst["data"]
-        D = _key_differences(data, state["fro"].alpha)
+    def check_columns_in_key_span(self, inst: SVMRankBoundInstance, state: SVMRankBoundState, ctx: Context
+                                  ) -> Outcome:
+        data = inst.data
+        D = _key_differences(data, state.fro.alpha)
         PD = _projector(D)
-        res = max(_rel(state[k].W, PD @ state[k].W) for k in ("fro_full", "nuc_full"))
+        res = max(_rel(state.W(k), PD @ state.W(k)) for k in ("fro_full", "nuc_full"))
         extra = {}
         if ctx.data is not None:
             s = np.linalg.svd(D, compute_uv=False)
@@ -215,48 +251,50 @@ class SVMRankBound(Theorem):
             **extra,
         )
 
-    def check_rank_bound(self, inst, state, ctx):
+    def check_rank_bound(self, inst: SVMRankBoundInstance, state: SVMRankBoundState, ctx: Context) -> Outcome:
         """1 ≤ rank ≤ min(n, d) for every solution (W ≠ 0: the constraints have right-hand side 1). The lower
         bound catches a rank decided by an absolute threshold on the 1e-8-scaled instances."""
-        data = inst["data"]
+        data = inst.data
         bound = min(data.n, data.d)
-        ranks = {k: state[k].rank for k in ("fro", "nuc", "fro_full", "nuc_full")}
+        ranks = {k: state.solution(k).rank for k in ("fro", "nuc", "fro_full", "nuc_full")}
         ok = all(1 <= r <= bound for r in ranks.values())
         return decide(ok, f"a rank lies outside [1, min(n, d) = {bound}]: {ranks}",
                       rank_fro=ranks["fro"], rank_nuc=ranks["nuc"], rank_nuc_full=ranks["nuc_full"],
                       rank_bound=bound, rank_gap_fro=bound - ranks["fro"])
 
-    def check_full_space_nuclear_agrees(self, inst, state, ctx):
+    def check_full_space_nuclear_agrees(self, inst: SVMRankBoundInstance, state: SVMRankBoundState,
+                                        ctx: Context) -> Outcome:
         """The reduced SDP (W = U M V^T) and the unreduced full-space SDP: same optimal value, same
         solution."""
-        red, full = state["nuc"], state["nuc_full"]
+        red, full = state.solution("nuc"), state.solution("nuc_full")
         obj = abs(full.objective - red.objective) / red.objective
-        dist = _rel(red.W, full.W)
+        dist = _rel(state.W("nuc"), state.W("nuc_full"))
         return decide(obj <= NUC_OBJ_TOL and dist <= NUC_DIST_TOL,
                       "the unreduced full-space nuclear SDP disagrees with the reduced one",
                       nuc_full_obj_rel_diff=obj, nuc_full_distance=dist,
                       nuc_full_rank_equal=int(full.rank == red.rank))
 
-    def check_independent_full_space_solve(self, inst, state, ctx):
-        sol, full = state["fro"], state["fro_full"]
-        dist = _rel(sol.W, full.W)
+    def check_independent_full_space_solve(self, inst: SVMRankBoundInstance, state: SVMRankBoundState,
+                                           ctx: Context) -> Outcome:
+        dist = _rel(state.W("fro"), state.W("fro_full"))
         return decide(
             dist <= INDEP_TOL,
             "the unreduced full-space Frobenius QP disagrees with the certified W^mm",
             indep_distance=dist,
         )
 
-    def check_certificates_reject_wrong_answers(self, inst, state, ctx):
+    def check_certificates_reject_wrong_answers(self, inst: SVMRankBoundInstance, state: SVMRankBoundState,
+                                                ctx: Context) -> Outcome:
         """The KKT and SDP certifiers accept the answer and reject 1.05·W with λ and with 1.05·λ (feasible,
         not optimal): a certifier whose tolerances were loosened (10^6×) accepts them and fails this check."""
-        data = inst["data"]
+        data = inst.data
         bad = []
         for norm in ("fro", "nuc"):
-            sol = state[norm]
-            if not certify_att_svm(data, sol.alpha, sol.W, sol.lam, norm=norm).verified:
+            sol, W = state.solution(norm), state.W(norm)
+            if not certify_att_svm(data, sol.alpha, W, sol.lam, norm=norm).verified:
                 bad.append(f"{norm}: the certified answer is rejected on re-certification")
             for lam_f in (1.0, WRONG_FACTOR):
-                c = certify_att_svm(data, sol.alpha, WRONG_FACTOR * sol.W, lam_f * sol.lam, norm=norm)
+                c = certify_att_svm(data, sol.alpha, WRONG_FACTOR * W, lam_f * sol.lam, norm=norm)
                 if c.verified:
                     bad.append(f"{norm}: {WRONG_FACTOR}·W (λ × {lam_f}) accepted ({c.summary()})")
         return decide(not bad, "; ".join(bad) or "certifiers reject wrong answers",
@@ -287,12 +325,13 @@ class SVMRankBoundControl(SVMRankBound):
                     "the control could not be refuted")
         return None
 
-    def prepare(self, instances, ctxs):
+    def prepare(self, instances: Sequence[SVMRankBoundInstance], ctxs: Sequence[Context]
+                ) -> list[SVMRankBoundState]:
         out = []
         for inst in instances:
-            fro = solve_att_svm(inst["data"], inst["alpha"], norm="fro")
-            nuc = solve_att_svm(inst["data"], inst["alpha"], norm="nuc") if fro.feasible else None
-            out.append({"fro": fro, "nuc": nuc})
+            fro = solve_att_svm(inst.data, inst.alpha, norm="fro")
+            nuc = solve_att_svm(inst.data, inst.alpha, norm="nuc") if fro.feasible else None
+            out.append(SVMRankBoundState(fro, nuc=nuc))
         return out
 
     # the control keeps the hypothesis (feasible) and replaces every prediction by the false one
@@ -303,7 +342,8 @@ class SVMRankBoundControl(SVMRankBound):
     check_independent_full_space_solve = WITHDRAWN
     check_certificates_reject_wrong_answers = WITHDRAWN
 
-    def check_nuclear_rank_equals_frobenius_rank(self, inst, state, ctx):
-        rf, rn = state["fro"].rank, state["nuc"].rank
+    def check_nuclear_rank_equals_frobenius_rank(self, inst: SVMRankBoundInstance, state: SVMRankBoundState,
+                                                 ctx: Context) -> Outcome:
+        rf, rn = state.fro.rank, state.solution("nuc").rank
         return decide(rn == rf, f"certified nuclear rank {rn} differs from the Frobenius rank {rf}",
                       rank_fro=rf, rank_nuc=rn, rank_drop=rf - rn)

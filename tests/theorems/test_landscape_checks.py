@@ -98,11 +98,12 @@ def test_landscape_hypotheses_are_pure():
         gens, ctxs = _contexts(cls, [0], profile="quick", seed=0, device="cpu", data=None)
         inst = thm.instance(gens[0], ctxs[0])
         state = thm.prepare([inst], ctxs)[0]
-        before = copy.deepcopy({k: v for k, v in inst.items() if k != "data"})
-        keys = set(inst)
+        before = copy.deepcopy({k: v for k, v in vars(inst).items() if k != "data"})
+        keys, data = set(vars(inst)), inst.data
         for _, fn in cls._methods("assume_"):
             fn(thm, inst, state, ctxs[0])
-        assert set(inst) == keys and {k: v for k, v in inst.items() if k != "data"}.keys() == before.keys()
+        assert set(vars(inst)) == keys and inst.data is data
+        assert {k: v for k, v in vars(inst).items() if k != "data"} == before
 
 
 # -- overparam-landscape ---------------------------------------------------------------------------------
@@ -124,7 +125,7 @@ def test_overparam_landscape_control_fails_at_d_equal_n_minus_1():
     assert r.verdict == "FAIL" and r.counts["refuted"] == r.counts["instances"]
     gens, ctxs = _contexts(cls, [0, 1, 2], profile="quick", seed=0, device="cpu", data=None)
     for g, c in zip(gens, ctxs, strict=True):
-        data = cls().instance(g, c)["data"]
+        data = cls().instance(g, c).data
         assert data.d == data.n - 1
         _, rel, lower = construct(data)
         assert rel > RESID_TOL and lower > RESID_TOL  # refuted by the certificate, not by the residual alone

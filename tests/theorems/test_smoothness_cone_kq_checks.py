@@ -131,7 +131,7 @@ def test_nuclear_binding_rank_is_decided_and_reports_the_relaxation_gap():
     for g, c in zip(gens, ctxs, strict=True):
         inst = thm.instance(g, c)
         st = thm.prepare([inst], [c])[0]
-        if not st["sol"].feasible:
+        if not st.sol.feasible:
             continue
         out = thm.check_rank_constrained(inst, st, c)
         assert out.status == "held", out.reason
