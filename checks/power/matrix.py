@@ -59,7 +59,20 @@ _PATH_CONTROL_UNDER_BROKEN_PATH = (
     "ascending or random path approaches nothing, so the control's false claim is left undecided, not "
     "refuted; the theorem itself FAILs or is INCONCLUSIVE under the same sabotage (detected), so the broken "
     "optimiser cannot hide behind a PASS")
+#: why an NTP control cannot be refuted once the graph-SVM lost its equality rows
+_NTP_CONTROL_WITHOUT_EQUALITIES = (
+    "without its SCC equality rows the graph-SVM of cyclic data is TLTO's single-token Att-SVM, infeasible "
+    "there (certified by its Farkas vector): the hypothesis 'graph-SVM feasible' fails for theorem and "
+    "control alike, so the control is VACUOUS; the theorem goes VACUOUS too (detected: the run exits 1), so "
+    "the bug cannot hide behind a PASS (measured 2026-11-27, quick seed 0)")
 BLIND_SPOTS: dict[tuple[str, str], str] = {
+    **{(cid, "ntp-equalities-dropped"): _NTP_CONTROL_WITHOUT_EQUALITIES
+       for cid in ("ntp-gd-control", "ntp-gd-finite-control", "ntp-regpath-control", "ntp-acyclic-control")},
+    ("ntp-linear-gd-control", "scaled-finite-part"): (
+        "the control (full supports: ‖W‖ does not diverge) is refuted by a certificate, CE(W⋆) = 𝓗 at the "
+        "finite W⋆; a W⋆ 1.05x off attains no such thing, so the control is left undecided, not refuted; "
+        "ntp-linear-gd FAILs under the same sabotage (its finite part misses W⋆; measured 2026-11-27, quick "
+        "seed 0)"),
     # The regularisation-path controls under a broken path optimiser (measured 2026-11-26, quick seed 0,
     # `attnsvm power rp-w-frobenius rp-kq-nuclear rp-w-local rp-kq-local rp-w-frobenius-self
     # rp-kq-nuclear-self p-rp-path p-nonlinear-head --sabotage noop-gd ascent-gd random-gd`: 24 theorem
