@@ -265,7 +265,10 @@ class RPKQRank(Theorem):
         W = _need(st.W)[:J]
         sep = float(1 - corr(st.solution("best"), st.solution("relax")))
         thr = min(CORR_ERR_MAX, sep / SEPARATION_K)
-        err = 1 - np.asarray(corr(W, st.solution(self.target_key)[None]))
+        target = st.solution(self.target_key)
+        if self.target_key == "best":  # the theorem's predicted direction, through the resolution seam
+            target = self.predicted("W_m", target, "direction")
+        err = 1 - np.asarray(corr(W, target[None]))
         other = float(1 - corr(W[-1], st.solution(self.other_key)))
         m = dict(m=st.m, separation=sep, corr_threshold=thr, corr_err=float(err[-1]), corr_err_other=other,
                  corr_err_curve=err.tolist(), corr_err_radii=RADII[:J].tolist(),
