@@ -26,22 +26,47 @@ With r = R the limit is argmax_{‖q‖=1} min_i (γ̂_i + q_i) instead (the fin
 0 it would be the full p-SVM. What is implemented for the theorem: r = R² (``RATE = "R^2"``: r/R = R → ∞) on
 the radii RADII; the variant runs r = R (``RATE = "R"``).
 
-Hypotheses implemented (exactly): logistic loss; α_i = the token with the highest v^mm-score
-(token 2 in this family, token 1 being the origin); ``head_svm_feasible``; ``relaxed_feasible``;
-``support_separated`` — every non-support example of v^mm has margin ≥ 1 + SUPPORT_GAP (so finite radii
-can tell it apart; the statement itself needs only > 1). The path is computed at radii
-RADII with r = R² (variant: r = R) by multi-start minimisation of log L over the two spheres
-(numerics.prompt.joint_vp_path, ``v_radii``).
+Hypotheses implemented (exactly): logistic loss; ``head_svm_feasible``; ``optimal_tokens`` (α_i = the token
+with the highest v^mm-score); ``selection_optimal`` — α's head margin 1/‖v^mm‖ beats every other selection's
+(certified upper bounds: the least norm of a point of conv{Y_i x_{iβ_i}}, every face enumerated, over all
+T^n − 1 selections β; mixed softmax selections never beat the best pure one). As r → ∞ the loss weighs
+e^{−r·margin}, so the path selects the selection of largest head margin; α topping the v^mm-scores is not
+enough off the fixture (a former drawn family's paths went elsewhere on 6 of 6 such draws);
+``relaxed_feasible``; ``support_separated`` — every non-support example of v^mm has margin ≥ 1 + SUPPORT_GAP
+(so finite radii can tell it apart; the statement itself needs only > 1); ``constraints_resolved`` — every
+relaxed p-SVM constraint inactive at p^rlx has R_max·s ≥ log(1/P_TOL) (s its slack in the normalised margin
+p̂ᵀ(x_{iα_i} − x_it): at R_max = 16 its softmax weight is ≤ P_TOL of an active one's). The last two are
+resolvability conditions of the finite grid, not of the statement. The path is computed at radii RADII with
+r = R² (variant: r = R) by multi-start minimisation of log L over the two spheres
+(numerics.prompt.joint_vp_path, ``v_radii``), each point then polished by block minimisation (``polish_path``:
+p with v fixed, v with p fixed, from the path's own point; kept only where log L is lower).
 
-Instance family (T = 2, d = 2, n = 3, labels (+1, −1, +1), first token of every input at the origin):
-* tight (even instances): Y_i x_i2 = (a_i, 1) with a = (1, −1, 0.5) — TLZO's fixture
-  [(0,0),(1,1)], [(0,0),(1,−1)], [(0,0),(0.5,1)]: v ∝ (0, 1), every example a support vector, so the
-  relaxed p-SVM is the full p-SVM p^mm = (4/3, 1/3);
-* non-tight (odd instances): the third input is (0.5, 1.5): its v-margin is 1.5, so p → (1, 0), while the
-  full p-SVM would be (1.25, 0.25).
-Instances 0 and 1 are the exact fixtures; later ones perturb the first coordinates a_i (and the third
-input's second coordinate in the non-tight case) by U(−0.15, 0.15) and rotate the plane randomly —
-changes that keep the structure, which the hypotheses re-verify with the certified solvers.
+Instance family. Instances 0 and 1 of every profile are TLZO's exact 2-D fixture (T = d = 2, n = 3, labels
+(+1, −1, +1), first token at the origin): [(0,0),(1,1)], [(0,0),(1,−1)], [(0,0),(0.5,1)] (tight: v ∝ (0, 1),
+every example a support vector, p^rlx = p^mm = (4/3, 1/3)); with third input (0.5, 1.5) (non-tight: its
+v-margin is 1.5, p → (1, 0), full p-SVM (1.25, 0.25)); the control's instances 0 and 1 are both non-tight.
+Later instances are drawn (``_drawn``; n = 4, T = 3, d = 4; tight on even instances, one non-support example
+on odd ones) from the instance's own rng, redrawn up to FAMILY_TRIES = 20 times until ``family_ok`` — every
+hypothesis above, certified by the solvers — holds (metric ``draws``; the control also needs relaxed ≠ full).
+In a random orthonormal frame (w, e, U): selected tokens Y_i(M w + U g_i) + κ_i e with Σ g_i = 0 and
+Σ Y_i κ_i = 0 over the support examples (so v^mm = w/M with equal multipliers; M = 2), the non-support
+example at margin M(1 + U(0.3, 0.8)); one "hard" non-selected token per example scoring exactly DELTA below
+the support level, its constraint row Y_i DELTA w + κ_i e + U c_i with the c_i nearly orthogonal by label;
+the other ("easy") token far below and ε ∈ U(0.6, 0.8) along −e (an inactive constraint).
+
+Why these choices (finite-R mechanism, measured). With v re-balancing the support examples' margins (head
+multipliers λ_i), the p-dependent part of log L at r = R² is ≈ Σ_i λ_i log(1 + r Σ_t Δ_it e^{−R q_it})
+(Δ_it the v^mm-score gap, q_it = p̂ᵀ(x_{iα_i} − x_it)), so at finite R p maximises min (q_it − log(λ_i Δ_it)/R)
+over the active constraints, and an inactive one with slack s still weighs e^{−R s}. (1) Unequal weights
+λ_i Δ_it shift p by O(log(ratio)/R): a family with Δ_it ~ U(0.3, 1.7) ended 1.3e-3 – 1.5e-2 from p^rlx at
+R = 16 (10 draws), stalling or rising on 3 (one, polished: 1.0e-2, 5.4e-3, 5.6e-3 at R = 8, 16, 24; R = 32
+is below float64's resolution of the p-dependence) — the "1.6e-2 at R = 16" of the former attempt is of this
+kind, not told apart from a slow rate within float64 (R ≤ 24); here every active weight is equal by
+construction. (2) Near-active constraints (R·s ≈ 0.05–1.7 at R = 16): 1.5e-3 – 8.4e-3, rising on one —
+excluded by ``constraints_resolved``. (3) A rival selection with a larger head margin (3 of 5 tight draws
+of an earlier version): the path's v goes there — excluded by ``selection_optimal``. (4) The joint L-BFGS
+stops short in p at r = R² (quick seed 0 #5: 5.3e-3 at log L = −512.2876735 where Nelder–Mead from the
+path's point and from p^rlx both reach −512.2876758 at 1.8e-3) — hence ``polish_path``.
 
 Prediction: 1 − corr(v_R, v^mm) and 1 − corr(p_R, p^rlx) at the largest radius are below V_TOL / P_TOL and not
 above their values at the middle radius (R = 4), unless already below the floor (FLOOR at r = R, RATE_FLOOR at
@@ -67,7 +92,9 @@ tight instances would pass it).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -140,17 +167,18 @@ S_Z = 0.3
 KAPPA = (0.8, 1.2)
 KAPPA_NS = (-0.6, -0.2)
 EASY = (0.6, 0.8)
-#: Norm of the hard constraint rows' U-components (√2 makes the four rows of a tight draw orthogonal when
-#: κ = DELTA = 1) and their jitter.
+#: Norm of the hard constraint rows' U-components (√2·DELTA makes the four rows of a tight draw orthogonal
+#: when every κ = DELTA) and their jitter.
 C_NORM = float(np.sqrt(2.0) * DELTA)
 C_JITTER = 0.15
-#: The easy tokens' score drop under v^mm (larger than DELTA: they are inactive p-SVM constraints, whose weights
-#: do not enter the leading order, and a low score keeps them from serving a rival selection).
+#: The easy tokens' score drop under v^mm (larger than DELTA: they are inactive p-SVM constraints, whose
+#: weights do not enter the leading order, and a low score keeps them from serving a rival selection).
 DELTA_EASY = 2.0
 
 
 def _fixture(tight: bool) -> np.ndarray:
-    """TLZO's 2-D fixture: [(0,0),(1,1)], [(0,0),(1,−1)], [(0,0),(0.5,1)] (tight) or third input (0.5, 1.5)."""
+    """TLZO's 2-D fixture: [(0,0),(1,1)], [(0,0),(1,−1)], [(0,0),(0.5,1)] (tight), or with the third input
+    (0.5, 1.5)."""
     second = np.array([1.0, 1.0, 1.0 if tight else 1.5])
     YX2 = np.stack([A_FIX, second], axis=1)  # (3, 2): Y_i x_i2
     X = np.zeros((3, 2, 2))
@@ -221,9 +249,10 @@ def _drawn(rng: np.random.Generator, tight: bool) -> tuple[np.ndarray, np.ndarra
 
 
 def _hull_min_norm(P: np.ndarray) -> np.ndarray:
-    """Upper bounds on dist(0, conv P_b) for a batch P (B, n, d): the least norm over the points Σ c_j P_bj,
-    c ≥ 0, Σ c = 1, that are the affine hull's least-norm point of some face (every face enumerated, so the
-    bound is the distance itself up to rounding; any such c is a point of the hull, so it is a valid bound)."""
+    """Upper bounds on dist(0, conv P_b) for a batch P (B, n, d): the least norm over the points
+    Σ c_j P_bj, c ≥ 0, Σ c = 1, that are the affine hull's least-norm point of some face (every face
+    enumerated, so the bound is the distance itself up to rounding; any such c is a point of the hull, so it
+    is a valid bound)."""
     B, n, _ = P.shape
     best = np.full(B, np.inf)
     for k in range(1, n + 1):
@@ -260,6 +289,8 @@ def p_slack_exponents(X: np.ndarray, alpha: np.ndarray, v: VectorSVMSolution, p:
     """R_max·s_it for the relaxed p-SVM's constraints that are inactive at p^rlx (see LEAK_EXP); empty when
     every constraint is active."""
     n, T, _ = X.shape
+    if p.w is None:
+        return np.asarray([])
     b = np.zeros(n)
     b[v.support] = 1.0
     pn = float(np.linalg.norm(p.w))
@@ -375,7 +406,7 @@ def family_conditions(X: np.ndarray, Y: np.ndarray, alpha: np.ndarray, v: Vector
                       p: VectorSVMSolution | None) -> dict[str, bool]:
     """The theorem's hypotheses as the family certifies them (the assume_* methods decide the same ones)."""
     out = {"head_svm_feasible": bool(v.feasible)}
-    if not v.feasible:
+    if v.w is None:
         return out
     out["relaxed_feasible"] = bool(p is not None and p.feasible)
     out["support_separated"] = _support_excess(X, Y, alpha, v) >= SUPPORT_GAP
@@ -417,8 +448,8 @@ class _JointBase(Theorem):
     )
 
     def not_applicable(self, data):
-        return ("TLZO's joint (v, p) prompt model checked on its own drawn family and 2-D fixtures (trained head "
-                "v, keys = tokens); given data define the W-attention model with a fixed head instead")
+        return ("TLZO's joint (v, p) prompt model checked on its own drawn family and 2-D fixtures (trained "
+                "head v, keys = tokens); given data define the W-attention model with a fixed head instead")
 
     def _tight(self, ctx: Context) -> bool:
         return ctx.instance % 2 == 0
@@ -451,7 +482,7 @@ class _JointBase(Theorem):
     def _floor(self) -> float:
         return RATE_FLOOR if self.RATE == "R^2" else FLOOR
 
-    def prepare(self, instances: list[JointVPInstance], ctxs: list[Context]) -> list[JointVPState]:
+    def prepare(self, instances: Sequence[JointVPInstance], ctxs: Sequence[Context]) -> list[JointVPState]:
         states = []
         for inst, c in zip(instances, ctxs, strict=True):
             # each instance from its own generator: its path is the one it has alone (instances differ in
@@ -462,7 +493,7 @@ class _JointBase(Theorem):
             v_sol, p_sol, full = _svms(inst.X, inst.Y, inst.alpha)
             if p_sol is None:  # head SVM infeasible: assume_head_svm_feasible decides; p^rlx undefined
                 p_sol = full
-            a_margin = 1 / float(np.linalg.norm(v_sol.w)) if v_sol.feasible else float("nan")
+            a_margin = 1 / float(np.linalg.norm(v_sol.w)) if v_sol.w is not None else float("nan")
             states.append(JointVPState(path=path, v=v_sol, p=p_sol, full=full, alpha_margin=a_margin,
                                        rival_margin=rival_margin(inst.X, inst.Y, inst.alpha)))
         return states
@@ -514,7 +545,7 @@ class _JointBase(Theorem):
     # -- predictions -----------------------------------------------------------------------------
     def check_v_direction(self, inst: JointVPInstance, state: JointVPState, ctx: Context) -> Outcome:
         v_mm = self.predicted("v^mm", state.v.w, "direction")  # the resolution seam (Theorem.predicted)
-        gap = 1 - corr(state.path.v, v_mm, axis=-1)
+        gap = 1 - np.asarray(corr(state.path.v, v_mm, axis=-1), dtype=float)
         return decide(gap[-1] < V_TOL and (gap[-1] <= gap[len(gap) // 2] or gap[-1] < self._floor()),
                       f"1−corr(v_R, v^mm) = {gap[-1]:.3g} at R = {RADII[-1]} (R = {RADII[0]}: {gap[0]:.3g})",
                       v_final_gap=float(gap[-1]), v_gap_curve=[float(x) for x in gap],
@@ -525,15 +556,16 @@ class _JointBase(Theorem):
         return self.predicted("p^mm_α", state.p.w, "direction")
 
     def check_p_direction(self, inst: JointVPInstance, state: JointVPState, ctx: Context) -> Outcome:
-        gap = 1 - corr(state.path.p, self._p_target(state), axis=-1)
+        gap = 1 - np.asarray(corr(state.path.p, self._p_target(state), axis=-1), dtype=float)
         mid = len(gap) // 2
         ok = gap[-1] < P_TOL and (gap[-1] <= gap[mid] or gap[-1] < self._floor())
         slow = bool(not ok and gap[-1] < SLOW_TOL and gap[-1] <= SLOW_RATIO * gap[-2])
-        curve = dict(p_final_gap=float(gap[-1]), p_gap_curve=[float(x) for x in gap], p_gap_radii=list(RADII))
+        curve: dict[str, Any] = dict(p_final_gap=float(gap[-1]), p_gap_curve=[float(x) for x in gap],
+                                     p_gap_radii=list(RADII))
         if slow:
             return judge_convergence(converged=False, stalled="", falling="still converging at the largest "
                                      f"resolvable radius: 1−corr {gap[-2]:.3g} → {gap[-1]:.3g}", **curve)
-        extra = {}
+        extra: dict[str, Any] = {}
         if not ok and self.RATE == "R":  # what the equal-radii finding's mechanism is recognised by
             q = maximin_limit(inst.X, inst.Y, inst.alpha, state.v.w)
             extra = {"maximin_gap": float(1 - corr(state.path.p[-1], q, axis=-1)),
