@@ -129,8 +129,8 @@ FLOOR = 1e-4
 RATE_FLOOR = 1e-3
 #: Budget rule: float64 caps the radius at 16 (see RADII). A p error above P_TOL that is below SLOW_TOL
 #: and still fell by ≥ 20 % over the last doubling of R (ratio ≤ SLOW_RATIO) is inconclusive, not refuted
-#: (the former perturbed-fixture family's non-tight instances converged like R^-0.6 there). A wrong limit (the control's full p-SVM)
-#: shows a rising error instead, so this cannot hide it.
+#: (the former perturbed-fixture family's non-tight instances converged like R^-0.6 there). A wrong limit
+#: (the control's full p-SVM) shows a rising error instead, so this cannot hide it.
 SLOW_TOL = 1e-2
 SLOW_RATIO = 0.8
 #: Non-support examples must clear the margin by this much to be resolvable at radii ≤ 16.
