@@ -628,8 +628,8 @@ def maximin_limit(X, Y, alpha, v) -> np.ndarray:
 
 #: The former equal-radii finding's mechanism (kept as a diagnosis; the variant declares no finding now): a
 #: refuted instance whose path settles on the maximin limit (1 − corr with it below P_TOL, the theorem's own
-#: convergence tolerance) while that limit is at least P_TOL away from the relaxed p-SVM (so the claim, not the
-#: optimiser, is what fails).
+#: convergence tolerance) while that limit is at least P_TOL away from the relaxed p-SVM (so the claim, not
+#: the optimiser, is what fails).
 def maximin_mechanism(r) -> bool:
     m = r.metrics
     try:
