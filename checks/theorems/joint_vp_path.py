@@ -23,9 +23,10 @@ With ‖p‖ = R the softmax leaks mass e^{−R q_it} to non-selected tokens (q_
 p-dependent part of the loss is therefore ≈ Σ_i r e^{−r γ̂_i − R q_i}: when r/R → ∞ the non-support examples
 (γ̂_i > γ̂_min) drop out faster than any e^{−R c}, so p maximises the least margin over the support examples
 only, keeping q_i ≥ 0 elsewhere (else example i selects another token and its loss jumps) — the relaxed p-SVM.
-With r = R the limit is argmax_{‖q‖=1} min_i (γ̂_i + q_i) instead (the finding of the variant), and with r/R →
-0 it would be the full p-SVM. What is implemented for the theorem: r = R² (``RATE = "R^2"``: r/R = R → ∞) on
-the radii RADII; the variant runs r = R (``RATE = "R"``).
+With r = R the same first-order expansion gives argmax_{‖q‖=1} min_i (γ̂_i + q_i) instead (the former finding
+of the variant; not the drawn family's r = R limit, see below), and with r/R → 0 it would be the full p-SVM.
+What is implemented for the theorem: r = R² (``RATE = "R^2"``: r/R = R → ∞) on the radii RADII; the variant
+runs r = R (``RATE = "R"``).
 
 Hypotheses implemented (exactly): logistic loss; ``head_svm_feasible``; ``optimal_tokens`` (α_i = the token
 with the highest v^mm-score); ``selection_optimal`` — α's head margin 1/‖v^mm‖ beats every other selection's
