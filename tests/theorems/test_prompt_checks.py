@@ -217,3 +217,51 @@ def test_a_flat_positive_excess_leaves_a_stalled_path_undecided():
     assert judge_prompt_path(err, 1e-3, 2.0, falling, "", "1 − corr", 3, plateau_rtol=1e-3).status == "failed"
     # the rule off (p-rp-path): refuted
     assert judge_prompt_path(err, 1e-3, 2.0, flat, "", "1 − corr", 3).status == "failed"
+
+
+# -- joint-vp-path's drawn family (issue 24 item 3) ----------------------------------------------------
+
+def test_joint_vp_drawn_family_is_certified_and_sized():
+    """Instances ≥ 2 are drawn with n = 4, T = 3, d = 4 and meet every hypothesis within FAMILY_TRIES draws;
+    instances 0 and 1 stay TLZO's exact 2-D fixture. The construction gives v^mm = w/M with equal
+    multipliers (the finite-R weights of the active constraints are equal)."""
+    from checks.theorem import Context
+    from checks.theorems import joint_vp_path as J
+
+    thm = REGISTRY["joint-vp-path"]()
+    for k in range(6):
+        rng = np.random.default_rng(100 + k)
+        ctx = Context(profile="quick", params={}, device="cpu", rng=rng, seed=0, instance=k)
+        inst = thm.instance(rng, ctx)
+        if k < 2:
+            assert inst.fixture and inst.X.shape == (3, 2, 2) and inst.draws == 0
+            continue
+        assert inst.X.shape == (J.N_EX, J.T_TOK, J.DIM) and 1 <= inst.draws <= J.FAMILY_TRIES
+        v, p, full = J._svms(inst.X, inst.Y, inst.alpha)
+        assert all(J.family_conditions(inst.X, inst.Y, inst.alpha, v, p).values())
+        assert np.isclose(np.linalg.norm(v.w), 1 / J.M_HEAD)
+        lam = np.asarray(v.lam)[np.asarray(v.support)]
+        assert np.allclose(lam, lam[0], rtol=1e-6)
+        assert J.rival_margin(inst.X, inst.Y, inst.alpha) < J.M_HEAD
+
+
+def test_rival_margin_bound_is_the_hull_distance():
+    """_hull_min_norm is dist(0, conv P): a square's centre, and a segment's nearest point."""
+    from checks.theorems.joint_vp_path import _hull_min_norm
+
+    P = np.array([[[1.0, 1.0], [1.0, -1.0], [3.0, 0.0]], [[2.0, 0.0], [0.0, 2.0], [2.0, 2.0]]])
+    assert np.allclose(_hull_min_norm(P), [1.0, np.sqrt(2.0)])
+
+
+def test_polish_never_raises_the_loss():
+    from checks.theorems import joint_vp_path as J
+    from numerics.prompt import joint_vp_path
+
+    rng = np.random.default_rng(7)
+    X, Y, _ = J._drawn(rng, True)
+    R = np.array([2.0, 8.0])
+    path = joint_vp_path(X, Y, R, v_radii=R**2, rng=rng, starts=2, iters=20)
+    pol = J.polish_path(path, X, Y, R**2)
+    assert np.all(pol.log_loss <= path.log_loss)
+    assert np.allclose(np.linalg.norm(pol.p, axis=-1), R)
+    assert np.allclose(np.linalg.norm(pol.v, axis=-1), R**2)
