@@ -47,8 +47,7 @@ SOLVER_SEAM = {
     # part W^fin (Newton on S_fin) and the regularisation path on the sphere. The sabotages
     # ntp-equalities-dropped (component svm-ntp: graph_rows, the rows every graph-SVM solve reads) and
     # scaled-finite-part (ntp-fin: finite_part's answer, and the linear model's W⋆) reach them; the sphere
-    # path's
-    # Newton solver has none yet (listed, not hidden)
+    # path's Newton solver has none yet (listed, not hidden)
     ("ntp.py", "_nuclear_with_equalities"), ("ntp.py", "finite_part"), ("ntp.py", "_newton"),
     ("ntp.py", "_sphere_newton"), ("ntp.py", "solve_at"),
     # a starting point of the prompt path search (an ℓ∞ max-margin LP), not an answer any check reads: the
