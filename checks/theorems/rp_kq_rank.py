@@ -56,6 +56,12 @@ W^mm_⋆ and W_m as the other solution.
 Measured (seed 1, 6 draws, R = 128): ν(R) 4.33 / 3.58 / 4.42 / 4.10 / 4.11 / 5.95 against f_m 4.07 / 3.38 /
 4.24 / 4.01 / 3.91 / 5.86 and p⋆ 3.75 / 3.35 / 3.21 / 3.12 / 3.18 / 3.92: ν(R)/f_m − 1 halves per doubling
 of R (0.13 → 0.06 from R = 64 to 128), the relaxation is not tight on all six (gap 1–50 %).
+
+Resolution (`attnsvm power --resolution rp-kq-rank`, quick seed 0): none. A tilted W_m PASSes up to ε = 0.2
+(1 − cos ≤ 0.02 stays within min(1e-2, sep/4) on these instances) and is INCONCLUSIVE at 0.5 and 1 (the limit
+rule, trend_fails=False, leaves a path above the threshold undecided while its error still moves); the rank-m
+target itself is certified by the ν(R) comparisons with the convex bound and the multi-start, which a
+tilt does not touch.
 """
 
 from __future__ import annotations
