@@ -251,8 +251,11 @@ def run_power(
     time_limit: bool = True,
     workers: int | None = None,
     dask: Any = None,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """The power matrix as a JSON-able dict (see module docstring); ``log`` gets one line per cell.
+    """The power matrix as a JSON-able dict (see module docstring); ``log`` gets one line per cell,
+    ``on_row`` each theorem's row as it finishes (``attnsvm power`` appends it to power-rows.jsonl, so an
+    interrupted run keeps the rows it finished).
 
     The theorems' rows are independent tasks of one executor (:mod:`checks.executor`): in this process
     (default, ``workers`` 1), on a process pool of ``workers`` processes, or on a Dask cluster (``dask``: an
@@ -287,11 +290,15 @@ def run_power(
     if executor.kind == "inline":  # each cell's line as it ends
         for k, t in enumerate(tasks):
             rows[k] = power_row(*t, log=counted)[0]
+            if on_row:
+                on_row(rows[k])
     else:
         for k, (row, lines) in map_completed(executor, power_row, tasks, star=True):
             rows[k] = row
             for line in lines:
                 counted(line)
+            if on_row:
+                on_row(row)
     survivors = [
         [r["id"], n] for r in rows for n, c in r["cells"].items() if c["status"] in (SURVIVED, LOST, TIMEOUT)
     ]
@@ -427,14 +434,22 @@ def cmd_power(args) -> int:
             print(f"  {c:14} {doc}")
         return 0
     log = None if args.no_progress else (lambda line: print(line, file=sys.stderr, flush=True))
-    rep = run_power(
-        args.ids, profile=args.profile, sabotages=args.sabotage, seed=args.seed, plugins=args.plugin, log=log,
-        workers=getattr(args, "workers", None), dask=getattr(args, "dask", None),
-    )
     from numerics.fileio import write_text
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    stream = out / "power-rows.jsonl"  # one flushed line per finished theorem row: nothing lost to a kill
+    stream.write_text("", encoding="utf-8")
+
+    def on_row(row: dict[str, Any]) -> None:
+        with stream.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row) + "\n")
+            fh.flush()
+
+    rep = run_power(
+        args.ids, profile=args.profile, sabotages=args.sabotage, seed=args.seed, plugins=args.plugin, log=log,
+        workers=getattr(args, "workers", None), dask=getattr(args, "dask", None), on_row=on_row,
+    )
     write_text(out / "power.json", json.dumps(rep, indent=1))
     write_text(out / "power.md", markdown(rep))
     print(text_table(rep))

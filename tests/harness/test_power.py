@@ -323,6 +323,9 @@ def test_power_matrix_small_profile(power_plugin, tmp_path, capsys):
     assert cells["svm-feasibility-control"]["scaled-svm"] == "kept"
     assert "power-hollow-gd survives noop-gd" in capsys.readouterr().out
     assert "**SURVIVED**" in (tmp_path / "power.md").read_text()
+    # every finished row streamed as it ended (an interrupted run keeps them), the same rows as power.json
+    streamed = [json.loads(line) for line in (tmp_path / "power-rows.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in streamed) == sorted(r["id"] for r in rep["theorems"])
     assert sab.active() == () and sab.leaks() == []
 
 
