@@ -65,7 +65,23 @@ _NTP_CONTROL_WITHOUT_EQUALITIES = (
     "there (certified by its Farkas vector): the hypothesis 'graph-SVM feasible' fails for theorem and "
     "control alike, so the control is VACUOUS; the theorem goes VACUOUS too (detected: the run exits 1), so "
     "the bug cannot hide behind a PASS (measured 2026-11-27, quick seed 0)")
+#: why a control refuted only by a certificate cannot be refuted when the sabotage breaks what certifies it
+_CONTROL_CERTIFICATE_BROKEN = (
+    "the control is refuted only by a certificate built from the component this sabotage breaks (the "
+    "certified other limit a path or GD approaches, the selection it is compared with, a certified SVM of "
+    "each d): with it broken the control is left undecided or its hypotheses fail, never confirmed; the "
+    "theorem itself goes INCONCLUSIVE, ERROR or FAIL under the same sabotage (detected), so the bug cannot "
+    "hide behind a PASS (measured 2026-11-27, quick seed 0, the whole matrix)")
 BLIND_SPOTS: dict[tuple[str, str], str] = {
+    **{(cid, sab): _CONTROL_CERTIFICATE_BROKEN for cid, sab in (
+        ("no-stationary-points-control", "argmin-optimal-token"),
+        ("rp-w-frobenius-control", "argmin-optimal-token"), ("rp-w-frobenius-control", "transposed-gradient"),
+        ("rp-kq-nuclear-control", "argmin-optimal-token"), ("rp-kq-nuclear-control", "transposed-gradient"),
+        ("rp-w-local-control", "argmin-optimal-token"), ("rp-w-local-control", "transposed-gradient"),
+        ("overparam-global-control", "dropped-constraint-svm"), ("overparam-global-control", "scaled-svm"),
+        ("overparam-global-control", "argmin-optimal-token"),
+        ("overparam-global-control", "last-row-dropped-svm"),
+    )},
     **{(cid, "ntp-equalities-dropped"): _NTP_CONTROL_WITHOUT_EQUALITIES
        for cid in ("ntp-gd-control", "ntp-gd-finite-control", "ntp-regpath-control", "ntp-acyclic-control")},
     ("ntp-linear-gd-control", "scaled-finite-part"): (
@@ -104,6 +120,9 @@ BLIND_SPOTS: dict[tuple[str, str], str] = {
 #: a relevant sabotage the theorem declares its claim invariant to (``Theorem.invariant_to``, with the
 #: reason): not run, not a survivor
 INVARIANT = "invariant"
+#: a cell of a control whose claim the theorem's own algorithm cannot decide (``Theorem.undecidable``): it
+#: refutes nothing clean, so it has no power for a sabotage to keep or lose (not run, not counted)
+NO_POWER = "no power (undecidable)"
 
 
 class _CellTimeout(Exception):
@@ -211,6 +230,10 @@ def power_row(tid: str, names: Sequence[str], profile: str, seed: int, plugins: 
     rel = [n for n in names if relevant(cls, n) and n not in cls.invariant_to]
     if not rel:  # nothing to sabotage: the clean run would tell nothing here
         row["cells"] = {n: _idle_cell(cls, n) for n in names}
+        return row, lines
+    if cls.control_of and cls.undecidable:  # gd-local-control, p-svm-gd-control: nothing to keep or lose
+        row["cells"] = {n: {"status": NO_POWER, "reason": cls.undecidable} if n in rel
+                        else _idle_cell(cls, n) for n in names}
         return row, lines
     clean = _run(cls, profile, seed, None)
     row["clean"] = clean
@@ -326,7 +349,7 @@ def run_power(
 
 def figures(rows: list[dict[str, Any]]) -> dict[str, int]:
     """Cell counts: relevant cells, their verdicts under the sabotage, and the statuses."""
-    cells = [c for r in rows for c in r["cells"].values() if c["status"] != NOT_RELEVANT]
+    cells = [c for r in rows for c in r["cells"].values() if c["status"] not in (NOT_RELEVANT, NO_POWER)]
     out = {"cells": len(cells)}
     for v in ("FAIL", "ERROR", "INCONCLUSIVE", "VACUOUS", "PASS", "TIMEOUT"):
         out[v] = sum(c.get("verdict") == v for c in cells)
@@ -343,6 +366,8 @@ def _cell_text(cell: dict[str, Any], *, short: bool) -> str:
         return "." if short else "·"
     if st == INVARIANT:
         return "inv" if short else f"invariant ({cell['reason']})"
+    if st == NO_POWER:
+        return "undec" if short else "no power to test: the control is UNDECIDABLE by the theorem's algorithm"
     if st == TIMEOUT:
         return "TIMEOUT"
     v = cell["verdict"]
@@ -374,7 +399,8 @@ def text_table(rep: dict[str, Any]) -> str:
     lines.append("  cell: the verdict under the sabotage; VERDICT = detected (a theorem: differs from clean; "
                  "a control: still FAIL/ERROR, power kept), !VERDICT = SURVIVED (theorem unchanged) or LOST "
                  "(control no longer refuted), ?VERDICT = known blind spot, inv = declared invariant "
-                 "(Theorem.invariant_to), . = not relevant")
+                 "(Theorem.invariant_to), undec = a control UNDECIDABLE by the theorem's algorithm (no "
+                 "power to test), . = not relevant")
     f = rep.get("figures") or {}
     if f:
         lines.append("  figures: " + ", ".join(f"{k} {v}" for k, v in f.items()))

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -156,6 +156,11 @@ def _corr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class _EquivBase(Theorem):
     reference = "TLZO (arXiv 2306.13596) §2: GD on p, or equivalently W (model ⟨Xv, S(XWp)⟩)"
     depends_on = ("gd", "prompt-gd", "svm-fro", "softmax", "gradient")
+    #: a softmax temperature τ rescales W and p alike (W → W/τ, p → p/τ): the p-GD / W-GD equivalence and both
+    #: limit directions are unchanged (measured: quick seed 0, the full power matrix of 2026-11-27, PASS)
+    invariant_to: ClassVar[dict[str, str]] = {"softmax-temperature": (
+        "a temperature τ rescales W and p alike (W → W/τ, p → p/τ): the equivalence and "
+        "the limit directions are unchanged")}
     profiles = {
         # quick 8 / 6 (as most modules): a documented-finding instance is left out and the rest still decide
         "quick": Profile(instances=8, min_confirmed=6, batch=8),

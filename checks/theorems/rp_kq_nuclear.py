@@ -42,7 +42,7 @@ per-instance threshold sep/4 ≤ 3e-2, which a tilt up to ε ≈ 0.2 stays withi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -87,6 +87,12 @@ PROFILES = {
 class RPKQNuclear(PathCheck):
     id = "rp-kq-nuclear"
     depends_on = ("regpath", "svm-fro", "svm-nuc", "optimal-token")
+    #: a softmax temperature τ is the reparametrisation KQᵀ → KQᵀ/τ: the (K, Q) path at R is the clean one at
+    #: R/τ, the same path in direction (at radius R/τ), so the claimed limit direction cannot tell it
+    #: (measured: quick seed 0, the full power matrix of 2026-11-27, PASS under it)
+    invariant_to: ClassVar[dict[str, str]] = {"softmax-temperature": (
+        "a temperature τ is the reparametrisation KQᵀ → KQᵀ/τ: the path's points at R are"
+        " the clean path's at R/τ, the same limit direction")}
     title = "The (K, Q) regularisation path converges in direction to the nuclear-norm Att-SVM⋆ solution"
     reference = "TLTO §2 (regularisation path of (K, Q))"
     statement = (r"(K_R,Q_R)=\arg\min_{\|K\|_F^2+\|Q\|_F^2\le 2R}L(KQ^\top):\quad "

@@ -56,7 +56,7 @@ refuted without tightening past what the path optimiser certifies.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from checks import WITHDRAWN, register
 
@@ -69,6 +69,12 @@ class RPWFrobenius(PathCheck):
     (shared with rp-kq-nuclear)."""
 
     id = "rp-w-frobenius"
+    #: a softmax temperature τ is the reparametrisation W → W/τ: argmin_{‖W‖≤R} L(W/τ) = τ·argmin_{‖V‖≤R/τ}
+    #: L(V), the same path in direction (at radius R/τ), so the claimed limit direction cannot tell it
+    #: (measured: quick seed 0, the full power matrix of 2026-11-27, PASS under it)
+    invariant_to: ClassVar[dict[str, str]] = {"softmax-temperature": (
+        "a temperature τ is the reparametrisation W → W/τ: the path's points at R are the"
+        " clean path's at R/τ, the same limit direction")}
     title = "The W regularisation path converges in direction to the Frobenius Att-SVM solution"
     reference = "TLTO §2 (regularisation path of W)"
     statement = r"W_R=\arg\min_{\|W\|_F\le R}L(W):\quad W_R/R\to W^{mm}/\|W^{mm}\|_F"
