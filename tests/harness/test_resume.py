@@ -29,7 +29,8 @@ def comparable(report_path: Path) -> list[dict]:
     return out
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+# SIGTERM takes the same path as SIGINT (one handler): tox -e slow runs it
+@pytest.mark.parametrize("sig", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])
 def test_interrupt_keeps_finished_instances_and_resume_completes(tmp_path, sig):
     full = tmp_path / "full"
     r = run_cli("check", "slow-sum", "--plugin", PLUGIN, "--out", str(full), "--no-progress")

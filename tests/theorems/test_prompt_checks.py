@@ -26,6 +26,7 @@ from numerics.prompt_path import (
 IDS = ["p-rp-path", "p-gd-equivalence", "p-nonlinear-head", "joint-vp-path", "joint-vp-path-equal-radii"]
 
 
+@pytest.mark.slow  # the same quick runs as tests/theorems/test_catalogue.py's cases (tox -e py runs those)
 @parametrize_with_theorems(profile="quick", ids=IDS)
 def test_quick_verdicts(theorem_cls, profile):
     """Theorems PASS, their controls FAIL (the ids bring their controls along)."""
