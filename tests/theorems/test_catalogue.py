@@ -17,7 +17,6 @@ SLOW_QUICK = (
     "rp-w-frobenius-self", "rp-w-frobenius-self-control", "rp-kq-nuclear-self", "rp-kq-nuclear-self-control",
     "gd-local-normalized-self-attention", "gd-local-normalized-self-attention-control",
     "p-svm-gd", "p-svm-gd-control",
-    "rp-kq-rank", "rp-kq-rank-control",  # ~10 s each; tests/theorems/test_rank_checks.py covers the module
 )
 
 
