@@ -61,7 +61,11 @@ HALF = 3
 class _PathBase(NTPGDBase):
     theorem_number = "Li et al. 2024, regularisation path"
     integrity = ()
-    depends_on = ("svm-fro", "softmax", "svm-ntp", "ntp-fin")  # no GD: the path is numerics.ntp's own solver
+    # no GD: the path is numerics.ntp's own sphere Newton solver, whose loss computes its softmax by its own
+    # log-sum-exp (numerics.ntp._lse), outside the softmax seam: softmax sabotages do not reach it (the
+    # power matrix of 2026-11-27: PASS under softmax-no-normaliser and -temperature), a gap named in the
+    # README
+    depends_on = ("svm-fro", "svm-ntp", "ntp-fin")
     gd_steps = 0  # a path: no GD rounding in the finite-part floor
     check_is_gradient_descent = WITHDRAWN
     profiles = {**PROFILES, "quick": Profile(instances=8, min_confirmed=6, batch=8)}

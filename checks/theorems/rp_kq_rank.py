@@ -68,7 +68,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -172,6 +172,11 @@ def nu(data, W: np.ndarray, alpha) -> float:
 @register
 class RPKQRank(Theorem):
     id = "rp-kq-rank"
+    #: as rp-kq-nuclear's: a softmax temperature τ is KQᵀ → KQᵀ/τ, the (K, Q) path at R the clean one at R/τ
+    #: (measured: the full power matrix of 2026-11-27, PASS under it)
+    invariant_to: ClassVar[dict[str, str]] = {"softmax-temperature": (
+        "a temperature τ is the reparametrisation KQᵀ → KQᵀ/τ: the path's points at R are the clean path's "
+        "at R/τ, the same limit direction")}
     depends_on = ("regpath", "svm-nuc", "optimal-token")
     title = ("The (K, Q) regularisation path with m < n columns converges in direction to a rank-≤ m "
              "solution of Att-SVM⋆ (where the rank bound binds)")
