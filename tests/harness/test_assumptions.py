@@ -96,6 +96,7 @@ def test_same_results_inline_pool(tmp_path):
     assert A.to_csv(r1) == A.to_csv(r2)
 
 
+@pytest.mark.slow  # Dask (an optional extra): tox -e slow
 def test_same_results_dask_local_cluster():
     pytest.importorskip("distributed")
     from dask.distributed import Client, LocalCluster

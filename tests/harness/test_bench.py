@@ -16,6 +16,7 @@ from checks.cli import main
 from numerics.errors import InvalidInputError
 
 
+@pytest.mark.slow  # the whole quick bench (~20 s); tox -e bench runs the suite itself
 def test_bench_quick_writes_table_json_csv_and_figure(tmp_path, capsys, monkeypatch):
     import checks.bench.system as bench_system
 

@@ -126,6 +126,7 @@ def cluster():
         yield cl, client
 
 
+@pytest.mark.slow  # Dask (an optional extra): tox -e slow
 def test_check_on_dask_gives_the_pool_results(tmp_path, example_plugin, monkeypatch, cluster):
     # slow-sum has 8 blocks per theorem (batch 2), interleaved on either executor; rp-w-frobenius batches
     # its regularisation paths in prepare, so the blocks must be the same on both; its control is refuted,
