@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from .attention import softmax_logits
-from .errors import InvalidInputError
+from .errors import InfeasibleError, InvalidInputError, SolverError
 from .gd import GDConfig, Geometry, Model, run_gd
 
 #: Catalogue losses ℓ(u) and ℓ'(u) (THEORY.md §1), torch, elementwise.
@@ -381,9 +381,7 @@ def selection_start(keys: Any, ref: Any) -> np.ndarray:
     ref (n,). Where the selection's p-SVM is feasible its margin is > 0 and R·p selects ``ref`` for large R.
     Raises SolverError (with HiGHS's status) when the LP does not solve, InfeasibleError when the best
     margin is ≤ 0 (no direction selects ``ref``)."""
-    from scipy.optimize import linprog
-
-    from .errors import InfeasibleError, SolverError
+    from scipy.optimize import linprog  # lazy: scipy's optimize is not needed to import the paths
 
     K = np.asarray(keys, dtype=float)
     r = np.asarray(ref, dtype=np.int64)

@@ -30,6 +30,17 @@ class PromptPathPoints:
     start_excess: np.ndarray
 
 
+def ball_points(sols: list[VectorSVMSolution], radii: np.ndarray) -> np.ndarray:
+    """The target's ball points R·ŵ of each feasible p-SVM answer at every radius, stacked (B·S, dk)."""
+    return np.concatenate([radii[:, None] * feasible_w(s) / np.linalg.norm(feasible_w(s)) for s in sols])
+
+
+def path_points(path: Any, cand: np.ndarray) -> list[PromptPathPoints]:
+    """Per instance (column of a numerics.prompt_path.PromptPath), its path record with ``cand`` (B, S)."""
+    return [PromptPathPoints(p=path.p[c], excess=path.excess[c], stat=path.stationarity[c], cand=cand[c],
+                             start_excess=path.start_excess[c]) for c in range(len(cand))]
+
+
 def feasible_w(sol: VectorSVMSolution) -> np.ndarray:
     """The solution w of a feasible p-SVM (the paths are computed only for those, which carry w)."""
     assert sol.w is not None  # a feasible solution carries w

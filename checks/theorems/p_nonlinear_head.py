@@ -87,8 +87,9 @@ from numerics.tokens import corr
 
 from ._prompt import (
     PromptPathPoints,
-    feasible_w,
+    ball_points,
     judge_prompt_path,
+    path_points,
     path_reliable,
     path_unreliable,
     require_tight,
@@ -239,15 +240,11 @@ class _HeadBase(Theorem):
             path = prompt_head_reg_path(X, X, Y, V, a, RADII, ref=ref, rng=ctxs[0].rng, restarts=restarts,
                                         steps=steps, lr=LR, starts=starts)
             S = len(RADII)
-            pts = np.concatenate([RADII[:, None] * feasible_w(sols[j]) / np.linalg.norm(feasible_w(sols[j]))
-                                  for j in ok])
+            pts = ball_points([sols[j] for j in ok], RADII)
             Kr, Xr, Yr, Vr, ar = (torch.as_tensor(np.repeat(x, S, axis=0)) for x in (X, X, Y, V, a))
             cand = prompt_head_excess(Kr, Xr, Yr, Vr, ar, torch.as_tensor(pts),
                                       torch.as_tensor(np.repeat(ref, S, axis=0))).numpy().reshape(len(ok), S)
-            for col, j in enumerate(ok):
-                paths[j] = PromptPathPoints(p=path.p[col], excess=path.excess[col],
-                                            stat=path.stationarity[col], cand=cand[col],
-                                            start_excess=path.start_excess[col])
+            paths.update(zip(ok, path_points(path, cand), strict=True))
         return [PHeadState(sol=sols[j], lin=lins[j], path=paths.get(j)) for j in range(len(instances))]
 
     # -- hypotheses ------------------------------------------------------------------------------

@@ -98,8 +98,10 @@ from numerics.tokens import corr
 
 from ._prompt import (
     PromptPathPoints,
+    ball_points,
     feasible_w,
     judge_prompt_path,
+    path_points,
     path_reliable,
     path_unreliable,
     require_tight,
@@ -340,13 +342,9 @@ class _RPBase(Theorem):
             Ktt = torch.as_tensor(np.repeat(K, len(RADII), axis=0))
             Gtt = torch.as_tensor(np.repeat(G, len(RADII), axis=0))
             rtt = torch.as_tensor(np.repeat(ref, len(RADII), axis=0), dtype=torch.int64)
-            pts = np.concatenate([RADII[:, None] * feasible_w(sols[j]) / np.linalg.norm(feasible_w(sols[j]))
-                                  for j in ok])
+            pts = ball_points([sols[j] for j in ok], RADII)
             cand = prompt_excess(Ktt, Gtt, torch.as_tensor(pts), rtt).numpy().reshape(len(ok), len(RADII))
-            for col, j in enumerate(ok):
-                paths[j] = PromptPathPoints(p=path.p[col], excess=path.excess[col],
-                                            stat=path.stationarity[col], cand=cand[col],
-                                            start_excess=path.start_excess[col])
+            paths.update(zip(ok, path_points(path, cand), strict=True))
         return [PRPState(sol=sols[j], other=others[j], path=paths.get(j)) for j in range(len(instances))]
 
     # -- hypotheses ------------------------------------------------------------------------------
