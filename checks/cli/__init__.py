@@ -237,6 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--workers", type=int, default=None, metavar="N",
                    help="processes running the theorems' rows (default 1: in this process)")
     s.add_argument("--dask", metavar="ADDRESS|local:N", default=None, help=DASK_HELP)
+    s.add_argument("--resume", action="store_true",
+                   help="continue an interrupted matrix in --out: the rows of power-rows.jsonl (same "
+                        "profile, seed, sabotages and plugins) are kept, the other theorems run")
     s.add_argument("--resolution", action="store_true",
                    help="instead of sabotages: perturb each predicted object by ε = 1 … 0.01 and report the "
                         "smallest ε whose verdict is FAIL (resolution.json, resolution.md in --out)")

@@ -293,10 +293,12 @@ def run_power(
     workers: int | None = None,
     dask: Any = None,
     on_row: Callable[[dict[str, Any]], None] | None = None,
+    done: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """The power matrix as a JSON-able dict (see module docstring); ``log`` gets one line per cell,
     ``on_row`` each theorem's row as it finishes (``attnsvm power`` appends it to power-rows.jsonl, so an
-    interrupted run keeps the rows it finished).
+    interrupted run keeps the rows it finished). ``done``: rows finished by an earlier run of the same
+    matrix (``--resume``), kept as they are; their theorems do not run again.
 
     The theorems' rows are independent tasks of one executor (:mod:`checks.executor`): in this process
     (default, ``workers`` 1), on a process pool of ``workers`` processes, or on a Dask cluster (``dask``: an
@@ -316,8 +318,12 @@ def run_power(
     load_catalogue(plugins)
     selected = catalogue.select(list(ids))
     thms = list(selected)
-    todo = sum(1 for c in thms for n in names if relevant(c, n) and n not in c.invariant_to) + sum(
-        1 for c in thms if c.depends_on)
+    kept = {r["id"]: r for r in done if r.get("id") in {c.id for c in thms} and set(r["cells"]) == set(names)}
+    if kept and log:
+        log(f"resuming: {len(kept)} of {len(thms)} theorem rows kept from the earlier run")
+    run_thms = [c for c in thms if c.id not in kept]
+    todo = sum(1 for c in run_thms for n in names if relevant(c, n) and n not in c.invariant_to) + sum(
+        1 for c in run_thms if c.depends_on)
     done = 0
 
     def counted(line: str) -> None:
@@ -326,15 +332,17 @@ def run_power(
         if log:
             log(f"[{done}/{todo}] {line}")
 
-    tasks = [(c.id, names, profile, seed, [str(p) for p in plugins], time_limit) for c in thms]
-    rows: list[dict[str, Any]] = [{} for _ in thms]
+    slots = [k for k, c in enumerate(thms) if c.id not in kept]
+    tasks = [(thms[k].id, names, profile, seed, [str(p) for p in plugins], time_limit) for k in slots]
+    rows: list[dict[str, Any]] = [kept.get(c.id, {}) for c in thms]
     if executor.kind == "inline":  # each cell's line as it ends
-        for k, t in enumerate(tasks):
+        for k, t in zip(slots, tasks, strict=True):
             rows[k] = power_row(*t, log=counted)[0]
             if on_row:
                 on_row(rows[k])
     else:
-        for k, (row, lines) in map_completed(executor, power_row, tasks, star=True):
+        for j, (row, lines) in map_completed(executor, power_row, tasks, star=True):
+            k = slots[j]
             rows[k] = row
             for line in lines:
                 counted(line)
@@ -467,6 +475,26 @@ def markdown(rep: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _streamed_rows(stream: Path, header: Path, run_key: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows an interrupted ``attnsvm power`` streamed to ``stream``, if its ``header`` says it ran with
+    ``run_key`` (profile, seed, sabotages, plugins); a line cut short by the kill is dropped."""
+    try:
+        if json.loads(header.read_text(encoding="utf-8")) != run_key:
+            return []
+        lines = stream.read_text(encoding="utf-8").splitlines()
+    except (OSError, ValueError):
+        return []
+    rows = []
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and "id" in row and isinstance(row.get("cells"), dict):
+            rows.append(row)
+    return rows
+
+
 def cmd_power(args) -> int:
     if getattr(args, "resolution", False):
         return cmd_resolution(args)
@@ -483,7 +511,17 @@ def cmd_power(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stream = out / "power-rows.jsonl"  # one flushed line per finished theorem row: nothing lost to a kill
-    stream.write_text("", encoding="utf-8")
+    header = out / "power-run.json"  # what the streamed rows were run with: --resume keeps only a match
+    names = list(dict.fromkeys(args.sabotage)) if args.sabotage else sab.default_names()
+    from ..runner import git_sha
+
+    run_key = {"profile": args.profile, "seed": args.seed, "sabotages": names, "git": git_sha(),
+               "plugins": [str(Path(p).resolve()) for p in args.plugin]}
+    done = _streamed_rows(stream, header, run_key) if getattr(args, "resume", False) else []
+    if getattr(args, "resume", False) and not done and log:
+        log(f"--resume: no finished rows of this run in {out}; starting afresh")
+    write_text(header, json.dumps(run_key))
+    stream.write_text("".join(json.dumps(r) + "\n" for r in done), encoding="utf-8")
 
     def on_row(row: dict[str, Any]) -> None:
         with stream.open("a", encoding="utf-8") as fh:
@@ -492,7 +530,7 @@ def cmd_power(args) -> int:
 
     rep = run_power(
         args.ids, profile=args.profile, sabotages=args.sabotage, seed=args.seed, plugins=args.plugin, log=log,
-        workers=getattr(args, "workers", None), dask=getattr(args, "dask", None), on_row=on_row,
+        workers=getattr(args, "workers", None), dask=getattr(args, "dask", None), on_row=on_row, done=done,
     )
     write_text(out / "power.json", json.dumps(rep, indent=1))
     write_text(out / "power.md", markdown(rep))

@@ -364,3 +364,30 @@ def test_power_bad_usage(tmp_path, capsys):
     assert main(["power", "--sabotage", "nope", "--out", str(tmp_path)]) == 2
     assert "unknown sabotage 'nope'" in capsys.readouterr().err
     assert main(["power", "no-such-theorem", "--out", str(tmp_path)]) == 2
+
+
+def test_power_resume_keeps_finished_rows(power_plugin, tmp_path, monkeypatch):
+    """``--resume`` keeps the rows an interrupted run streamed (a line cut by the kill is dropped) and runs
+    only the other theorems; a run with other sabotages starts afresh."""
+    from checks.power import matrix
+
+    args = ["power", "svm-feasibility", *power_plugin, "--no-progress", "--sabotage", "scaled-svm",
+            "--out", str(tmp_path)]
+    main(args)
+    first = json.loads((tmp_path / "power.json").read_text())["theorems"]
+    stream = tmp_path / "power-rows.jsonl"
+    lines = stream.read_text().splitlines()
+    stream.write_text(lines[0] + "\n" + lines[1][: len(lines[1]) // 2])  # killed while writing row 2
+    ran: list[str] = []
+    real = matrix.power_row
+    monkeypatch.setattr(matrix, "power_row", lambda tid, *a, **k: (ran.append(tid), real(tid, *a, **k))[1])
+    main([*args, "--resume"])
+    again = json.loads((tmp_path / "power.json").read_text())["theorems"]
+    kept = json.loads(lines[0])["id"]
+    assert kept not in ran and sorted(ran) == sorted(r["id"] for r in first if r["id"] != kept)
+    assert [r["id"] for r in again] == [r["id"] for r in first]
+    assert next(r for r in again if r["id"] == kept) == json.loads(lines[0])
+    assert len(stream.read_text().splitlines()) == len(first)
+    ran.clear()
+    main([*args[:-4], "--sabotage", "dropped-constraint-svm", "--out", str(tmp_path), "--resume"])
+    assert sorted(ran) == sorted(r["id"] for r in first)  # another matrix: nothing of the old one kept
