@@ -5,6 +5,7 @@ compared by the excess loss E = L − L_∞, which keeps full precision where L 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,6 +181,25 @@ class _SphereModel(Model):
         return params[0].clone()
 
 
+def _draw(rng: Any, draw: Any, B: int) -> np.ndarray:
+    """``draw(g, k)`` for k instances: from one generator for the whole batch (``rng`` a Generator), or from
+    each instance's own generator, one row each (``rng`` a sequence of B Generators: an instance then draws
+    the same starts in a batch as alone, so ``attnsvm check --instance K`` replays the batch's numbers)."""
+    if isinstance(rng, np.random.Generator):
+        return np.asarray(draw(rng, B))
+    return np.concatenate([np.asarray(draw(g, 1)) for g in rng], axis=0)
+
+
+def _rngs(rng: Any, B: int) -> Any:
+    """``rng`` checked: one Generator, or a sequence of B (one per instance)."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    gens = list(rng)
+    if len(gens) != B or not all(isinstance(g, np.random.Generator) for g in gens):
+        raise InvalidInputError(f"rng must be a numpy Generator or one per instance ({B}), got {len(gens)}")
+    return gens
+
+
 def _sphere_path(make, B, dk, r_arr, rng, restarts, steps, lr, c, cos_max, starts=None) -> PromptPath:
     """The path loop shared by :func:`prompt_reg_path` and :func:`prompt_head_reg_path`: ``make(C)`` returns
     the keys (B·C, n, T, dk) of the B instances each repeated C times and the closures ``grad(P)`` and
@@ -216,12 +236,12 @@ def _sphere_path(make, B, dk, r_arr, rng, restarts, steps, lr, c, cos_max, start
     with torch.no_grad():
         prev = None
         for s, R in enumerate(r_arr):
-            U = rng.standard_normal((B, C, dk))
+            U = _draw(rng, lambda g, k: g.standard_normal((k, C, dk)), B)
             U /= np.linalg.norm(U, axis=-1, keepdims=True)
             if c is not None:  # uniform angle inside the cone around c
                 w = U - (U * c[:, None]).sum(-1, keepdims=True) * c[:, None]
                 w /= np.linalg.norm(w, axis=-1, keepdims=True)
-                phi = rng.uniform(0.0, np.arccos(cos_max), size=(B, C, 1))
+                phi = _draw(rng, lambda g, k: g.uniform(0.0, np.arccos(cos_max), size=(k, C, 1)), B)
                 U = np.cos(phi) * c[:, None] + np.sin(phi) * w
             lrs = np.full((B, C), lr)
             if starts is not None:  # a start inside a selection's cone: the warm start's small steps
@@ -259,7 +279,7 @@ def prompt_reg_path(
     radii: Any,
     *,
     ref: Any,
-    rng: np.random.Generator,
+    rng: np.random.Generator | Sequence[np.random.Generator],
     restarts: int = 3,
     steps: int = 400,
     lr: float = 0.05,
@@ -275,7 +295,9 @@ def prompt_reg_path(
     Riemannian GD: each step rotates p/R by the angle lr·(1 − k/steps) along the (cone-projected) tangential
     descent direction ∇L — a decaying schedule, so the last iterate settles within ≈ lr/steps of the
     constrained minimiser. The candidate of least E_ref wins. The norm constraint is taken as active (L
-    decreases outward along the path: the path's E_ref decreasing in R shows it; see p-rp-path).
+    decreases outward along the path: the path's E_ref decreasing in R shows it; see p-rp-path). ``rng``: one
+    Generator for the batch, or one per instance (each instance's random starts from its own: a batch of
+    checks then replays instance by instance).
     """
     K = np.asarray(keys, dtype=float)
     g = np.asarray(gamma, dtype=float)
@@ -291,7 +313,7 @@ def prompt_reg_path(
         rt = torch.as_tensor(np.repeat(refs, C, axis=0), dtype=torch.int64)
         return Kt, (lambda P: prompt_grad(Kt, gt, P)), (lambda P: prompt_excess(Kt, gt, P, rt))
 
-    return _sphere_path(make, B, dk, r_arr, rng, restarts, steps, lr, c, cos_max)
+    return _sphere_path(make, B, dk, r_arr, _rngs(rng, B), restarts, steps, lr, c, cos_max)
 
 
 # -- nonlinear head h(u) = Σ_j a_j ReLU(v_j^T u) (TLZO's nonlinear-head path) ---------------------------
@@ -341,7 +363,8 @@ def prompt_head_excess(K: torch.Tensor, X: torch.Tensor, Y: torch.Tensor, V: tor
 
 
 def prompt_head_reg_path(keys: Any, tokens: Any, Y: Any, V: Any, a: Any, radii: Any, *, ref: Any,
-                         rng: np.random.Generator, restarts: int = 3, steps: int = 400, lr: float = 0.05,
+                         rng: np.random.Generator | Sequence[np.random.Generator], restarts: int = 3,
+                         steps: int = 400, lr: float = 0.05,
                          cone: Any = None, cone_mu: float | None = None, starts: Any = None) -> PromptPath:
     """The regularisation path of p for the ReLU head h(u) = Σ_j a_j ReLU(v_j^T u) (logistic loss): as
     :func:`prompt_reg_path`, with ∇L from :func:`prompt_head_grad` and candidates compared by
@@ -372,7 +395,7 @@ def prompt_head_reg_path(keys: Any, tokens: Any, Y: Any, V: Any, a: Any, radii: 
             raise InvalidInputError(f"starts must be (B, dk) = {(B, dk)} non-zero finite rows with restarts "
                                     f">= 2, got {starts.shape} and restarts={restarts}")
         starts = starts / np.linalg.norm(starts, axis=-1, keepdims=True)
-    return _sphere_path(make, B, dk, r_arr, rng, restarts, steps, lr, c, cos_max, starts)
+    return _sphere_path(make, B, dk, r_arr, _rngs(rng, B), restarts, steps, lr, c, cos_max, starts)
 
 
 def selection_start(keys: Any, ref: Any) -> np.ndarray:

@@ -237,8 +237,8 @@ class _HeadBase(Theorem):
             ref = np.stack([instances[j].alpha for j in ok])
             restarts, steps = self._budget(ctxs[0])
             starts = np.stack([selection_start(X[k], ref[k]) for k in range(len(ok))])
-            path = prompt_head_reg_path(X, X, Y, V, a, RADII, ref=ref, rng=ctxs[0].rng, restarts=restarts,
-                                        steps=steps, lr=LR, starts=starts)
+            path = prompt_head_reg_path(X, X, Y, V, a, RADII, ref=ref, rng=[ctxs[j].rng for j in ok],
+                                        restarts=restarts, steps=steps, lr=LR, starts=starts)
             S = len(RADII)
             pts = ball_points([sols[j] for j in ok], RADII)
             Kr, Xr, Yr, Vr, ar = (torch.as_tensor(np.repeat(x, S, axis=0)) for x in (X, X, Y, V, a))

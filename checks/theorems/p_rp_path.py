@@ -335,7 +335,7 @@ class _RPBase(Theorem):
             G = np.stack([instances[j].gamma for j in ok])
             ref = np.stack([instances[j].alpha for j in ok])
             cone = np.stack([feasible_w(sols[j]) for j in ok]) if kind == "local" else None
-            path = prompt_reg_path(K, G, RADII, ref=ref, rng=ctxs[ok[0]].rng,
+            path = prompt_reg_path(K, G, RADII, ref=ref, rng=[ctxs[j].rng for j in ok],
                                    restarts=RESTARTS, steps=STEPS, lr=LR, cone=cone,
                                    cone_mu=mu if kind == "local" else None)
             # the target's ball points R·p̂_target: E there (the path point must not be beaten)

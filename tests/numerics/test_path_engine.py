@@ -174,3 +174,23 @@ def test_selection_start_lies_in_the_selection_cone():
         selection_start(K3, np.array([0, 0]))
     with pytest.raises(InvalidInputError):
         selection_start(K, np.array([0, 3, 1, 0]))
+
+
+def test_per_instance_generators_replay_an_instance_alone():
+    """With one Generator per instance (``rng`` a sequence), each instance draws its random starts from its
+    own: instance 1 of a batch of two and the same instance alone, seeded alike, get the same path (the
+    batch's rows are independent computations; 1e-12: batched against single matrix products, whose
+    reduction order may differ in the last bits). One shared Generator is a different (valid) draw."""
+    radii = np.array([1.0, 4.0])
+    keys2 = np.stack([KEYS[0], KEYS[0][:, ::-1]])
+    scores2 = np.stack([SCORES[0], SCORES[0][:, ::-1]])
+    ref2 = np.stack([np.zeros(KEYS.shape[1], dtype=int), np.full(KEYS.shape[1], KEYS.shape[2] - 1)])
+    kw = dict(steps=30, restarts=2)
+    gens = [np.random.default_rng(s) for s in (5, 6)]
+    both = prompt_reg_path(keys2, scores2, radii, ref=ref2, rng=gens, **kw)
+    alone = prompt_reg_path(keys2[1:], scores2[1:], radii, ref=ref2[1:], rng=[np.random.default_rng(6)], **kw)
+    np.testing.assert_allclose(both.p[1], alone.p[0], rtol=0, atol=1e-12)
+    shared = prompt_reg_path(keys2, scores2, radii, ref=ref2, rng=np.random.default_rng(5), **kw)
+    assert shared.p.shape == both.p.shape
+    with pytest.raises(InvalidInputError, match="one per instance"):
+        prompt_reg_path(keys2, scores2, radii, ref=ref2, rng=[np.random.default_rng(5)], **kw)
