@@ -32,8 +32,9 @@ iterates up to rounding (tested):
   of at least :data:`KERNEL_MIN_WORK` instance-steps.
 * ``"fused"``: the batched tensor programs of :mod:`numerics.gd_torch` (CPU or CUDA, any head; plain or
   normalised; W in logit space, (K, Q) through the closed-form gradient without forming W), and a model's
-  own program where it has one for the run (:meth:`Model.fused_applies`, :meth:`Model.run_fused`; the
-  linear NTP model's plain GD in logit space, numerics.ntp_linear), never while a step hook is registered.
+  own program where it has one for the run (:meth:`Model.fused_applies`, :meth:`Model.run_fused`: plain GD
+  in logit space for the NTP and linear NTP models, numerics.gd_torch.run_ce_logits), never while a step hook
+  is registered.
 * ``"explicit"``: one loop for every model and geometry (:func:`numerics.gd_torch.run_explicit`): the
   parameters are held explicitly, each step is ``model.grads`` (+ weight decay), then the step hook, then
   ``geometry.update``. It serves the mirror geometries, W with weight decay, models other than W / (K, Q)

@@ -277,74 +277,24 @@ class LinearNTPModel(Model):
 
 def _run_logit_gd(model: LinearNTPModel, batch: LinearNTPBatch, W0: Any, cfg: Any, lr: Any,
                   record_every: Any) -> Any:
-    """Plain GD on CE in logit space, the linear NTP model's fused program (numerics.gd.run_gd takes it where
-    no step hook is registered; the explicit loop's iterates up to rounding, tested).
-
-    Every gradient lies in the row space of H: ∇CE(W) = Dᵀ H with D = π ⊙ (softmax(A) − P) (m, V) at the
-    logits A = H Wᵀ, so a step W ← W − η Dᵀ H moves the logits by A ← A − η K D with K = H Hᵀ (m × m), and
-    W = W(0) + Cᵀ H with C = −Σ_k η D_k, the accumulated coefficients. A step is six kernels on preallocated
-    buffers (exp, row sum, divide, one fused multiply-add, one (m × m)(m × V) product, one update of the
-    stacked state [A, C]; per-op overhead, not arithmetic, dominates at small shapes), without autograd;
-    W (V × d) is rebuilt only where recorded. ``lr`` a float or an (R, 1, 1) tensor: folded into the
-    weights π."""
+    """Plain GD on CE in logit space, the linear NTP model's fused program (numerics.gd_torch.run_ce_logits):
+    every gradient lies in the row space of H, ∇CE(W) = Dᵀ H with D = π ⊙ (softmax(A) − P) (m, V) at the
+    logits A = H Wᵀ, so a step W ← W − η Dᵀ H moves the logits by A ← A − η K D with K = H Hᵀ (m × m, one
+    small batched product), and W = W(0) + Cᵀ H with C = −Σ_k η D_k."""
     import torch
 
-    from .gd_common import GDResult, _drive, _np, _record_points
-    from .gd_torch import SHIFT_DRIFT_MAX, SHIFT_EVERY_MAX, _lr_out
+    from .gd_torch import run_ce_logits
 
+    H = batch.H
     with torch.inference_mode():
-        H = batch.H
-        R, m, _ = H.shape
-        V = batch.P.shape[-1]
-        w = batch.pi[..., None] * lr  # (R, m, 1): η π_j
-        neg_pw = (batch.P * w).neg_()  # (R, m, V): −η π_j p̂_j
         K = torch.bmm(H, H.mT)  # (R, m, m)
-        # state LA = [A, C] and its step CM = [K D', D'] with D' = η π ⊙ (softmax(A) − P): LA −= CM
-        LA = torch.empty((2, R, m, V), dtype=H.dtype, device=H.device)
-        A, C = LA[0], LA[1]
-        A0 = torch.bmm(H, W0.mT)  # (R, m, V): the logits at W(0)
-        C.zero_()
-        CM = torch.empty_like(LA)
-        KD, D = CM[0], CM[1]
-        E = torch.empty_like(A)  # exp(A)
-        S = torch.empty((R, m, 1), dtype=H.dtype, device=H.device)  # Σ_z exp(A_jz), then η π_j / that
-        # Every ``every`` steps A is recomputed from C, A = A(0) + K C (the logits of the W that C makes, so
-        # rounding in A cannot accumulate over the run: a fixed point of the iteration is one of W's, as on
-        # the explicit path; without it the drift between A and C, amplified by 1/λ_min(K), moved a converged
-        # ‖W_k − W⋆‖ from 2e-13 to 8e-12, quick seed 1 ntp-linear-gd-control #6), and its rows re-centred on
-        # their maxima (the softmax is shift invariant; W is rebuilt from C): |D'_jz| ≤ η π_j, so a step
-        # moves A_jz by at most Σ_k |K_jk| η π_k, and between re-centrings no logit exceeds
-        # gd_torch.SHIFT_DRIFT_MAX (exp cannot overflow; a row's largest weight cannot underflow). One host
-        # synchronisation, before the loop.
-        drift = float(torch.bmm(K.abs(), w).max()) if R else 0.0
-        every = int(min(SHIFT_EVERY_MAX, max(1.0, SHIFT_DRIFT_MAX / drift))) if drift > 0 else SHIFT_EVERY_MAX
-
-        def steps_from(k: int, stop: int) -> None:
-            for j in range(k, stop):
-                if j % every == 0:
-                    torch.baddbmm(A0, K, C, out=A)
-                    A.sub_(A.amax(-1, keepdim=True))
-                torch.exp(A, out=E)
-                torch.sum(E, -1, keepdim=True, out=S)
-                torch.div(w, S, out=S)
-                torch.addcmul(neg_pw, E, S, out=D)  # η π_j (softmax(A_j) − p̂_j)
-                torch.bmm(K, D, out=KD)
-                LA.sub_(CM)
-
-        def current_W():
-            return W0 + torch.bmm(C.mT, H)
-
-        rec = _record_points(cfg.steps, record_every)
-        its, Ws, Ls = _drive(steps_from, cfg.steps, rec, cfg.progress, current_W,
-                             lambda Wk: ce_torch(batch, Wk))
-        W = current_W()
-        return GDResult(
-            W=_np(W), K=None, Q=None, norms=_np(torch.linalg.matrix_norm(W)), loss=_np(ce_torch(batch, W)),
-            iterations=np.array(its) if rec else None,
-            W_traj=np.stack([_np(x) for x in Ws]) if rec else None,
-            loss_traj=np.stack([_np(x) for x in Ls]) if rec else None,
-            param=model.name, normalized=False, lr=_lr_out(lr), steps=cfg.steps,
-        )
+        w = batch.pi[..., None]  # (R, m, 1)
+        # |D_kz| ≤ η π_k: a step moves A_jz by at most Σ_k |K_jk| η π_k (one host synchronisation)
+        drift = float(torch.bmm(K.abs(), w * lr).max()) if H.shape[0] else 0.0
+        return run_ce_logits(
+            model, W0, cfg, lr, record_every, A0=torch.bmm(H, W0.mT), target=batch.P, weight=w,
+            apply=lambda D, out: torch.bmm(K, D, out=out), to_W=lambda C: torch.bmm(C.mT, H),
+            loss_of=lambda Wk: ce_torch(batch, Wk), drift=drift)
 
 
 #: The linear NTP model (stateless: one instance serves every run).
