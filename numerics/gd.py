@@ -31,7 +31,10 @@ iterates up to rounding (tested):
   size), 4-7x faster than the tensor programs at the paper's sizes. ``backend="auto"`` takes them for runs
   of at least :data:`KERNEL_MIN_WORK` instance-steps.
 * ``"fused"``: the batched tensor programs of :mod:`numerics.gd_torch` (CPU or CUDA, any head; plain or
-  normalised; W in logit space, (K, Q) through the closed-form gradient without forming W).
+  normalised; W in logit space, (K, Q) through the closed-form gradient without forming W), and a model's
+  own program where it has one for the run (:meth:`Model.fused_applies`, :meth:`Model.run_fused`: plain GD
+  in logit space for the NTP and linear NTP models, numerics.gd_torch.run_ce_logits), never while a step hook
+  is registered.
 * ``"explicit"``: one loop for every model and geometry (:func:`numerics.gd_torch.run_explicit`): the
   parameters are held explicitly, each step is ``model.grads`` (+ weight decay), then the step hook, then
   ``geometry.update``. It serves the mirror geometries, W with weight decay, models other than W / (K, Q)
@@ -253,6 +256,17 @@ class Model:
         raise NotImplementedError
 
     def W(self, params: list):
+        raise NotImplementedError
+
+    def fused_applies(self, cfg: GDConfig) -> bool:
+        """Whether the model's own fused tensor program (:meth:`run_fused`) runs ``cfg``: False here (the
+        explicit loop). :func:`code_path` asks only while no step hook is registered, so a hook -- and every
+        sabotage it carries -- always sees the explicit loop's steps."""
+        return False
+
+    def run_fused(self, batch, head, params: list, cfg: GDConfig, lr: Any, record_every: Any) -> GDResult:
+        """The model's fused program where :meth:`fused_applies` (the explicit loop's iterates up to
+        rounding; ``lr`` a float or an (R, 1, 1) tensor, ``params`` from :meth:`start`)."""
         raise NotImplementedError
 
 
@@ -570,6 +584,8 @@ def run_gd(
         torch.as_tensor(lr, dtype=dtype, device=batch.X.device)[:, None, None]  # (R, 1, 1)
     if path == "explicit":
         return gd_torch.run_explicit(batch, h, model, params, cfg, lr_arg, record_every, _run_transform())
+    if model not in (W_MODEL, KQ_MODEL):
+        return model.run_fused(batch, h, params, cfg, lr_arg, record_every)
     if model is KQ_MODEL:
         return gd_torch.run_kq(batch, h, params[0], params[1], cfg, lr_arg, record_every)
     return gd_torch.run_w(batch, h, params[0], cfg, lr_arg, record_every)
@@ -604,9 +620,11 @@ def code_path(cfg: GDConfig, batch, head, scalar_lr: bool = True) -> str:
     """The one rule choosing a run's code path: "explicit", "numba" or "fused" (module doc).
 
     explicit: while a step hook is registered, for a mirror (non-built-in) geometry, a model other than
-    W / (K, Q), or W with weight decay. numba: ``backend="numba"`` (an error where the kernels do not
-    apply) or "auto" with at least KERNEL_MIN_WORK instance-steps, where they apply (normalised, linear
-    head, no weight decay, CPU float64, one step size, numba available). fused otherwise."""
+    W / (K, Q) (unless that model has a fused program for the run, :meth:`Model.fused_applies`: then
+    "fused", the model's :meth:`Model.run_fused`), or W with weight decay. numba: ``backend="numba"`` (an
+    error where the kernels do not apply) or "auto" with at least KERNEL_MIN_WORK instance-steps, where they
+    apply (normalised, linear head, no weight decay, CPU float64, one step size, numba available). fused
+    otherwise."""
     import torch
 
     from . import attention as att
@@ -617,6 +635,8 @@ def code_path(cfg: GDConfig, batch, head, scalar_lr: bool = True) -> str:
         if cfg.backend == "numba" and not _STEP_HOOKS:
             raise InvalidInputError(f"backend='numba' does not apply to this run: {_why_explicit(cfg)}; "
                                     "use backend='torch' or 'auto'")
+        if not _STEP_HOOKS and not builtin and model.fused_applies(cfg):
+            return "fused"  # the model's own program (Model.run_fused)
         return "explicit"
     R = batch.X.shape[0]
     if cfg.backend == "torch" or (cfg.backend == "auto" and R * cfg.steps < KERNEL_MIN_WORK):

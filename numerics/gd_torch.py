@@ -1,6 +1,7 @@
 """The tensor code paths of :func:`numerics.gd.run_gd` (CPU or CUDA, any head; module doc of
 :mod:`numerics.gd`): the fused programs -- W-GD in logit space (:func:`run_w`), (K, Q)-GD through the
-closed-form gradient (:func:`run_kq`) -- and the explicit loop every model and geometry runs on
+closed-form gradient (:func:`run_kq`), plain GD in logit space for the NTP models' cross-entropies
+(:func:`run_ce_logits`, their Model.run_fused) -- and the explicit loop every model and geometry runs on
 (:func:`run_explicit`).
 
 W-parametrised GD runs in *logit space*: with token weights c_i (numerics.attention.token_weights)
@@ -315,6 +316,72 @@ def run_explicit(batch, head, model, params, cfg, lr, record_every, transform) -
         W_traj=np.stack([_np(w) for w in Ws]) if rec else None,
         loss_traj=np.stack([_np(v) for v in Ls]) if rec else None,
         param=model.name, normalized=geometry.scale_free, lr=_lr_out(lr), steps=steps,
+    )
+
+
+@torch.inference_mode()
+def run_ce_logits(model, W0, cfg, lr, record_every, *, A0, target, weight, apply, to_W, loss_of,
+                  drift) -> GDResult:
+    """Plain GD in logit space for a model whose loss is a weighted softmax cross-entropy of logits linear in
+    W, and whose gradient moves the logits linearly (the fused program of numerics.ntp_linear.LinearNTPModel
+    and numerics.ntp_gd.NTPModel, :meth:`numerics.gd.Model.run_fused`; the explicit loop's iterates up to
+    rounding, tested).
+
+    Logits A (R, r, k) (r rows of k classes each; A0 at W(0) = ``W0``), targets ``target`` (R, r, k) (rows
+    summing to 1), row weights ``weight`` (R, r, 1) (or broadcastable): ∇L(W) is the linear image of D =
+    weight ⊙ (softmax(A) − target) under a map whose effect on the logits is ``apply(D, out)`` (writes into
+    ``out``), so a step W ← W − lr ∇L is A ← A − apply(lr D) and W = W0 + ``to_W(C)`` with C = −Σ_k lr D_k,
+    the accumulated coefficients (W rebuilt only where recorded; ``loss_of(W)`` the loss there). A step is six
+    kernels on preallocated buffers (exp, row sum, divide, one fused multiply-add, ``apply``, one update of
+    the stacked state [A, C]; per-op overhead, not arithmetic, dominates at small shapes), no autograd. Every
+    ``every`` steps A is recomputed from C, A = A0 + apply(C) (the logits of the W that C makes, so rounding
+    in A cannot accumulate over the run: a fixed point of the iteration is one of W's, as on the explicit
+    path; without it the drift between A and C, amplified by the map's conditioning, moved a converged
+    linear-NTP ‖W_k − W⋆‖ from 2e-13 to 8e-12, quick seed 1 ntp-linear-gd-control #6), and its rows re-centred
+    on their maxima (the softmax is shift invariant; W is rebuilt from C). ``drift`` (a float): a bound on how
+    far one step moves any logit (apply(D) with |D| ≤ lr weight entrywise), so between re-centrings no logit
+    exceeds SHIFT_DRIFT_MAX (exp cannot overflow; a row's largest weight cannot underflow). ``lr``: a float or
+    an (R, 1, 1) tensor (folded into the weights)."""
+    steps = cfg.steps
+    R, r, k = A0.shape
+    w = (weight * lr).expand(R, r, 1).contiguous()  # (R, r, 1): lr weight_j
+    neg_tw = (target * w).neg_()  # (R, r, k): −lr weight_j target_j
+    # state LA = [A, C] and its step CM = [apply(D'), D'] with D' = lr weight ⊙ (softmax(A) − target)
+    LA = torch.empty((2, R, r, k), dtype=A0.dtype, device=A0.device)
+    A, C = LA[0], LA[1]
+    C.zero_()
+    CM = torch.empty_like(LA)
+    KD, D = CM[0], CM[1]
+    E = torch.empty_like(A)  # exp(A)
+    S = torch.empty((R, r, 1), dtype=A0.dtype, device=A0.device)  # Σ exp(A_j·), then lr weight_j / that
+    every = int(min(SHIFT_EVERY_MAX, max(1.0, SHIFT_DRIFT_MAX / drift))) if drift > 0 else SHIFT_EVERY_MAX
+
+    def steps_from(k0: int, stop: int) -> None:
+        for j in range(k0, stop):
+            if j % every == 0:
+                apply(C, A)
+                A.add_(A0)
+                A.sub_(A.amax(-1, keepdim=True))
+            torch.exp(A, out=E)
+            torch.sum(E, -1, keepdim=True, out=S)
+            torch.div(w, S, out=S)
+            torch.addcmul(neg_tw, E, S, out=D)  # lr weight_j (softmax(A_j) − target_j)
+            apply(D, KD)
+            LA.sub_(CM)
+
+    def current_W():
+        return W0 + to_W(C)
+
+    rec = _record_points(steps, record_every)
+    its, Ws, Ls = _drive(steps_from, steps, rec, cfg.progress, current_W, loss_of)
+    W = current_W()
+    return GDResult(
+        W=_np(W), K=None, Q=None, norms=_np(torch.linalg.vector_norm(W, dim=tuple(range(1, W.ndim)))),
+        loss=_np(loss_of(W)),
+        iterations=np.array(its) if rec else None,
+        W_traj=np.stack([_np(x) for x in Ws]) if rec else None,
+        loss_traj=np.stack([_np(x) for x in Ls]) if rec else None,
+        param=model.name, normalized=False, lr=_lr_out(lr), steps=steps,
     )
 
 

@@ -9,9 +9,12 @@ positions holding the label,
     ∇_W = (1/n) Σ_i X_i^T (s_i − r_i) x̄_i^T
 
 (tests/numerics/test_ntp.py checks it against autograd); r_i is uniform on the label's positions (they hold
-one token, so one score). The softmax is the GD steps' seam (numerics.gd_common._softmax_rows) and every step
-runs the engine's explicit loop, so what replaces that seam or registers a step hook (numerics.gd.step_hook)
-reaches NTP GD as it reaches every other run.
+one token, so one score). Plain GD runs the model's fused program (:meth:`NTPModel.run_fused`: GD in logit
+space, numerics.gd_torch.run_ce_logits; the explicit loop's iterates up to rounding, tested); while a step
+hook is registered (numerics.gd.step_hook: every GD and softmax sabotage registers one) every step runs the
+engine's explicit loop on :func:`ntp_grad`, whose softmax is the GD steps' seam
+(numerics.gd_common._softmax_rows), so what replaces that seam or registers a hook reaches NTP GD as it
+reaches every other run.
 
 :func:`run_ntp_gd` is the entry every NTP check, path and reproduction drives: plain GD from W(0) (zeros by
 default) with one step size per dataset, recorded at given iterations (a log grid by default:
@@ -35,7 +38,7 @@ import numpy as np
 import torch
 
 from .errors import InvalidInputError
-from .gd import W_MODEL, GDConfig, Model, run_gd
+from .gd import PLAIN, W_MODEL, GDConfig, Model, run_gd
 from .gd_common import _softmax_rows
 from .ntp import NTPData
 
@@ -97,7 +100,8 @@ class NTPModel(Model):
     """GD on W for the next-token-prediction loss, a model of the one GD engine (numerics.gd.run_gd; data:
     a sequence of NTPData of one shape, or an :class:`NTPBatch`). The loss is the NTP cross-entropy
     whatever ``GDConfig.loss`` names; the start is W_MODEL's (an explicit (R, d, d) / (d, d) array or a
-    RandomInit)."""
+    RandomInit). Plain GD without weight decay and without a step hook runs :meth:`run_fused`; everything
+    else the engine's explicit loop on :meth:`grads`."""
 
     name = "ntp"
 
@@ -118,6 +122,38 @@ class NTPModel(Model):
 
     def W(self, params):
         return params[0].clone()
+
+    def fused_applies(self, cfg):
+        return cfg.geometry is PLAIN and cfg.wd == 0
+
+    def run_fused(self, batch, head, params, cfg, lr, record_every):
+        """Plain GD in logit space (numerics.gd_torch.run_ce_logits): the scores a_iτ = x_iτ^T W x̄_i are the
+        attention logits with queries x̄_i, and a step W ← W − η (1/n) Σ_j X_j^T c_j x̄_j^T moves them by
+        −(η/n) M c with M the token Gram matrix of (X, x̄) (numerics.attention.TokenGram; one small batched
+        product, dense at small shapes); W = W(0) + Σ_j X_j^T C_j x̄_j^T from the accumulated C."""
+        from . import attention as att
+        from .gd_torch import run_ce_logits
+
+        W0 = params[0]
+        X, q = batch.X, batch.q
+        R, n, T, _ = X.shape
+        with torch.inference_mode():
+            gram = att.TokenGram(X, q)
+            if gram.dense:
+                M = gram.M
+
+                def apply(c, out):
+                    torch.bmm(c.view(R, 1, n * T), M, out=out.view(R, 1, n * T))  # c^T M = (M c)^T
+            else:
+                def apply(c, out):
+                    out.copy_(gram.apply(c))
+            # |D_jσ| ≤ η/n entrywise and every |M| entry ≤ entry_bound: a step moves a score by at most
+            # n T entry_bound η / n (one host synchronisation)
+            drift = float((gram.entry_bound * lr).max()) * T if R else 0.0
+            return run_ce_logits(
+                self, W0, cfg, lr, record_every, A0=att.logits(X, q, W0), target=batch.share,
+                weight=torch.full((R, n, 1), 1.0 / n, dtype=X.dtype, device=X.device), apply=apply,
+                to_W=gram.weights_to_W, loss_of=lambda Wk: ntp_loss(batch, Wk), drift=drift)
 
 
 #: The NTP model (stateless: one instance serves every run).

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InvalidInputError
-from .gd import Model
+from .gd import PLAIN, Model
 from .gd_common import _init_tensor
 from .ntp import project, sphere_path
 from .ntp_gd import NTPGDResult, run_model_gd
@@ -240,7 +240,10 @@ def ce_grad_torch(batch: LinearNTPBatch, W: Any) -> Any:
 class LinearNTPModel(Model):
     """GD on the logit matrix W (V × d) of the linear NTP model's cross-entropy, a model of the one GD engine
     (numerics.gd.run_gd; data: LinearNTP problems of one shape or a :class:`LinearNTPBatch`). The loss is the
-    CE whatever ``GDConfig.loss`` names; the start is an explicit W (R, V, d) or (V, d)."""
+    CE whatever ``GDConfig.loss`` names; the start is an explicit W (R, V, d) or (V, d). Plain GD without
+    weight decay and without a step hook runs its fused program (:meth:`run_fused`: GD in logit space, the
+    explicit loop's iterates up to rounding); everything else, and every run while a hook (a GD or softmax
+    sabotage) is registered, runs the engine's explicit loop on :meth:`grads`."""
 
     name = "linear-ntp"
 
@@ -264,6 +267,34 @@ class LinearNTPModel(Model):
 
     def W(self, params):
         return params[0].clone()
+
+    def fused_applies(self, cfg):
+        return cfg.geometry is PLAIN and cfg.wd == 0
+
+    def run_fused(self, batch, head, params, cfg, lr, record_every):
+        return _run_logit_gd(self, batch, params[0], cfg, lr, record_every)
+
+
+def _run_logit_gd(model: LinearNTPModel, batch: LinearNTPBatch, W0: Any, cfg: Any, lr: Any,
+                  record_every: Any) -> Any:
+    """Plain GD on CE in logit space, the linear NTP model's fused program (numerics.gd_torch.run_ce_logits):
+    every gradient lies in the row space of H, ∇CE(W) = Dᵀ H with D = π ⊙ (softmax(A) − P) (m, V) at the
+    logits A = H Wᵀ, so a step W ← W − η Dᵀ H moves the logits by A ← A − η K D with K = H Hᵀ (m × m, one
+    small batched product), and W = W(0) + Cᵀ H with C = −Σ_k η D_k."""
+    import torch
+
+    from .gd_torch import run_ce_logits
+
+    H = batch.H
+    with torch.inference_mode():
+        K = torch.bmm(H, H.mT)  # (R, m, m)
+        w = batch.pi[..., None]  # (R, m, 1)
+        # |D_kz| ≤ η π_k: a step moves A_jz by at most Σ_k |K_jk| η π_k (one host synchronisation)
+        drift = float(torch.bmm(K.abs(), w * lr).max()) if H.shape[0] else 0.0
+        return run_ce_logits(
+            model, W0, cfg, lr, record_every, A0=torch.bmm(H, W0.mT), target=batch.P, weight=w,
+            apply=lambda D, out: torch.bmm(K, D, out=out), to_W=lambda C: torch.bmm(C.mT, H),
+            loss_of=lambda Wk: ce_torch(batch, Wk), drift=drift)
 
 
 #: The linear NTP model (stateless: one instance serves every run).

@@ -304,8 +304,9 @@ def _linear_fidelity(prob: LinearNTP, lr: float, device: str) -> float:
 
 class _LinearGD(_Linear):
     integrity = ("ce_to_entropy", "is_gradient_descent")
-    # GD through run_gd's linear-NTP model (its step hook: the GD sabotages reach it), its gradient's softmax
-    # through the GD-step softmax seam (gd_common._softmax_rows)
+    # GD through run_gd's linear-NTP model (its step hook: the GD sabotages reach it; a registered hook sends
+    # the run down the explicit loop, whose gradient's softmax is the GD-step softmax seam
+    # gd_common._softmax_rows, so the softmax sabotages, which register one, reach it too)
     depends_on: ClassVar[tuple[str, ...]] = ("svm-fro", "softmax", "ntp-gd", "ntp-fin")
 
     def prepare(self, instances: Sequence[LinearInstance], ctxs: Sequence[Context]) -> list[LinearGDState]:

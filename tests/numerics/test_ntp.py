@@ -171,6 +171,74 @@ def test_linear_ntp_gd_on_the_engine_matches_numpy_gd():
         assert r.loss[-1, j] == pytest.approx(ce(p, W)[0], rel=1e-12)
 
 
+def test_linear_ntp_fused_program_matches_the_explicit_loop():
+    """The linear NTP model's fused program (plain GD in logit space, Model.run_fused) is what run_gd takes
+    without a step hook, and the explicit loop (which every registered hook, hence every GD sabotage, forces)
+    with one; both give the same iterates and losses up to rounding: per-instance and scalar step sizes, a
+    nonzero start, a run long enough to re-centre and rebuild the logits many times (1e-12: a smooth convex
+    descent, rounding does not grow; measured ~1e-14)."""
+    from numerics import gd
+    from numerics.ntp_linear import (
+        LINEAR_NTP_MODEL,
+        LinearNTPBatch,
+        random_linear_ntp,
+        run_linear_gd,
+        smoothness,
+    )
+
+    probs = [random_linear_ntp(np.random.default_rng(s), 4, 8, 6) for s in range(3)]
+    W0 = np.random.default_rng(9).standard_normal((3, 6, 8))
+    cfg = gd.GDConfig(steps=1, lr=0.1, geometry="plain", param=LINEAR_NTP_MODEL)
+    batch = LinearNTPBatch.of(probs)
+    assert gd.code_path(cfg, batch, None) == "fused"
+    assert gd.code_path(cfg.but(geometry="normalized"), batch, None) == "explicit"  # plain GD only
+    assert gd.code_path(cfg.but(wd=0.1), batch, None) == "explicit"
+
+    def identity():
+        return lambda grads, lr: (grads, lr)
+
+    for lr in ([1 / (2 * smoothness(p)) for p in probs], 0.3):
+        fused = run_linear_gd(probs, steps=300, lr=lr, record_at=[0, 1, 37, 300], init=W0)
+        with gd.step_hook(identity):
+            assert gd.code_path(cfg, batch, None) == "explicit"
+            explicit = run_linear_gd(probs, steps=300, lr=lr, record_at=[0, 1, 37, 300], init=W0)
+        assert np.array_equal(fused.iterations, explicit.iterations)
+        assert np.allclose(fused.W_traj, explicit.W_traj, rtol=1e-12, atol=1e-12)
+        assert np.allclose(fused.loss, explicit.loss, rtol=1e-12, atol=0)
+        assert not np.allclose(fused.W_traj[-1], W0)
+
+
+def test_ntp_fused_program_matches_the_explicit_loop(monkeypatch):
+    """NTP GD's fused program (logit space through the token Gram matrix, NTPModel.run_fused) against the
+    explicit loop a step hook forces: same iterates and losses up to rounding, dense and factored Gram, a
+    nonzero start, per-instance step sizes (1e-12: 1e-14 measured over 300 steps at ‖W‖ ≈ 5.6)."""
+    from numerics import attention as att
+    from numerics import gd
+    from numerics.ntp import random_ntp
+    from numerics.ntp_gd import NTP_MODEL
+
+    datas = [random_ntp(np.random.default_rng(s), 6, 3, 5, 8, kind="cyclic")[0] for s in range(3)]
+    lrs = [1 / smoothness_bound(x) for x in datas]
+    W0 = 0.3 * np.random.default_rng(9).standard_normal((3, 8, 8))
+    cfg = gd.GDConfig(steps=1, lr=0.1, geometry="plain", param=NTP_MODEL)
+    assert gd.code_path(cfg, NTPBatch.of(datas), None) == "fused"
+
+    def identity():
+        return lambda grads, lr: (grads, lr)
+
+    orig = att.TokenGram.__init__
+    for dense in (True, False):
+        with monkeypatch.context() as mp:  # the Gram matrix dense, or factored
+            mp.setattr(att.TokenGram, "__init__",
+                       lambda self, X, Z, dense=dense: orig(self, X, Z, dense=dense))
+            fused = run_ntp_gd(datas, steps=300, lr=lrs, record_at=[0, 1, 37, 300], init=W0)
+        with gd.step_hook(identity):
+            explicit = run_ntp_gd(datas, steps=300, lr=lrs, record_at=[0, 1, 37, 300], init=W0)
+        assert np.allclose(fused.W_traj, explicit.W_traj, rtol=1e-12, atol=1e-12)
+        assert np.allclose(fused.loss, explicit.loss, rtol=1e-12, atol=0)
+        assert not np.allclose(fused.W_traj[-1], W0)
+
+
 def test_linear_ntp_programs():
     from numerics.ntp_linear import ce, ntp_svm, random_linear_ntp, w_star
 
