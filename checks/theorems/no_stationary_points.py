@@ -62,6 +62,7 @@ import torch
 
 from checks import Context, Criterion, Outcome, Profile, Theorem, decide, failed, held, register, undecided
 from checks.hypotheses import b1_or_b2, b2_spread
+from checks.power.resolution import token_difference_span
 from checks.strategies import b1_data, b2_data
 from numerics import attention as att
 from numerics.data import AttentionData
@@ -78,6 +79,7 @@ from ._landscape import (
     dloss_negative_on,
     exact_margin_profile,
     judge_divergence,
+    moved_profile,
     pair_ws,
     search_positive,
     sign_fixed,
@@ -219,6 +221,10 @@ class _LandscapeBase(Theorem):
         if h is None:
             return undecided("exact (rational) KKT proof of W^mm failed: its margins are not known exactly")
         assert sol.W is not None  # h is computed only for a feasible (optimal) answer
+        # W^mm through the resolution seam (tilted inside the span of the token differences); its margin
+        # profile moved with it (the exact one when unperturbed)
+        Wmm = self.predicted("W^mm", sol.W, "direction", lambda: token_difference_span(data))
+        h = moved_profile(data, h, Wmm - sol.W)
         g = scores(data)
         fixed, m = sign_fixed(g, h)
         m.update(given_metrics(ctx))
@@ -227,7 +233,7 @@ class _LandscapeBase(Theorem):
             m["proved_all_sizes"] = no_stationary_point_general().holds
             if not m["proved_all_sizes"]:
                 return failed("the all-size proof (theory.stationarity) did not go through", **m)
-            k, bad = _float_grad_signs(data, sol.W, loss, ctx.rng)
+            k, bad = _float_grad_signs(data, Wmm, loss, ctx.rng)
             m.update(float_grad_samples=k, float_grad_nonnegative=bad)
             return decide(
                 bad == 0,
@@ -235,7 +241,7 @@ class _LandscapeBase(Theorem):
                 f"gradient gives >= 0 at {bad} of {k} moderate-norm W",
                 **m,
             )
-        c, sm = search_positive(data, sol.W, loss, ctx.rng, per_norm=int(ctx.params.get("per_norm", 4)),
+        c, sm = search_positive(data, Wmm, loss, ctx.rng, per_norm=int(ctx.params.get("per_norm", 4)),
                                 ascent_steps=int(ctx.params.get("ascent_steps", 30)), h=h,
                                 extra=pair_ws(data, g, h), starts=ASCENT_STARTS)
         m.update(sm)

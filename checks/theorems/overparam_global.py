@@ -66,6 +66,7 @@ import numpy as np
 
 from checks import Context, Criterion, Outcome, Profile, Theorem, decide, held, register, undecided
 from checks.experiments.sweep import Z95, wilson_interval
+from checks.power.resolution import token_difference_span
 from checks.theorems._trends import adversarial_trend, corr_curve, first_dip
 from numerics.data import AttentionData, random_unit_sphere
 from numerics.errors import SolverError
@@ -239,8 +240,7 @@ class OverparamGlobal(Theorem):
     def check_is_gradient_descent(self, inst: OverparamInstance, st: OverparamState, ctx: Context) -> Outcome:
         return judge_fidelity(st.fidelity)
 
-    @staticmethod
-    def _classify_run(data: AttentionData, traj: np.ndarray, r: int, cell: dict[str, Any]) -> None:
+    def _classify_run(self, data: AttentionData, traj: np.ndarray, r: int, cell: dict[str, Any]) -> None:
         try:
             sol = solve_att_svm(data, optimal_tokens(data).index)
         except SolverError as exc:
@@ -259,7 +259,9 @@ class OverparamGlobal(Theorem):
             return
         cell["feasible"] += 1
         assert sol.W is not None  # a feasible (optimal) solution carries W
-        cell[classify(1 - corr_curve(traj, sol.W))] += 1
+        # W^mm, the direction a run is classified against, through the resolution seam (Theorem.predicted)
+        target = self.predicted("W^mm", sol.W, "direction", lambda: token_difference_span(data))
+        cell[classify(1 - corr_curve(traj, target))] += 1
 
     def _judged(self, st: OverparamState) -> list[dict[str, Any]]:
         """The cells of the judged curve: all runs, or (conditioned) the feasible ones only."""

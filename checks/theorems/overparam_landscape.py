@@ -45,6 +45,7 @@ import numpy as np
 import torch
 
 from checks import Context, Criterion, Outcome, Profile, Theorem, decide, failed, held, register, undecided
+from checks.power.resolution import token_difference_span
 from numerics import attention as att
 from numerics import tolerances as tol
 from numerics.data import AttentionData, random_unit_sphere
@@ -240,6 +241,9 @@ class OverparamLandscape(_Base):
         Wbar, rel, _ = construct(data)
         if rel > RESID_TOL:
             return undecided("no exact W-bar (see construction): the identity has nothing to certify")
+        # W̄, the predicted descent direction the identity is evaluated at, through the resolution seam
+        # (moved inside the span of the token differences (x_it − x_iτ) z_iᵀ, where ∇L lives)
+        Wbar = self.predicted("W̄ = v cᵀ", Wbar, "point", lambda: token_difference_span(data))
         e = identity_error(data, scores(data), Wbar, inst.loss, ctx.rng)
         return decide(
             e <= IDENTITY_RTOL,
