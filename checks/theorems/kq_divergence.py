@@ -65,6 +65,12 @@ other rows are independent, so their margins grow): "infeasible ⇒ no divergenc
 control can sit on such data. Feasibility is sufficient, not necessary, for ‖K‖, ‖Q‖ → ∞.
 
 Numerics: numerics.gd.run_gd (param="KQ", torch path, plain GD), numerics.attention.grad_KQ, numerics.svm.
+
+Resolution (``attnsvm power --resolution``, quick seed 0): W^mm (direction, tilted inside the span of
+the token differences, its margin profile moved with it) resolves 0.01 (goal 0.05): on the B.1 instances (odd
+index) a 1 % tilt makes a non-optimal pair product negative (−1.3e-3 to −2.3e-3), so the sign is no
+longer fixed and ``no_stationary_point`` is refuted; on B.2 data a small tilt keeps the sign (as
+no-stationary-points).
 """
 
 from __future__ import annotations

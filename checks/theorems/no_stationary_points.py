@@ -50,6 +50,14 @@ one example moved by CONTROL_EPS (relative to the B.2 gap of 0.5), in the direct
 product (γ_t − γ_τ)(h_t − h_τ) negative — neither B.1 nor B.2 holds, but the data are within CONTROL_EPS of
 B.2. The claim (descent at every W) is false there: the pair-concentrating W (attention of that example on
 {t, τ}, every other example on one token) gives ⟨∇L(W), W^mm⟩ > 0, verified in the exact log-space form.
+
+Resolution (``attnsvm power --resolution``, quick seed 0): W^mm (direction, tilted inside the span of
+the token differences, its margin profile h moved with it: ``_landscape.moved_profile``) resolves 0.01 (goal
+0.05). The statement does not single out W^mm — every M whose pair products are all ≥ 0 (one > 0) is a descent
+direction at every W — but on B.1 data W^mm lies on the boundary of that cone (its non-optimal margins are
+exactly equal, pair products 0): a 1 % tilt makes one negative (−4.3e-3 on instance 6) and the
+pair-concentrating W gives ⟨∇L(W), W'⟩ > 0 (exact log-space sign), refuted. On B.2 data (non-optimal scores
+equal) the non-optimal pairs vanish for every M and a small tilt stays a descent direction: held.
 """
 
 from __future__ import annotations

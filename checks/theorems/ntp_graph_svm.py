@@ -32,6 +32,10 @@ Control (``ntp-graph-svm-control``, the boundary the graph-SVM's equality rows a
 Att-SVM (every other token of the sequence strictly below the label, ≥ 1; no equality rows) is feasible on the
 same data" — false wherever some G^(k) has a cycle (y → j and j → y give opposite strict rows); refuted by a
 verified Farkas certificate.
+
+Resolution (``attnsvm power --resolution``, quick seed 0): W^svm is the predicted object (``W^svm``,
+direction, tilted inside row(E) ⊗ row(E)) whose rows ``feasible_certified`` recomputes and whose realisation
+``realises`` checks: a 1 % tilt moves an equality row far beyond FEAS = 1e-7, so it resolves 0.01 (goal 0.05).
 """
 
 from __future__ import annotations

@@ -37,6 +37,11 @@ Controls: ``ntp-linear-conditions-control`` (below the dimension, d = 2 < m = 6,
 "NTP-separable" — refuted by Farkas certificates; ``ntp-linear-onehot-control``: the one-hot multiclass SVM
 (each z ∈ S_j strictly above every other token, no equality rows) is feasible — refuted where some |S_j| ≥ 2
 (Farkas); ``ntp-linear-gd-control`` (full supports S_j = [V], where CE attains 𝓗): "‖W_k‖ → ∞" — refuted.
+
+Resolution of (a) (``attnsvm power --resolution``, quick seed 0): ``compatible`` recomputes the
+log-ratio residual of W⋆ (``W⋆``, a point moved inside F) and ``separable`` the rows of W^mm (``W^mm``, a
+direction tilted inside R^V ⊗ row(H̄); equality rows within FEAS_TOL = 1e-7, strict rows ≥ 1 − FEAS_TOL) from
+the contexts; each object alone resolves 0.01 (a move inside F or a tilt changes the logits W h̄_j by O(ε)).
 """
 
 from __future__ import annotations

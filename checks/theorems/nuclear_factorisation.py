@@ -53,6 +53,12 @@ refuted by ``attains``. A weaker check passes it: no factorisation ever goes bel
 
 Numerics: numpy SVD / eigh, numerics.svm.solve_att_svm(norm="nuc") and certify_att_svm,
 numerics.svm.factorised (SLSQP multi-start), sympy (AM–GM).
+
+Resolution (``attnsvm power --resolution``, quick seed 0): ``attains`` compares the attained
+minimum with ‖W‖_⋆ (``‖W‖_⋆``, a value scaled by 1 ± ε) and ``rank_constrained`` factors the relaxation's
+certified answer (``W^mm_⋆ (rank ≤ m)``, a point moved inside the span of the constraint matrices) where the
+rank bound does not bind: each alone resolves 0.01 (NUC_INDEP_RTOL = 1e-6, OBJ_RTOL = 2e-6). At ε = 1 the
+value's seeded sign − makes it 0 and the relative gap divides by zero: ERROR there, not FAIL.
 """
 
 from __future__ import annotations

@@ -54,6 +54,13 @@ Control (``overparam-global-control``), at the boundary where the conditioned cu
 test, on the curve conditioned on feasibility, over d ∈ {2, 3} (256 draws at d = 2, ≈ 128 feasible, and 128
 at d = 3). False there (0.855 → 0.653): refuted by a significant decrease. A check that compared end points
 of the conditioned curve (the former d = 3 vs 16) would never see it.
+
+Resolution (``attnsvm power --resolution``, quick seed 0): W^mm (direction) is declared where each
+run is classified; no ε FAILs. A tilt ε ≤ 0.1 (1 − cos θ ≤ 5e-3 < GAP_MAX = 0.01) leaves the classification
+(PASS); ε ≥ 0.2 (1 − cos θ ≥ 0.02) makes every run miss at every d (0/48 at each d), a flat curve on which the
+trend test is undecided (INCONCLUSIVE). A wrong target lowers the share everywhere, and a conjecture that the
+share grows is refuted only by a share that falls: a limit of the statement (a trend of a share), not of the
+check.
 """
 
 from __future__ import annotations

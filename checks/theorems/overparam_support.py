@@ -54,6 +54,15 @@ is pinned from both sides. The counterexample is a matrix, not a data Gram: (b) 
 symmetric perturbation of G0, and the data draws (CONTROL_DRAWS at d = 2N) are judged too — none of them falls
 in [ρ_N, 1.02 ρ_N) with a negative multiplier on quick seed 0 (the smallest ‖G − G0‖ of a non-B.1 draw is
 0.6–0.78). The former control, radius 1 = λ_min(G0) ≈ 1.75–2.25 ρ_N, was far from the boundary.
+
+Resolution (``attnsvm power --resolution``, quick seed 0; each object alone): ``ρ_N`` (a lower bound on ‖G −
+G0‖ of a non-B.1 draw, enlarged by 1 + ε; the sharp perturbation is placed at 1 − SHARP_EPS times the
+predicted radius) resolves 0.02 — at ε = 0.01 the sharp point lies at 0.9999 ρ_N, still inside the true
+radius, and the data draws without B.1 lie at ‖G − G0‖ ≥ 0.75 (≥ 1.6 ρ_N); ``W^mm = Aᵀλ`` (the closed form of
+(a), a point) resolves 0.01; ``1 − β(d_reg)`` (the proven rate, a lower bound on the B.1 share) resolves only
+ε = 1: every instance has 64/64 draws with B.1 at d_reg (Wilson interval [0.943, 1]) against a claimed 0.50,
+so the bound must be raised ×1.88 to leave the interval — the Markov bound is loose, a limit of the bound, not
+of the check. The theorem's resolution is 0.01 (goal 0.1).
 """
 
 from __future__ import annotations

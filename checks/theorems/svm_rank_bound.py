@@ -43,6 +43,12 @@ Negative control (``svm-rank-bound-control``): "rank W^mm_⋆ = rank W^mm" (the 
 Frobenius solution's rank) on the same instances — a claim every weaker check passes (both ranks respect
 min(n, d), both solutions live in the spans), but false: the nuclear norm favours low rank, and on generic
 instances with n, d ≥ 2 the certified nuclear rank is often strictly lower.
+
+Resolution (``attnsvm power --resolution``, quick seed 0; each object alone): the certified reduced
+answers the full-space programs must reproduce (``W^mm (reduced)``, ``W^mm_⋆ (reduced)``: points moved
+inside the span of the constraint matrices, judged at INDEP_TOL = 1e-5 and NUC_DIST_TOL = 1e-4) and the rank
+bound (``rank bound min(n, d)``, upper, floored: a rank is an integer, so any ε lowers it by one and an
+instance whose rank attains min(n, d) refutes it) each resolve 0.01 (goal 0.1).
 """
 
 from __future__ import annotations
