@@ -58,7 +58,8 @@ Resolution (``attnsvm power --resolution``, quick seed 0): ``attains`` compares 
 minimum with ‖W‖_⋆ (``‖W‖_⋆``, a value scaled by 1 ± ε) and ``rank_constrained`` factors the relaxation's
 certified answer (``W^mm_⋆ (rank ≤ m)``, a point moved inside the span of the constraint matrices) where the
 rank bound does not bind: each alone resolves 0.01 (NUC_INDEP_RTOL = 1e-6, OBJ_RTOL = 2e-6). At ε = 1 the
-value's seeded sign − makes it 0 and the relative gap divides by zero: ERROR there, not FAIL.
+value's seeded sign − makes it 0: a claimed norm ≤ 0 of a nonzero W is refuted outright (it was an ERROR,
+a division by zero, before).
 """
 
 from __future__ import annotations
@@ -256,7 +257,8 @@ class NuclearFactorisation(Theorem):
             fact = float(np.linalg.norm(K @ Q.T - W) / np.linalg.norm(W))
             # the value the attained minimum is compared with, through the resolution seam (scaled by 1 ± ε)
             target = self.predicted("‖W‖_⋆", self.target(W), "value")
-            gap = abs(energy(K, Q) - target) / target
+            # W ≠ 0 (a certified SVM answer, a drawn W of rank ≥ 1): a claimed norm ≤ 0 is refuted outright
+            gap = abs(energy(K, Q) - target) / target if target > 0 else float("inf")
             worst_fact, worst_gap = max(worst_fact, fact), max(worst_gap, gap)
             m[f"attain_gap_{name}"] = gap
         m.update(fact_residual=worst_fact, attain_gap=worst_gap)
