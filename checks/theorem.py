@@ -282,10 +282,10 @@ class Theorem:
                   span: Sequence[Any] | Callable[[], Sequence[Any]] | None = None) -> Any:
         """The predicted object a check compares the numerics with (a direction, a bound, a finite part),
         through the one seam :func:`checks.power.resolution.predicted`: unchanged in every normal run,
-        perturbed by a relative ε under ``attnsvm power --resolution``, which measures the smallest error
-        the check catches. ``kind``: "direction", "upper" / "lower" (a bound), "point"; ``span``: the
-        subspace the object lives in (default: the whole space), or a function building it, which only a
-        perturbation calls."""
+        perturbed by a relative ε under ``attnsvm power --resolution``, which measures the smallest error the
+        check catches. ``kind``: "direction", "upper" / "lower" (a bound), "point", "value" (a scalar the
+        numerics must equal); ``span``: the subspace the object lives in (default: the whole space), or a
+        function building it, which only a perturbation calls."""
         from .power.resolution import predicted
 
         return predicted(self.id, name, obj, kind, span)

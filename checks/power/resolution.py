@@ -11,7 +11,9 @@ comparing. Normally the object comes back unchanged. Under :func:`perturbed` (``
   (x_it − x_iτ) z_iᵀ for W), its norm kept;
 * ``"upper"`` / ``"lower"`` (a bound the numerics must stay below / above): scaled by 1 − ε / 1 + ε, the
   direction in which a too-optimistic bound would err;
-* ``"point"`` (e.g. a finite part W^fin): moved by ε‖obj‖ in a random direction inside ``span``.
+* ``"point"`` (e.g. a finite part W^fin): moved by ε‖obj‖ in a random direction inside ``span``;
+* ``"value"`` (a scalar the numerics must equal, e.g. the ‖W‖_⋆ a factorised minimum attains): scaled by
+  1 ± ε, the sign seeded as a point's direction is (a value errs either way; a bound errs one way).
 
 :func:`checks.power.matrix.measure` runs a theorem at the ladder ε ∈ LADDER and reports the smallest ε at
 which its verdict is FAIL: the check's resolution. A theorem whose checks call no seam has no measured
@@ -38,7 +40,7 @@ import numpy as np
 
 #: The relative sizes of perturbation tried, largest first (issue 23).
 LADDER = (1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01)
-KINDS = ("direction", "upper", "lower", "point")
+KINDS = ("direction", "upper", "lower", "point", "value")
 #: The committed measurements (``attnsvm power --resolution --write``): {"theorems": {id: row}}.
 MEASURED = Path(__file__).with_name("resolution.json")
 
@@ -108,6 +110,8 @@ def perturb(obj: Any, kind: str, eps: float, rng: np.random.Generator,
         return obj * (1.0 - eps)
     if kind == "lower":
         return obj * (1.0 + eps)
+    if kind == "value":
+        return obj * (1.0 + eps * (1.0 if rng.random() < 0.5 else -1.0))
     x = np.asarray(obj, dtype=float)
     flat, norm = x.reshape(-1), float(np.linalg.norm(x))
     if norm == 0:

@@ -107,6 +107,16 @@ def exact_margin_profile(data: AttentionData, sol) -> np.ndarray | None:
     return np.array([[float(h[i][t] - h[i][0]) for t in range(data.T)] for i in range(data.n)])
 
 
+def moved_profile(data: AttentionData, h: np.ndarray, D: np.ndarray) -> np.ndarray:
+    """The margin profile h (relative to each example's first token, :func:`exact_margin_profile`) of the
+    matrix moved by D: h + X_i D z_i, relative likewise. For a predicted W^mm perturbed through the resolution
+    seam (D = W' − W^mm); D = 0 returns h itself (its exact ties intact)."""
+    if not np.any(D):
+        return h
+    g = np.einsum("ntd,de,ne->nt", data.X, D, data.Z)
+    return h + (g - g[:, :1])
+
+
 def signed_inner(data: AttentionData, W: np.ndarray, M: np.ndarray, loss: str,
                  gamma: np.ndarray | None = None, h: np.ndarray | None = None) -> tuple[float, float, float]:
     """⟨∇L(W), M⟩ for a batch of W (R, d, d) as (P, N, naive): the inner product equals

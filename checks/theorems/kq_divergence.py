@@ -65,6 +65,12 @@ other rows are independent, so their margins grow): "infeasible ⇒ no divergenc
 control can sit on such data. Feasibility is sufficient, not necessary, for ‖K‖, ‖Q‖ → ∞.
 
 Numerics: numerics.gd.run_gd (param="KQ", torch path, plain GD), numerics.attention.grad_KQ, numerics.svm.
+
+Resolution (``attnsvm power --resolution``, quick seed 0): W^mm (direction, tilted inside the span of
+the token differences, its margin profile moved with it) resolves 0.01 (goal 0.05): on the B.1 instances (odd
+index) a 1 % tilt makes a non-optimal pair product negative (−1.3e-3 to −2.3e-3), so the sign is no
+longer fixed and ``no_stationary_point`` is refuted; on B.2 data a small tilt keeps the sign (as
+no-stationary-points).
 """
 
 from __future__ import annotations
@@ -90,6 +96,7 @@ from checks import (
     undecided,
 )
 from checks import hypotheses as hyp
+from checks.power.resolution import token_difference_span
 from checks.strategies import b1_data, b2_data, valley_data
 from numerics import attention as att
 from numerics import tolerances as tol
@@ -99,7 +106,7 @@ from numerics.svm import SVMSolution, solve_att_svm
 from numerics.tokens import margins, optimal_tokens, scores
 
 from ._gd import FIDELITY_TOL, independent_grad_W, judge_fidelity, step_fidelity_kq
-from ._landscape import exact_margin_profile, sign_fixed, signed_inner
+from ._landscape import exact_margin_profile, moved_profile, sign_fixed, signed_inner
 
 #: Plain GD on (K, Q): step and budget (8192 steps of a batch ≈ 1 s on one core), six doublings recorded.
 ETA, STEPS, DOUBLINGS = 1.0, 8192, 6
@@ -310,9 +317,13 @@ class KQDivergence(Theorem):
 
     def check_no_stationary_point(self, inst: KQDivergenceInstance, st: KQDivergenceState,
                                   ctx: Context) -> Outcome:
-        data, Wmm, rng = inst.data, st.sol.W, ctx.rng
-        assert Wmm is not None and st.h is not None  # the hypotheses held: feasible, exact margins
-        fixed, m = sign_fixed(scores(data), st.h)
+        data, rng = inst.data, ctx.rng
+        assert st.sol.W is not None and st.h is not None  # the hypotheses held: feasible, exact margins
+        # W^mm through the resolution seam (tilted inside the span of the token differences); its margin
+        # profile moved with it (the exact one when unperturbed)
+        Wmm = self.predicted("W^mm", st.sol.W, "direction", lambda: token_difference_span(data))
+        h = moved_profile(data, st.h, Wmm - st.sol.W)
+        fixed, m = sign_fixed(scores(data), h)
         b0 = att.batch_from_data([data])
         z = torch.zeros((1, data.d, data.d), dtype=torch.float64)
         gK0, gQ0 = att.grad_KQ(b0.X, b0.Y, b0.Z, z, z, b0.linear_head())
@@ -328,7 +339,7 @@ class KQDivergence(Theorem):
         tang = float(res.max() / np.linalg.norm(Wmm))
         gK, gQ = kq_grads(data, K, Q)
         D = np.sum(gK * A, axis=(1, 2)) + np.sum(gQ * B, axis=(1, 2))
-        P, N, _ = signed_inner(data, K @ Q.transpose(0, 2, 1), Wmm, "logistic", h=st.h)
+        P, N, _ = signed_inner(data, K @ Q.transpose(0, 2, 1), Wmm, "logistic", h=h)
         exact = -(np.exp(P) - np.exp(N)) / data.n
         scale = np.linalg.norm(gK, axis=(1, 2)) * np.linalg.norm(A, axis=(1, 2)) + np.linalg.norm(
             gQ, axis=(1, 2)

@@ -50,6 +50,14 @@ one example moved by CONTROL_EPS (relative to the B.2 gap of 0.5), in the direct
 product (γ_t − γ_τ)(h_t − h_τ) negative — neither B.1 nor B.2 holds, but the data are within CONTROL_EPS of
 B.2. The claim (descent at every W) is false there: the pair-concentrating W (attention of that example on
 {t, τ}, every other example on one token) gives ⟨∇L(W), W^mm⟩ > 0, verified in the exact log-space form.
+
+Resolution (``attnsvm power --resolution``, quick seed 0): W^mm (direction, tilted inside the span of
+the token differences, its margin profile h moved with it: ``_landscape.moved_profile``) resolves 0.01 (goal
+0.05). The statement does not single out W^mm — every M whose pair products are all ≥ 0 (one > 0) is a descent
+direction at every W — but on B.1 data W^mm lies on the boundary of that cone (its non-optimal margins are
+exactly equal, pair products 0): a 1 % tilt makes one negative (−4.3e-3 on instance 6) and the
+pair-concentrating W gives ⟨∇L(W), W'⟩ > 0 (exact log-space sign), refuted. On B.2 data (non-optimal scores
+equal) the non-optimal pairs vanish for every M and a small tilt stays a descent direction: held.
 """
 
 from __future__ import annotations
@@ -62,6 +70,7 @@ import torch
 
 from checks import Context, Criterion, Outcome, Profile, Theorem, decide, failed, held, register, undecided
 from checks.hypotheses import b1_or_b2, b2_spread
+from checks.power.resolution import token_difference_span
 from checks.strategies import b1_data, b2_data
 from numerics import attention as att
 from numerics.data import AttentionData
@@ -78,6 +87,7 @@ from ._landscape import (
     dloss_negative_on,
     exact_margin_profile,
     judge_divergence,
+    moved_profile,
     pair_ws,
     search_positive,
     sign_fixed,
@@ -219,6 +229,10 @@ class _LandscapeBase(Theorem):
         if h is None:
             return undecided("exact (rational) KKT proof of W^mm failed: its margins are not known exactly")
         assert sol.W is not None  # h is computed only for a feasible (optimal) answer
+        # W^mm through the resolution seam (tilted inside the span of the token differences); its margin
+        # profile moved with it (the exact one when unperturbed)
+        Wmm = self.predicted("W^mm", sol.W, "direction", lambda: token_difference_span(data))
+        h = moved_profile(data, h, Wmm - sol.W)
         g = scores(data)
         fixed, m = sign_fixed(g, h)
         m.update(given_metrics(ctx))
@@ -227,7 +241,7 @@ class _LandscapeBase(Theorem):
             m["proved_all_sizes"] = no_stationary_point_general().holds
             if not m["proved_all_sizes"]:
                 return failed("the all-size proof (theory.stationarity) did not go through", **m)
-            k, bad = _float_grad_signs(data, sol.W, loss, ctx.rng)
+            k, bad = _float_grad_signs(data, Wmm, loss, ctx.rng)
             m.update(float_grad_samples=k, float_grad_nonnegative=bad)
             return decide(
                 bad == 0,
@@ -235,7 +249,7 @@ class _LandscapeBase(Theorem):
                 f"gradient gives >= 0 at {bad} of {k} moderate-norm W",
                 **m,
             )
-        c, sm = search_positive(data, sol.W, loss, ctx.rng, per_norm=int(ctx.params.get("per_norm", 4)),
+        c, sm = search_positive(data, Wmm, loss, ctx.rng, per_norm=int(ctx.params.get("per_norm", 4)),
                                 ascent_steps=int(ctx.params.get("ascent_steps", 30)), h=h,
                                 extra=pair_ws(data, g, h), starts=ASCENT_STARTS)
         m.update(sm)

@@ -32,6 +32,10 @@ Control (``ntp-graph-svm-control``, the boundary the graph-SVM's equality rows a
 Att-SVM (every other token of the sequence strictly below the label, ≥ 1; no equality rows) is feasible on the
 same data" — false wherever some G^(k) has a cycle (y → j and j → y give opposite strict rows); refuted by a
 verified Farkas certificate.
+
+Resolution (``attnsvm power --resolution``, quick seed 0): W^svm is the predicted object (``W^svm``,
+direction, tilted inside row(E) ⊗ row(E)) whose rows ``feasible_certified`` recomputes and whose realisation
+``realises`` checks: a 1 % tilt moves an equality row far beyond FEAS = 1e-7, so it resolves 0.01 (goal 0.05).
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from checks import Context, Criterion, Outcome, Profile, Theorem, decide, regist
 from numerics import tolerances as tol
 from numerics.ntp import GraphSVMResult, PriorityGraph, graph_svm, out_of_scc_mass, priority_graphs
 
-from ._ntp import NTPInstance, answer, draw, ntp_sizes
+from ._ntp import NTPInstance, answer, draw, embedding_span, ntp_sizes
 
 REFERENCE = "Li, Huang, Ildiz, Rawat, Oymak (AISTATS 2024, arXiv 2403.08081), graph-SVM"
 #: Rank of E: σ_min > INDEP_RTOL σ_max (Gaussian draws have ratios ~1e-1; 1e-8 flags only degenerate data).
@@ -118,12 +122,17 @@ class NTPGraphSVM(_GraphSVMBase):
                                      nuc=graph_svm(inst.data, graphs=g, norm="nuc")))
         return out
 
+    def _svm_target(self, inst: NTPInstance, sol: GraphSVMResult) -> np.ndarray:
+        """W^svm, the predicted object whose rows and realisation are checked, through the resolution seam
+        (Theorem.predicted), tilted inside row(E) ⊗ row(E) (:func:`embedding_span`, as ntp-gd's)."""
+        return self.predicted("W^svm", answer(sol), "direction", lambda: embedding_span(inst.data.E))
+
     def check_feasible_certified(self, inst: NTPInstance, state: GraphSVMState, ctx: Context) -> Outcome:
         data, sol = inst.data, state.fro
         assert sol is not None  # prepared by this theorem
         if not sol.feasible:
             return decide(False, f"the graph-SVM is infeasible ({sol.certificate.summary()})")
-        E, W = data.E, answer(sol)
+        E, W = data.E, self._svm_target(inst, sol)
         eq_res, strict_min = 0.0, np.inf
         for k, g in state.graphs.items():
             for y, j in g.edges:
@@ -154,7 +163,7 @@ class NTPGraphSVM(_GraphSVMBase):
         assert sol is not None  # prepared by this theorem
         if not sol.feasible:
             return decide(False, "no graph-SVM to realise the order")
-        mass = out_of_scc_mass(data, REALISE_R * answer(sol) / 1.0, state.graphs)
+        mass = out_of_scc_mass(data, REALISE_R * self._svm_target(inst, sol), state.graphs)
         bound = (data.T - 1) * np.exp(-REALISE_R * (1 - tol.FEAS_TOL))
         return decide(mass <= bound, f"mass {mass:.3g} outside the label's SCC at R·W^svm exceeds the bound "
                                      f"{bound:.3g}", out_mass=mass, out_bound=float(bound))

@@ -37,6 +37,11 @@ Controls: ``ntp-linear-conditions-control`` (below the dimension, d = 2 < m = 6,
 "NTP-separable" — refuted by Farkas certificates; ``ntp-linear-onehot-control``: the one-hot multiclass SVM
 (each z ∈ S_j strictly above every other token, no equality rows) is feasible — refuted where some |S_j| ≥ 2
 (Farkas); ``ntp-linear-gd-control`` (full supports S_j = [V], where CE attains 𝓗): "‖W_k‖ → ∞" — refuted.
+
+Resolution of (a) (``attnsvm power --resolution``, quick seed 0): ``compatible`` recomputes the
+log-ratio residual of W⋆ (``W⋆``, a point moved inside F) and ``separable`` the rows of W^mm (``W^mm``, a
+direction tilted inside R^V ⊗ row(H̄); equality rows within FEAS_TOL = 1e-7, strict rows ≥ 1 − FEAS_TOL) from
+the contexts; each object alone resolves 0.01 (a move inside F or a tilt changes the logits W h̄_j by O(ε)).
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ import numpy as np
 
 from checks import Context, Criterion, Outcome, Profile, Theorem, decide, failed, held, register, undecided
 from checks.power.resolution import tilt_fin
+from numerics import tolerances as tol
 from numerics.ntp_linear import (
     LinearNTP,
     NTPSVMResult,
@@ -92,11 +98,10 @@ class LinearInstance:
 @dataclass(frozen=True, eq=False)
 class LinearConditionsState:
     """ntp-linear-conditions and its controls: the NTP-SVM W^mm (the one-hot control's: without equality
-    rows) and, for the theorem, W⋆ with the max |residual| ``compat`` of its log-ratio equations."""
+    rows) and, for the theorem, W⋆ (its log-ratio residual is recomputed by the check)."""
 
     svm: NTPSVMResult
     star: np.ndarray | None = None
-    compat: float | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -146,6 +151,20 @@ def log_ratio_residual(prob: LinearNTP, W: np.ndarray) -> float:
         d = A[j, S] - np.log(prob.P[j, S])
         worst = max(worst, float(d.max() - d.min()))
     return worst
+
+
+def ntp_rows(prob: LinearNTP, W: np.ndarray) -> tuple[float, float]:
+    """(max |equality row|, least strict row) of NTP-separability at W, from the data alone: logits
+    a_j = W h̄_j, equal on S_j ((e_z − e_{z'})^T W h̄_j = 0) and ≥ 1 above every token outside it."""
+    A = prob.H @ W.T  # logits (m, V)
+    eq, strict = 0.0, np.inf
+    for j in range(prob.m):
+        inS = prob.P[j] > 0
+        a, out = A[j, inS], A[j, ~inS]
+        eq = max(eq, float(a.max() - a.min()))
+        if out.size:
+            strict = min(strict, float(a.min() - out.max()))
+    return eq, float(strict)
 
 
 def context_span(prob: LinearNTP) -> list[np.ndarray]:
@@ -223,10 +242,7 @@ class NTPLinearConditions(_Linear):
         out = []
         for i in instances:
             star, _ = w_star(i.prob)
-            # the residual recomputed from W⋆ and the data, not the solver's report of it (scaled-finite-part
-            # sabotage: a W⋆ 1.05x off with its solver's residual intact PASSed before)
-            out.append(LinearConditionsState(svm=ntp_svm(i.prob), star=star,
-                                             compat=log_ratio_residual(i.prob, star)))
+            out.append(LinearConditionsState(svm=ntp_svm(i.prob), star=star))
         return out
 
     def assume_overparameterised(self, inst: LinearInstance, state: LinearConditionsState,
@@ -235,14 +251,25 @@ class NTPLinearConditions(_Linear):
         return decide(ok, f"d > m with full rank fails (σ_min/σ_max = {ratio:.2g})")
 
     def check_compatible(self, inst: LinearInstance, state: LinearConditionsState, ctx: Context) -> Outcome:
-        r = state.compat
-        assert r is not None  # prepared by this theorem
+        assert state.star is not None  # prepared by this theorem
+        # W⋆ through the resolution seam (moved inside F), its residual recomputed from W⋆ and the data, not
+        # the solver's report of it (scaled-finite-part sabotage: a W⋆ 1.05x off with its solver's residual
+        # intact PASSed before)
+        star = self.predicted("W⋆", state.star, "point", lambda: list(f_basis(inst.prob)))
+        r = log_ratio_residual(inst.prob, star)
         return decide(r <= COMPAT_TOL, f"log-ratio equations unsolvable: residual {r:.3g}", compat_residual=r)
 
     def check_separable(self, inst: LinearInstance, state: LinearConditionsState, ctx: Context) -> Outcome:
         sv = state.svm
-        return decide(sv.feasible and sv.certificate.verified,
-                      f"NTP-separability: {sv.status} ({sv.certificate.summary()})", mm_norm=sv.objective)
+        if not (sv.feasible and sv.certificate.verified):
+            return decide(False, f"NTP-separability: {sv.status} ({sv.certificate.summary()})",
+                          mm_norm=sv.objective)
+        # W^mm through the resolution seam, its rows recomputed from the contexts (not the solver's rows)
+        W = self.predicted("W^mm", _answer(sv), "direction", lambda: context_span(inst.prob))
+        eq, strict = ntp_rows(inst.prob, W)
+        return decide(eq <= tol.FEAS_TOL and strict >= 1 - tol.FEAS_TOL,
+                      f"W^mm's rows recomputed from the contexts: equality residual {eq:.3g}, least strict "
+                      f"margin {strict:.6g}", mm_norm=sv.objective, eq_residual=eq, strict_margin=strict)
 
 
 @register

@@ -54,6 +54,13 @@ Control (``overparam-global-control``), at the boundary where the conditioned cu
 test, on the curve conditioned on feasibility, over d ∈ {2, 3} (256 draws at d = 2, ≈ 128 feasible, and 128
 at d = 3). False there (0.855 → 0.653): refuted by a significant decrease. A check that compared end points
 of the conditioned curve (the former d = 3 vs 16) would never see it.
+
+Resolution (``attnsvm power --resolution``, quick seed 0): W^mm (direction) is declared where each
+run is classified; no ε FAILs. A tilt ε ≤ 0.1 (1 − cos θ ≤ 5e-3 < GAP_MAX = 0.01) leaves the classification
+(PASS); ε ≥ 0.2 (1 − cos θ ≥ 0.02) makes every run miss at every d (0/48 at each d), a flat curve on which the
+trend test is undecided (INCONCLUSIVE). A wrong target lowers the share everywhere, and a conjecture that the
+share grows is refuted only by a share that falls: a limit of the statement (a trend of a share), not of the
+check.
 """
 
 from __future__ import annotations
@@ -66,6 +73,7 @@ import numpy as np
 
 from checks import Context, Criterion, Outcome, Profile, Theorem, decide, held, register, undecided
 from checks.experiments.sweep import Z95, wilson_interval
+from checks.power.resolution import token_difference_span
 from checks.theorems._trends import adversarial_trend, corr_curve, first_dip
 from numerics.data import AttentionData, random_unit_sphere
 from numerics.errors import SolverError
@@ -239,8 +247,7 @@ class OverparamGlobal(Theorem):
     def check_is_gradient_descent(self, inst: OverparamInstance, st: OverparamState, ctx: Context) -> Outcome:
         return judge_fidelity(st.fidelity)
 
-    @staticmethod
-    def _classify_run(data: AttentionData, traj: np.ndarray, r: int, cell: dict[str, Any]) -> None:
+    def _classify_run(self, data: AttentionData, traj: np.ndarray, r: int, cell: dict[str, Any]) -> None:
         try:
             sol = solve_att_svm(data, optimal_tokens(data).index)
         except SolverError as exc:
@@ -259,7 +266,9 @@ class OverparamGlobal(Theorem):
             return
         cell["feasible"] += 1
         assert sol.W is not None  # a feasible (optimal) solution carries W
-        cell[classify(1 - corr_curve(traj, sol.W))] += 1
+        # W^mm, the direction a run is classified against, through the resolution seam (Theorem.predicted)
+        target = self.predicted("W^mm", sol.W, "direction", lambda: token_difference_span(data))
+        cell[classify(1 - corr_curve(traj, target))] += 1
 
     def _judged(self, st: OverparamState) -> list[dict[str, Any]]:
         """The cells of the judged curve: all runs, or (conditioned) the feasible ones only."""

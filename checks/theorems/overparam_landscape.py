@@ -33,6 +33,10 @@ rank Z ≤ n − 1 and Y is generically outside the range of Z, so no W̄ = v c^
 refuted with a certificate, not a large residual alone — the least-squares residual r of Z c = Y satisfies
 Z^T r ≈ 0, so for every c, ‖Z c − Y‖ ≥ (Y^T r − ‖Z^T r‖ ‖c‖)/‖r‖, and we refute when this bound exceeds
 RESID_TOL‖Y‖ for every ‖c‖ ≤ NORM_CAP.
+
+Resolution (``attnsvm power --resolution``, quick seed 0): ``descent_everywhere`` evaluates the
+identity at W̄ (``W̄ = v cᵀ``, a point moved inside the span of the token differences (x_it − x_iτ) z_iᵀ, where
+∇L lives): a 1 % move changes ⟨∇L(W), W̄⟩ by O(ε) against IDENTITY_RTOL, resolution 0.01 (goal 0.1).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ import numpy as np
 import torch
 
 from checks import Context, Criterion, Outcome, Profile, Theorem, decide, failed, held, register, undecided
+from checks.power.resolution import token_difference_span
 from numerics import attention as att
 from numerics import tolerances as tol
 from numerics.data import AttentionData, random_unit_sphere
@@ -240,6 +245,9 @@ class OverparamLandscape(_Base):
         Wbar, rel, _ = construct(data)
         if rel > RESID_TOL:
             return undecided("no exact W-bar (see construction): the identity has nothing to certify")
+        # W̄, the predicted descent direction the identity is evaluated at, through the resolution seam
+        # (moved inside the span of the token differences (x_it − x_iτ) z_iᵀ, where ∇L lives)
+        Wbar = self.predicted("W̄ = v cᵀ", Wbar, "point", lambda: token_difference_span(data))
         e = identity_error(data, scores(data), Wbar, inst.loss, ctx.rng)
         return decide(
             e <= IDENTITY_RTOL,

@@ -43,6 +43,12 @@ Negative control (``svm-rank-bound-control``): "rank W^mm_⋆ = rank W^mm" (the 
 Frobenius solution's rank) on the same instances — a claim every weaker check passes (both ranks respect
 min(n, d), both solutions live in the spans), but false: the nuclear norm favours low rank, and on generic
 instances with n, d ≥ 2 the certified nuclear rank is often strictly lower.
+
+Resolution (``attnsvm power --resolution``, quick seed 0; each object alone): the certified reduced
+answers the full-space programs must reproduce (``W^mm (reduced)``, ``W^mm_⋆ (reduced)``: points moved
+inside the span of the constraint matrices, judged at INDEP_TOL = 1e-5 and NUC_DIST_TOL = 1e-4) and the rank
+bound (``rank bound min(n, d)``, upper, floored: a rank is an integer, so any ε lowers it by one and an
+instance whose rank attains min(n, d) refutes it) each resolve 0.01 (goal 0.1).
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ from typing import ClassVar
 import numpy as np
 
 from checks import WITHDRAWN, Context, Criterion, Outcome, Profile, Theorem, decide, failed, held, register
+from checks.power.resolution import token_difference_span
 from numerics import tolerances as tol
 from numerics.data import AttentionData, random_unit_sphere
 from numerics.svm import SVMSolution, certify_att_svm, solve_att_svm
@@ -255,7 +262,10 @@ class SVMRankBound(Theorem):
         """1 ≤ rank ≤ min(n, d) for every solution (W ≠ 0: the constraints have right-hand side 1). The lower
         bound catches a rank decided by an absolute threshold on the 1e-8-scaled instances."""
         data = inst.data
-        bound = min(data.n, data.d)
+        # the bound through the resolution seam ("upper": lowered by 1 − ε); a rank is an integer, so the
+        # bound it must respect is the floor
+        bound = int(np.floor(self.predicted("rank bound min(n, d)", float(min(data.n, data.d)), "upper")
+                             + 1e-9))
         ranks = {k: state.solution(k).rank for k in ("fro", "nuc", "fro_full", "nuc_full")}
         ok = all(1 <= r <= bound for r in ranks.values())
         return decide(ok, f"a rank lies outside [1, min(n, d) = {bound}]: {ranks}",
@@ -268,7 +278,9 @@ class SVMRankBound(Theorem):
         solution."""
         red, full = state.solution("nuc"), state.solution("nuc_full")
         obj = abs(full.objective - red.objective) / red.objective
-        dist = _rel(state.W("nuc"), state.W("nuc_full"))
+        # the certified reduced answer the full-space program must reproduce, through the resolution seam
+        dist = _rel(self.predicted("W^mm_⋆ (reduced)", state.W("nuc"), "point",
+                                   lambda: token_difference_span(inst.data)), state.W("nuc_full"))
         return decide(obj <= NUC_OBJ_TOL and dist <= NUC_DIST_TOL,
                       "the unreduced full-space nuclear SDP disagrees with the reduced one",
                       nuc_full_obj_rel_diff=obj, nuc_full_distance=dist,
@@ -276,7 +288,9 @@ class SVMRankBound(Theorem):
 
     def check_independent_full_space_solve(self, inst: SVMRankBoundInstance, state: SVMRankBoundState,
                                            ctx: Context) -> Outcome:
-        dist = _rel(state.W("fro"), state.W("fro_full"))
+        # the certified reduced W^mm the full-space QP must reproduce, through the resolution seam
+        dist = _rel(self.predicted("W^mm (reduced)", state.W("fro"), "point",
+                                   lambda: token_difference_span(inst.data)), state.W("fro_full"))
         return decide(
             dist <= INDEP_TOL,
             "the unreduced full-space Frobenius QP disagrees with the certified W^mm",

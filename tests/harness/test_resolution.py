@@ -32,6 +32,8 @@ def test_bounds_and_points():
     x = np.ones((2, 2))
     assert np.linalg.norm(perturb(x, "point", 0.1, rng) - x) == pytest.approx(0.1 * np.linalg.norm(x))
     assert perturb(x, "direction", 0.0, rng) is x
+    values = {round(perturb(2.0, "value", 0.1, np.random.default_rng(k)), 12) for k in range(20)}
+    assert values == {1.8, 2.2}  # a value is scaled by 1 ± ε, the sign seeded
 
 
 def test_the_seam_is_the_identity_outside_a_perturbation():
