@@ -145,8 +145,16 @@ def _second_best(g: np.ndarray) -> np.ndarray:
     return np.argsort(g, axis=1)[:, -2]
 
 
+def _common_query(data: AttentionData) -> AttentionData:
+    """The data with every example's query replaced by the first one's (no further draws): the prompt model of
+    TLZO, logits x_it^T W z = k_it^T p with keys k_it = x_it and p = W z, so Att-SVM(α) is the p-SVM of the
+    keys (W^mm_α = p^mm_α z^T, ‖W^mm_α‖_F = ‖p^mm_α‖ for the unit z)."""
+    return AttentionData(data.X, data.Y, np.repeat(data.Z[:1], data.n, axis=0), data.v)
+
+
 def local_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator, locally_optimal: bool = True,
-                     tries: int = 60, self_attention: bool = False) -> tuple[AttentionData, np.ndarray]:
+                     tries: int = 60, self_attention: bool = False,
+                     common_query: bool = False) -> tuple[AttentionData, np.ndarray]:
     """Unit-sphere data with a selection alpha != opt that is (``locally_optimal=True``) or is NOT
     (``False``) locally optimal in THEORY.md §3's sense, Att-SVM(alpha) feasible in both cases.
 
@@ -155,6 +163,8 @@ def local_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator, locall
     non-locally-optimal alpha therefore has a support token scoring higher than alpha_i (the optimal
     token of the switched example). Draws up to ``tries`` datasets; InvalidInputError if none fits.
     ``self_attention``: the same family with queries z_i = x_i1 (numerics.data.AttentionData with Z None).
+    ``common_query``: one query z shared by all examples (``_common_query``: the prompt model, p = W z; TLZO's
+    p-svm-gd draws its local family so).
     """
     from numerics.data import random_unit_sphere
     from numerics.svm import is_locally_optimal, solve_att_svm
@@ -163,6 +173,8 @@ def local_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator, locall
     _check_sizes(n, T, d)
     for _ in range(tries):
         data = random_unit_sphere(n, T, d, rng=rng, self_attention=self_attention)
+        if common_query:
+            data = _common_query(data)
         ot = optimal_tokens(data)
         if not ot.unique:
             continue
@@ -180,8 +192,8 @@ def local_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator, locall
 
 
 def tied_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator,
-                    tries: int = 60, offset: float = 0.0,
-                    self_attention: bool = False) -> tuple[AttentionData, np.ndarray]:
+                    tries: int = 60, offset: float = 0.0, self_attention: bool = False,
+                    common_query: bool = False) -> tuple[AttentionData, np.ndarray]:
     """Unit-sphere data with a selection alpha != opt that is NOT locally optimal *at the boundary*: a
     support token of W^mm_alpha scores exactly as high as alpha_i (a tie), Att-SVM(alpha) feasible.
 
@@ -193,6 +205,7 @@ def tied_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator,
     equality). ``offset`` > 0 puts t that far ABOVE alpha_i instead (gamma_it = gamma_{i alpha_i} + offset:
     strictly not locally optimal, ``offset`` from the tie). Draws up to ``tries`` datasets; InvalidInputError
     if none fits. ``self_attention``: queries z_i = x_i1 (a moved first token moves its query with it).
+    ``common_query``: one query shared by all examples (the prompt model, as in :func:`local_alpha_data`).
     """
     from numerics.data import random_unit_sphere
     from numerics.svm import solve_att_svm
@@ -201,6 +214,8 @@ def tied_alpha_data(n: int, T: int, d: int, *, rng: np.random.Generator,
     _check_sizes(n, T, d)
     for _ in range(tries):
         data = random_unit_sphere(n, T, d, rng=rng, self_attention=self_attention)
+        if common_query:
+            data = _common_query(data)
         ot = optimal_tokens(data)
         if not ot.unique:
             continue

@@ -126,22 +126,25 @@ class Geometry:
 
 
 def _descend(params: list, grads: list, lr: Any, tiny: float, norm_ord: float | None) -> None:
-    """p <- p - lr g, or with ``norm_ord`` p <- p - lr g / ||g||_ord (per instance), in place."""
+    """p <- p - lr g, or with ``norm_ord`` p <- p - lr g / ||g||_ord (per instance), in place. A per-instance
+    ``lr`` (an (R, 1, 1) tensor, shaped for W) is reshaped to each parameter's rank (the prompt p is (R,
+    dk))."""
     import torch
 
     for p, g in zip(params, grads, strict=True):
+        lr_p = lr if isinstance(lr, float) else lr.reshape((-1,) + (1,) * (p.ndim - 1))
         if norm_ord is None:
-            if isinstance(lr, float):
-                p.sub_(g, alpha=lr)
+            if isinstance(lr_p, float):
+                p.sub_(g, alpha=lr_p)
             else:
-                p.sub_(g * lr)
+                p.sub_(g * lr_p)
             continue
         nrm = torch.linalg.vector_norm(g, ord=norm_ord, dim=tuple(range(1, g.ndim)), keepdim=True)
         nrm = nrm.clamp_min(tiny)
-        if isinstance(lr, float):
-            p.addcdiv_(g, nrm, value=-lr)
+        if isinstance(lr_p, float):
+            p.addcdiv_(g, nrm, value=-lr_p)
         else:
-            p.sub_(g / nrm * lr)
+            p.sub_(g / nrm * lr_p)
 
 
 @dataclass(frozen=True)

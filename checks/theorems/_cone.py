@@ -58,6 +58,34 @@ def boundary_start(W_alpha: np.ndarray, R: float, direction: np.ndarray, mu: flo
     return R * (c * Wh + np.sqrt(1.0 - c * c) * U)
 
 
+#: Least margin of the boundary start per unit M (:func:`selection_width`): W_α's ray has every margin ≥ 1 per
+#: unit M; the start may lose at most half of it, so every token of every example still trails α_i by ≥ M/2
+#: logits (≥ 20 at M_MIN: softmax share ≤ e^{−20}): α is the selection at the start, as on the ray.
+SELECT_MIN = 0.5
+
+
+def selection_width(data, alpha, W_alpha, direction, M, mu) -> float:
+    """The largest μ' ≤ ``mu`` at which the start on the boundary of the μ'-cone (along ``direction``) keeps
+    every margin of α at least SELECT_MIN per unit M (bisection from μ' = 0, where the least margin is 1).
+    Where ‖W_α‖ is large against the token differences, the perpendicular part of a start at μ = MU moves the
+    margins by up to M‖W_α‖√(2μ)·‖x_{iα_i} − x_it‖‖z_i‖ and can put another token ahead of α_i (p-svm-gd's
+    drawn prompt family: ‖p^mm_α‖ up to ~10²): then the start is outside the region where α is selected, not
+    in the theorem's cone (TLTO's μ depends on α). :func:`cone_width` guards only the higher-scoring
+    non-support tokens against the support tokens."""
+    R = M * np.linalg.norm(W_alpha)
+
+    def least(m):
+        return float(np.min(margins(data, boundary_start(W_alpha, R, direction, m) / M, alpha)))
+
+    if least(mu) >= SELECT_MIN:
+        return mu
+    lo, hi = 0.0, mu
+    for _ in range(60):  # 2⁻⁶⁰ μ: far below any μ the run could resolve
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if least(mid) >= SELECT_MIN else (lo, mid)
+    return lo
+
+
 def _start_separation(data, alpha, W_alpha, W0, M) -> float:
     """min over examples of (smallest margin of a higher-scoring non-support token) − (largest margin of a
     support token) of the start W(0), per unit M (margins of W(0)/M, comparable with those of W^mm_α); +inf

@@ -46,6 +46,20 @@ def test_local_fixture_converges_to_1_0_and_tie_escapes():
     assert _corr(res.p[1], np.array([-0.1, 1.0])) > 0.9
 
 
+@pytest.mark.parametrize("normalized", [False, True])
+def test_a_per_instance_step_moves_each_prompt_by_its_own_step(normalized):
+    """One step size per instance (p-svm-gd's plain η = 1/L_p, its drawn local starts' LR·R/60): the batched
+    run equals each instance run alone with its own step (the step is reshaped to p's rank, (R, dk))."""
+    rng = np.random.default_rng(0)
+    K, g = rng.standard_normal((3, 2, 3, 4)), rng.standard_normal((3, 2, 3))
+    init = rng.standard_normal((3, 4))
+    lrs = [0.1, 0.2, 0.3]
+    both = run_prompt_gd(K, g, steps=5, lr=lrs, normalized=normalized, init=init).p
+    for j, lr in enumerate(lrs):
+        alone = run_prompt_gd(K[j], g[j], steps=5, lr=lr, normalized=normalized, init=init[j][None]).p[0]
+        assert np.allclose(both[j], alone, rtol=1e-12, atol=1e-14)
+
+
 def test_gradient_stays_exact_when_saturated():
     # at ‖p‖ = 200 the non-selected probability is e^{-200}: the centred form must still see it
     p = torch.tensor([[200.0, 0.0]], dtype=torch.float64)
