@@ -263,8 +263,8 @@ class Model:
 
     def fused_applies(self, cfg: GDConfig) -> bool:
         """Whether the model's own fused tensor program (:meth:`run_fused`) runs ``cfg``: False here (the
-        explicit loop). :func:`code_path` asks only while no step hook is registered, so a hook -- and every
-        sabotage it carries -- always sees the explicit loop's steps."""
+        explicit loop). :func:`code_path` asks only while no step hook is registered, so a hook -- and
+        whatever it changes -- always sees the explicit loop's steps."""
         return False
 
     def run_fused(self, batch, head, params: list, cfg: GDConfig, lr: Any, record_every: Any) -> GDResult:

@@ -11,8 +11,8 @@ positions holding the label,
 (tests/numerics/test_ntp.py checks it against autograd); r_i is uniform on the label's positions (they hold
 one token, so one score). Plain GD runs the model's fused program (:meth:`NTPModel.run_fused`: GD in logit
 space, numerics.gd_torch.run_ce_logits; the explicit loop's iterates up to rounding, tested); while a step
-hook is registered (numerics.gd.step_hook: every GD and softmax sabotage registers one) every step runs the
-engine's explicit loop on :func:`ntp_grad`, whose softmax is the GD steps' seam
+hook is registered (numerics.gd.step_hook: whatever changes GD steps or the softmax registers one) every
+step runs the engine's explicit loop on :func:`ntp_grad`, whose softmax is the GD steps' seam
 (numerics.gd_common._softmax_rows), so what replaces that seam or registers a hook reaches NTP GD as it
 reaches every other run.
 

@@ -242,8 +242,8 @@ class LinearNTPModel(Model):
     (numerics.gd.run_gd; data: LinearNTP problems of one shape or a :class:`LinearNTPBatch`). The loss is the
     CE whatever ``GDConfig.loss`` names; the start is an explicit W (R, V, d) or (V, d). Plain GD without
     weight decay and without a step hook runs its fused program (:meth:`run_fused`: GD in logit space, the
-    explicit loop's iterates up to rounding); everything else, and every run while a hook (a GD or softmax
-    sabotage) is registered, runs the engine's explicit loop on :meth:`grads`."""
+    explicit loop's iterates up to rounding); everything else, and every run while a hook (one that
+    changes the GD steps or the softmax) is registered, runs the engine's explicit loop on :meth:`grads`."""
 
     name = "linear-ntp"
 
