@@ -33,12 +33,14 @@ iterates up to rounding (tested):
 * ``"fused"``: the batched tensor programs of :mod:`numerics.gd_torch` (CPU or CUDA, any head; plain or
   normalised; W in logit space, (K, Q) through the closed-form gradient without forming W), and a model's
   own program where it has one for the run (:meth:`Model.fused_applies`, :meth:`Model.run_fused`: plain GD
-  in logit space for the NTP and linear NTP models, numerics.gd_torch.run_ce_logits), never while a step hook
-  is registered.
+  in logit space for the NTP and linear NTP models, numerics.gd_torch.run_ce_logits), and the mirror program
+  for a :class:`Mirror` geometry on W without weight decay (numerics.gd_torch.run_mirror: the dual variable
+  held between steps, the step's two products through a per-instance feature map on CPU), never while a step
+  hook is registered.
 * ``"explicit"``: one loop for every model and geometry (:func:`numerics.gd_torch.run_explicit`): the
   parameters are held explicitly, each step is ``model.grads`` (+ weight decay), then the step hook, then
-  ``geometry.update``. It serves the mirror geometries, W with weight decay, models other than W / (K, Q)
-  and every run while a step hook is registered.
+  ``geometry.update``. It serves the mirror geometries on (K, Q) or with weight decay, W with weight decay,
+  models other than W / (K, Q) and every run while a step hook is registered.
 
 The step hook. :func:`step_hook` registers, for the runs inside a ``with`` block (or
 :func:`add_step_hook` until removed), a factory called once at the start of every run; what it returns
@@ -608,7 +610,7 @@ def run_gd(
     if path == "explicit":
         return gd_torch.run_explicit(batch, h, model, params, cfg, lr_arg, record_every, _run_transform())
     if _mirror_fused(cfg):
-        return gd_torch.run_mirror(batch, h, model, params, cfg, lr_arg, record_every)
+        return gd_torch.run_mirror(batch, h, model, params, cfg, lr_arg, record_every, _token_weights)
     if model not in (W_MODEL, KQ_MODEL):
         return model.run_fused(batch, h, params, cfg, lr_arg, record_every)
     if model is KQ_MODEL:
@@ -644,9 +646,10 @@ def _lr_for(lr: float | tuple[float, ...], R: int) -> float | np.ndarray:
 def code_path(cfg: GDConfig, batch, head, scalar_lr: bool = True) -> str:
     """The one rule choosing a run's code path: "explicit", "numba" or "fused" (module doc).
 
-    explicit: while a step hook is registered, for a mirror (non-built-in) geometry, a model other than
-    W / (K, Q) (unless that model has a fused program for the run, :meth:`Model.fused_applies`: then
-    "fused", the model's :meth:`Model.run_fused`), or W with weight decay. numba: ``backend="numba"`` (an
+    explicit: while a step hook is registered, for a non-built-in geometry (unless a :class:`Mirror` on W
+    without weight decay: then "fused", numerics.gd_torch.run_mirror), a model other than W / (K, Q) (unless
+    that model has a fused program for the run, :meth:`Model.fused_applies`: then "fused", the model's
+    :meth:`Model.run_fused`), or W with weight decay. numba: ``backend="numba"`` (an
     error where the kernels do not apply) or "auto" with at least KERNEL_MIN_WORK instance-steps, where they
     apply (normalised, linear head, no weight decay, CPU float64, one step size, numba available). fused
     otherwise."""

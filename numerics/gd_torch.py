@@ -1,8 +1,8 @@
 """The tensor code paths of :func:`numerics.gd.run_gd` (CPU or CUDA, any head; module doc of
 :mod:`numerics.gd`): the fused programs -- W-GD in logit space (:func:`run_w`), (K, Q)-GD through the
 closed-form gradient (:func:`run_kq`), plain GD in logit space for the NTP models' cross-entropies
-(:func:`run_ce_logits`, their Model.run_fused) -- and the explicit loop every model and geometry runs on
-(:func:`run_explicit`).
+(:func:`run_ce_logits`, their Model.run_fused), ℓp mirror descent on W (:func:`run_mirror`) -- and the
+explicit loop every model and geometry runs on (:func:`run_explicit`).
 
 W-parametrised GD runs in *logit space*: with token weights c_i (numerics.attention.token_weights)
 the step G = sum_j X_j^T c_j z_j^T changes the logits by (M c)_i (TokenGram) and has
@@ -325,7 +325,7 @@ FEATURE_MAP_MAX_BYTES = 64 * 2 ** 20
 
 
 @torch.inference_mode()
-def run_mirror(batch, head, model, params, cfg, lr, record_every) -> GDResult:
+def run_mirror(batch, head, model, params, cfg, lr, record_every, token_weights) -> GDResult:
     """The fused ℓp mirror-descent program (numerics.gd.Mirror, plain or normalised) on W, no weight decay,
     no step hook: the explicit loop's steps up to rounding (tested), with two changes.
 
@@ -336,11 +336,10 @@ def run_mirror(batch, head, model, params, cfg, lr, record_every) -> GDResult:
       product each through the per-instance feature map Φ_i = [x_it ⊗ z_i]_(i,t) (nT, d²): logits = Φ vec W
       and ∇L = Φᵀ c / n (numpy's stacked matmul: torch's bmm pays a per-matrix overhead that dominates at
       these sizes, four products a step through attention.logits and attention.grad_from_weights); the token
-      weights c are gd._token_weights', the explicit loop's. Elsewhere the step is ``model.grads``.
+      weights c are ``token_weights``' (numerics.gd._token_weights, the explicit loop's, passed in: this
+      module does not import numerics.gd). Elsewhere the step is ``model.grads``.
 
     ``params``: [W(0)] (moved in place); ``lr`` a float or an (R, 1, 1) tensor."""
-    from .gd import _token_weights
-
     steps, loss, geometry = cfg.steps, cfg.loss, cfg.geometry
     X, Z = batch.X, batch.Z
     R, n, T, d = X.shape
@@ -360,7 +359,7 @@ def run_mirror(batch, head, model, params, cfg, lr, record_every) -> GDResult:
 
         def grad():
             np.matmul(phi, w_np, out=lg_np)
-            c = _token_weights(batch, head, W, loss, gamma, direction_only, logits=lg)
+            c = token_weights(batch, head, W, loss, gamma, direction_only, logits=lg)
             np.matmul(phiT, c.numpy().reshape(R, n * T, 1), out=G_np)
             return G.div_(n)
     else:
