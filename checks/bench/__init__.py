@@ -22,6 +22,14 @@ Groups (``--only GROUP``, repeatable; default: all but a *fresh* catalogue run):
                measured on a subset and extrapolated; the final W must agree to 1e-9 relative (issue
                25's target: 100x). The same for the linear NTP model (100 problems m=4, d=8, V=6:
                :func:`numerics.ntp_linear.run_linear_gd` against a per-problem autograd loop).
+``md``         100 instances of the md checks' B.2 family (checks.strategies.b2_data, n=4, T=6, d=8, start
+               0.01 N(0, 1)) x 2000 ℓp mirror-descent steps: plain at p = 3 and 1.75 (η = 0.4, md-global's)
+               and normalised at p = 3 (η = 0.1, md-global-normalized's): ours = one batched
+               :func:`numerics.gd.run_gd` call with :class:`numerics.gd.Mirror` (the fused mirror program,
+               numerics.gd_torch.run_mirror), naive = one instance at a time through torch autograd with the
+               mirror step by hand (core.naive_gd), on a subset and extrapolated; plain: the final W must
+               agree to 1e-9 relative, normalised: the same final direction (corr > 0.98; core.MD_W_RTOL says
+               why). Target 100x (issue 25).
 ``gd-curve``   time per instance-step of batched GD from 1 to 10^4 instances (log grid), per backend.
 ``svm-curve``  SVM solve time vs (n, T, d), both norms, ours and naive.
 ``profiles``   (opt-in, only with ``--only profiles``, ~6 min) the full and paper profiles of the whole

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .core import NTP_TARGET, NTP_W_RTOL, Bench, Row, _fmt_s, _log, _sync, _timeit
+from .core import NTP_TARGET, NTP_W_RTOL, Bench, Row, _corr, _fmt_s, _log, _sync, _timeit
 
 
 def naive_ntp_gd(data: Any, *, steps: int, lr: float) -> np.ndarray:
@@ -44,22 +44,24 @@ def naive_linear_ntp_gd(prob: Any, *, steps: int, lr: float) -> np.ndarray:
     return W.detach().numpy().copy()
 
 
-def _measure(b: Bench, key: str, ours, naive, R: int, k: int) -> dict[str, Any]:
+def _measure(b: Bench, key: str, ours, naive, R: int, k: int, target: float = NTP_TARGET) -> dict[str, Any]:
     """Time ``ours()`` (the batched run: final W (R, ...)) and ``naive(i)`` on k of the R instances (final W),
-    extrapolated per instance; the largest relative difference of the final W."""
+    extrapolated per instance; the largest relative difference of the final W and the smallest correlation
+    (final direction)."""
     _log(f"{key}: ours, {R} instances in one batched run")
     t_ours, W = _timeit(ours)
     _sync(b.device)
     _log(f"{key}: naive autograd loop, {k} of {R} instances (extrapolated per instance)")
-    times, errs = [], []
+    times, errs, corrs = [], [], []
     for i in range(k):
         t_i, Wn = _timeit(lambda i=i: naive(i))
         times.append(t_i)
         errs.append(float(np.abs(W[i] - Wn).max() / max(np.abs(Wn).max(), 1e-300)))
+        corrs.append(_corr(np.asarray(W[i]), Wn))
     per_naive = float(np.mean(times))
     return {"ours_s": t_ours, "naive_per_instance_s": per_naive, "naive_measured_instances": k,
-            "naive_extrapolated_s": per_naive * R, "ratio": per_naive * R / t_ours, "target": NTP_TARGET,
-            "W_rel_err_max": float(max(errs))}
+            "naive_extrapolated_s": per_naive * R, "ratio": per_naive * R / t_ours, "target": target,
+            "W_rel_err_max": float(max(errs)), "corr_min": float(min(corrs))}
 
 
 def bench_ntp(b: Bench) -> None:

@@ -31,6 +31,7 @@ from .core import (
     machine,
 )
 from .gd import bench_gd, bench_gd_curve
+from .md import bench_md
 from .ntp import bench_ntp
 from .svm import bench_svm, bench_svm_curve
 from .system import bench_catalogue, bench_profiles, bench_startup
@@ -139,6 +140,10 @@ def write_outputs(b: Bench) -> None:
 
 # -- entry point --------------------------------------------------------------------------------------
 
+#: Each group's runner (``catalogue``: bench_catalogue, the fallback).
+RUNNERS = {"gd": bench_gd, "svm": bench_svm, "gd-curve": bench_gd_curve, "svm-curve": bench_svm_curve,
+           "ntp": bench_ntp, "md": bench_md, "startup": bench_startup, "profiles": bench_profiles}
+
 def run_bench(*, quick: bool = False, device: str = "cpu", out: str | os.PathLike = "reports/bench",
               only: list[str] | tuple[str, ...] = ()) -> Bench:
     """Run the selected groups and write the outputs; returns the :class:`Bench` with every number."""
@@ -172,22 +177,7 @@ def run_bench(*, quick: bool = False, device: str = "cpu", out: str | os.PathLik
             if g not in groups:
                 continue
             _log(f"group {g}")
-            if g == "gd":
-                bench_gd(b)
-            elif g == "svm":
-                bench_svm(b)
-            elif g == "gd-curve":
-                bench_gd_curve(b)
-            elif g == "svm-curve":
-                bench_svm_curve(b)
-            elif g == "ntp":
-                bench_ntp(b)
-            elif g == "startup":
-                bench_startup(b)
-            elif g == "profiles":
-                bench_profiles(b)
-            else:
-                bench_catalogue(b)
+            RUNNERS.get(g, bench_catalogue)(b)
             write_outputs(b)  # after every group: an interrupted bench keeps what finished
     b.results["seconds"] = time.perf_counter() - t0
     write_outputs(b)

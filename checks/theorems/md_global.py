@@ -43,8 +43,8 @@ control ``md-global-normalized-control`` (ε = 1e-2) pairs all six (p, q).
 _mirror.normalized_steps) — a variant, not the paper's theorem; its linear growth of the dual variable gives 1
 − corr ≈ 1e-4 (p ≤ 2) to 1e-3 (p = 3) within the budget, which resolves the close pair 1.75 / 2.
 
-Numerics: numerics.gd.run_gd with geometry numerics.gd.Mirror(p) (the engine's explicit torch loop),
-batched over the instances of one shape and exponent.
+Numerics: numerics.gd.run_gd with geometry numerics.gd.Mirror(p) (the engine's mirror program,
+numerics.gd_torch.run_mirror), batched over the instances of one shape and exponent.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ def test_bench_quick_writes_table_json_csv_and_figure(tmp_path, capsys, monkeypa
     assert "| gd | GD W:" in table and "| svm | Att-SVM fro" in table
     # issue 17's goals, each reported as met or not met (never asserted: timings are not tested)
     assert "| startup | attnsvm list" in table and "| startup | attnsvm --help" in table
+    assert table.count("| md | ") == 3 and table.count("| ntp | ") == 2
     assert "| startup | GD W in a fresh process" in table and "| catalogue | quick profile" in table
     assert table.count("| svm | Att-SVM nuc") == 2
     res = json.loads((out / "bench.json").read_text())
@@ -36,6 +37,8 @@ def test_bench_quick_writes_table_json_csv_and_figure(tmp_path, capsys, monkeypa
         assert g["ours_s"] > 0 and g["naive_extrapolated_s"] > 0 and g["ratio"] > 0
         assert g["corr_min"] > 0.98  # same normalised GD from the same init
     assert res["svm"]["fro"]["obj_rel_diff_max"] <= 1e-6
+    for key in ("p3", "p1.75", "p3-normalized"):  # the same mirror descent from the same start
+        assert res["md"][key]["ratio"] > 0 and res["md"][key]["W_rel_err_max"] <= 1e-9
     assert len(res["gd-curve"]["W"]) == len(res["sizes"]["curve_R"])
     assert res["machine"]["threads_used"] == 1
     assert res["startup"]["list"] > 0 and res["startup"]["gd_fresh"]["ratio"] > 0
@@ -98,6 +101,22 @@ def test_naive_gd_matches_batched_run_gd():
         kq = naive_gd(dt.X, dt.Y, dt.Z, dt.v, (K0[i], Q0[i]), param="KQ", steps=30, lr=0.05)
         np.testing.assert_allclose(w, ours_w[i], rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(kq, ours_kq[i], rtol=1e-9, atol=1e-12)
+
+
+def test_naive_mirror_descent_matches_batched_run_gd():
+    """The md group's naive loop (torch autograd for the gradient, the ℓp mirror step by hand) and the batched
+    run_gd with Mirror(p) (the fused mirror program) agree on a tiny case of the md checks' B.2 family: plain
+    and normalised, p = 1.75 and 3, the md checks' step sizes (the bench's tolerance MD_W_RTOL)."""
+    from checks.bench.core import MD_W_RTOL
+    from checks.bench.md import md_family, naive_md, ours_md
+
+    datas, W0 = md_family(3, 4, 5, 2)
+    for p, normalized, lr in ((3.0, False, 0.4), (1.75, False, 0.4), (3.0, True, 0.1), (1.75, True, 0.1)):
+        ours = ours_md(datas, W0, p=p, normalized=normalized, steps=30, lr=lr)
+        assert not np.allclose(ours, W0)  # it moved
+        for i, dt in enumerate(datas):
+            want = naive_md(dt, W0[i], p=p, normalized=normalized, steps=30, lr=lr)
+            np.testing.assert_allclose(ours[i], want, rtol=MD_W_RTOL, atol=MD_W_RTOL * np.abs(want).max())
 
 
 def test_gd_step_flops_counts():

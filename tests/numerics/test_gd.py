@@ -486,9 +486,13 @@ def test_backend_choice_and_errors(monkeypatch):
     assert gd.code_path(gd.GDConfig(steps=big, lr=(0.1, 0.2)), batch, head, scalar_lr=False) == "fused"
     assert gd.code_path(gd.GDConfig(steps=10 ** 9, lr=0.1, backend="torch"), batch, head) == "fused"
     assert gd.code_path(gd.GDConfig(steps=1, lr=0.1, wd=0.1), batch, head) == "explicit"
-    assert gd.code_path(gd.GDConfig(steps=1, lr=0.1, geometry=gd.Mirror(3)), batch, head) == "explicit"
+    mirror = gd.GDConfig(steps=1, lr=0.1, geometry=gd.Mirror(3))
+    assert gd.code_path(mirror, batch, head) == "fused"  # numerics.gd_torch.run_mirror
+    assert gd.code_path(mirror.but(wd=0.1), batch, head) == "explicit"
+    assert gd.code_path(mirror.but(param="KQ"), batch, head) == "explicit"
     with gd.step_hook(lambda: lambda g, lr: (g, lr)):
         assert gd.code_path(gd.GDConfig(steps=10 ** 9, lr=0.1), batch, head) == "explicit"
+        assert gd.code_path(mirror, batch, head) == "explicit"
     monkeypatch.setenv("ATTNSVM_NO_NUMBA", "1")  # the escape hatch: everything on the torch path
     assert gd.code_path(gd.GDConfig(steps=10 ** 9, lr=0.1), batch, head) == "fused"
     with pytest.raises(InvalidInputError, match="numba is not installed"):

@@ -56,16 +56,44 @@ def test_equal_per_instance_steps_are_one_step_size():
 def test_mirror_p2_is_plain_or_normalised_gd_exactly(param, normalized):
     """psi = ||W||^2 / 2: grad psi is the identity, |u|^1 * sign(u) = u in floating point, and the dual
     norm is the Frobenius norm: the iterates are bit for bit those of plain (normalised) GD on the same
-    (explicit) path."""
+    (explicit) path; the fused programs (the mirror program on W, numerics.gd_torch.run_mirror, and plain
+    GD's) agree to rounding."""
     init = W0 if param == "W" else KQ0
     base = gd.GDConfig(steps=40, lr=0.3, param=param, geometry="normalized" if normalized else "plain")
-    mirror = gd.run_gd(DATA, base.but(geometry=gd.Mirror(2, normalized=normalized)), init=init,
-                       record_every=10)
+    mcfg = base.but(geometry=gd.Mirror(2, normalized=normalized))
     with gd.step_hook(_identity_hook):
+        mirror = gd.run_gd(DATA, mcfg, init=init, record_every=10)
         plain = gd.run_gd(DATA, base, init=init, record_every=10)
     assert np.array_equal(mirror.W_traj, plain.W_traj)
-    fused = gd.run_gd(DATA, base, init=init)  # and the fused program agrees to rounding
-    np.testing.assert_allclose(mirror.W, fused.W, rtol=1e-10, atol=1e-10 * np.abs(fused.W).max())
+    fused = gd.run_gd(DATA, base, init=init)
+    for got in (mirror, gd.run_gd(DATA, mcfg, init=init)):
+        np.testing.assert_allclose(got.W, fused.W, rtol=1e-10, atol=1e-10 * np.abs(fused.W).max())
+
+
+@pytest.mark.parametrize("p", [1.75, 3.0])
+@pytest.mark.parametrize("normalized", [False, True])
+@pytest.mark.parametrize("feature_map", [True, False])
+def test_mirror_fused_program_is_the_explicit_loop(p, normalized, feature_map, monkeypatch):
+    """The fused mirror program (numerics.gd_torch.run_mirror: the dual variable held, the feature-map
+    products on CPU, or ``model.grads`` without them) is the explicit loop's iteration up to rounding: 60
+    steps from a moderate start, per-instance step sizes, records and the final loss (1e-10 relative: ~1e5
+    ulps of headroom; no entry of W passes near 0 here, where p > 2 amplifies rounding,
+    checks/bench/core.py)."""
+    from numerics import gd_torch
+
+    if not feature_map:
+        monkeypatch.setattr(gd_torch, "FEATURE_MAP_MAX_BYTES", 0)
+    cfg = gd.GDConfig(steps=60, lr=(0.05, 0.1, 0.2), geometry=gd.Mirror(p, normalized=normalized))
+    fused = gd.run_gd(DATA, cfg, init=W0, record_every=20)
+    with gd.step_hook(_identity_hook):
+        explicit = gd.run_gd(DATA, cfg, init=W0, record_every=20)
+    assert np.array_equal(fused.iterations, explicit.iterations)
+    scale = np.abs(explicit.W_traj).max()
+    np.testing.assert_allclose(fused.W_traj, explicit.W_traj, rtol=1e-10, atol=1e-10 * scale)
+    np.testing.assert_allclose(fused.loss_traj, explicit.loss_traj, rtol=1e-10)
+    np.testing.assert_allclose(fused.loss, explicit.loss, rtol=1e-10)
+    assert fused.lr.tolist() == [0.05, 0.1, 0.2] and fused.normalized == normalized and fused.K is None
+    assert not np.array_equal(fused.W, W0)  # it moved
 
 
 @pytest.mark.parametrize("p", [1.5, 3.0, 4.0])
