@@ -427,7 +427,7 @@ def attractor_metrics(data: AttentionData, traj: np.ndarray, err: np.ndarray) ->
         out["alpha_locally_optimal"] = bool(is_locally_optimal(data, sel, sa))
         out["alpha_corr_err"] = float(ca[-1])
         if out["alpha_locally_optimal"]:
-            cands.append(("Att-SVM(α), α locally optimal", ca))
+            cands.append((ALT_ALPHA, ca))
     keep = np.flatnonzero(sel == opt)
     if len(keep):
         sr = solve_att_svm(data.subset(keep), opt[keep])
@@ -438,7 +438,7 @@ def attractor_metrics(data: AttentionData, traj: np.ndarray, err: np.ndarray) ->
             deficit = [float(np.max(np.delete(h[i], opt[i])) - h[i, opt[i]]) for i in trapped]
             out["rest_corr_err"], out["trapped_deficit"] = float(cr[-1]), float(min(deficit))
             if out["trapped_deficit"] > TRAP_TOL:
-                cands.append(("SVM of the untrapped examples (trapped optimal tokens behind)", cr))
+                cands.append((ALT_REST, cr))
     for kind, curve in cands:
         if deepening and curve[-1] < err[-1]:
             out.update(alt_kind=kind, alt_corr_err=float(curve[-1]), attracted=True)
@@ -446,28 +446,32 @@ def attractor_metrics(data: AttentionData, traj: np.ndarray, err: np.ndarray) ->
     return out
 
 
-def trapped_example_mechanism(r) -> bool:
-    """The trapped-example finding (gd-global-normalized): a refuted instance whose GD leaves some example off
-    its optimal token and approaches the certified SVM of the other examples, under which every trapped
-    optimal token stays behind (so GD never returns it). Any other refutation is not this finding."""
+#: The attractor rule's two certified alternatives (:func:`attractor_metrics`'s ``alt_kind``).
+ALT_ALPHA = "Att-SVM(α), α locally optimal"
+ALT_REST = "SVM of the untrapped examples (trapped optimal tokens behind)"
+
+
+def certified_trap_mechanism(r) -> bool:
+    """The trap (gd-global-normalized's finding, and gd-global's on B.1 data): a refuted instance whose GD
+    leaves some example off its optimal token, the trap deepening, and approaches a certified self-consistent
+    direction other than W^mm — Att-SVM(α) of its locally optimal selection α ≠ opt, or the certified SVM of
+    the other examples under which every trapped optimal token stays behind by more than TRAP_TOL (so GD
+    never returns it). Any other refutation is not this finding."""
     m = r.metrics
     try:
-        return bool(int(m.get("trapped", 0)) >= 1 and m.get("attracted") is True
-                    and str(m.get("alt_kind", "")).startswith("SVM of the untrapped")
-                    and float(m["trapped_deficit"]) > TRAP_TOL)
+        if int(m.get("trapped", 0)) < 1 or m.get("attracted") is not True:
+            return False
+        kind = str(m.get("alt_kind", ""))
+        return kind == ALT_ALPHA or (kind == ALT_REST and float(m["trapped_deficit"]) > TRAP_TOL)
     except (KeyError, TypeError, ValueError):
         return False
 
 
-def shared_token_trap_mechanism(r) -> bool:
-    """The shared-token trap (gd-global's finding on the interacting B.1 family): a refuted B.1 instance whose
-    GD leaves some examples off their optimal tokens, every one of those tokens being a token the examples
-    share, and approaches a certified self-consistent direction other than W^mm (the attractor rule:
-    Att-SVM(α) of its locally optimal selection α ≠ opt, or the SVM of the untrapped examples with the trapped
-    optimal tokens behind). Any other refutation is not this finding."""
-    m = r.metrics
-    return bool(m.get("B1") is True and m.get("attracted") is True and m.get("trapped_opt_shared") is True
-                and int(m.get("trapped", 0)) >= 1)
+def b1_trap_mechanism(r) -> bool:
+    """gd-global's finding on the interacting B.1 family: :func:`certified_trap_mechanism` on an instance
+    where B.1 is certified. (Quick and full seed 0 #7 trapped the token every example shares, ``trapped_opt_
+    shared``; paper seed 0 #119 and #143 trap tokens no other example has: the correlated queries suffice.)"""
+    return bool(r.metrics.get("B1") is True and certified_trap_mechanism(r))
 
 
 #: The paper's statement all four entries (gd-global, gd-global-normalized and their controls) refer to; the

@@ -79,13 +79,16 @@ on quick seeds 0–4 some boundary starts escape to W^mm (at 20000 steps 1, 1, 4
 6, 6 refuted, the rest undecided; at 80000 steps, seeds 0–2: 2, 2, 5 confirmed, 6, 6, 3 refuted; full seed 0:
 10 confirmed, 44 refuted, 6 undecided of 60).
 
-Finding (``finding``; recognised by ``_global.shared_token_trap_mechanism``): on the interacting B.1 family,
-plain GD from the paper's small start can leave an example off its optimal token when that token is the
-one all examples share: the other examples, whose queries correlate with its query, push the shared token's
-score down (it is non-optimal for them), and GD converges to a certified self-consistent direction other
-than W^mm — quick seed 0 instance 7: Att-SVM(α) of the locally optimal α = (2, 1, 1) ≠ opt = (2, 1, 3), the
-trapped example's lead 5.0 → 7.2 → 9.1 logits at k = 2·10⁴, 2·10⁵, 2·10⁶ (1 − corr to W^mm_α 0.037 → 0.017,
-to W^mm flat at 0.26); the same instance on full seed 0. A caution on the attractor rule: at the former
+Finding (``finding``; recognised by ``_global.b1_trap_mechanism``): on the interacting B.1 family,
+plain GD from the paper's small start can leave an example off its optimal token: the other examples, whose
+queries correlate with its query, push that token's score down (it is non-optimal for them), and GD
+converges to a certified self-consistent direction other than W^mm. Quick and full seed 0 #7 and paper seed
+0 #7, #97 trap the token every example shares; paper seed 0 #119 and #143 (trapped deficits 0.19 and 0.60
+under the SVM of the untrapped examples) trap a token no other example has, so the correlated queries alone
+suffice — the mechanism is the certified trap, not the shared token. Quick seed 0 instance 7: Att-SVM(α)
+of the locally optimal α = (2, 1, 1) ≠ opt = (2, 1, 3), the trapped example's lead 5.0 → 7.2 → 9.1 logits
+at k = 2·10⁴, 2·10⁵, 2·10⁶ (1 − corr to W^mm_α 0.037 → 0.017, to W^mm flat at 0.26); the same instance on
+full seed 0. A caution on the attractor rule: at the former
 20000-step budget full seed 0 instance 39 was refuted the same way (towards the SVM of the untrapped
 examples) and by 80000 steps it had escaped to W^mm (confirmed) — a deepening trap at S is evidence, not
 proof; instance 7's trap still deepens at 2·10⁶ steps.
@@ -127,8 +130,8 @@ from ._global import (
     GlobalGDControl,
     GlobalInstance,
     GlobalState,
+    b1_trap_mechanism,
     control_hypotheses_text,
-    shared_token_trap_mechanism,
 )
 
 
@@ -151,15 +154,17 @@ class GDGlobal(GlobalGD[GlobalInstance, GlobalState]):
     finding: ClassVar[str | None] = (
         "Genuine counterexamples on the interacting B.1 family (quick and full seed 0, instance 7): B.1 "
         "holds (certified), yet plain GD from the paper's small start leaves an example off its optimal "
-        "token when that token is the one every example shares (the other examples, with correlated "
-        "queries, push its score down) and converges to a certified self-consistent direction other than "
-        "W^mm (Att-SVM(α) of a locally optimal α ≠ opt): the trapped lead grows 5.0 → 9.1 logits from k ="
-        " 2·10⁴ to 2·10⁶. B.1 alone does not give the global limit; TLTO's Assumption D, unavailable "
-        "here, must exclude these. Recognised by mechanism (``_global.shared_token_trap_mechanism``), any"
-        " seed."
+        "token (the other examples, with correlated queries, push its score down) and converges to a "
+        "certified self-consistent direction other than W^mm (Att-SVM(α) of a locally optimal α ≠ opt, or "
+        "the SVM of the untrapped examples with the trapped tokens behind): the trapped lead grows 5.0 → "
+        "9.1 logits from k = 2·10⁴ to 2·10⁶. The trapped token is the shared one on quick/full seed 0 #7 "
+        "and paper seed 0 #7, #97, another on paper seed 0 #119, #143. B.1 alone does not give the global "
+        "limit; TLTO's Assumption D, unavailable here, must exclude these. Recognised by mechanism "
+        "(``_global.b1_trap_mechanism``), any seed."
     )
-    finding_seen: ClassVar[dict[tuple[str, int], tuple[int, ...]]] = {("quick", 0): (7,), ("full", 0): (7,)}
-    finding_mechanism: ClassVar[Callable[[Any], bool] | None] = shared_token_trap_mechanism
+    finding_seen: ClassVar[dict[tuple[str, int], tuple[int, ...]]] = {("quick", 0): (7,), ("full", 0): (7,),
+                                                                    ("paper", 0): (7, 97, 119, 143)}
+    finding_mechanism: ClassVar[Callable[[Any], bool] | None] = b1_trap_mechanism
 
 
 @register

@@ -17,11 +17,13 @@ W^mm) < 1e-2 and below its value at k = 100, refuted only by gd-global's attract
 S/2, S), otherwise undecided (budget); ``selects_opt`` — softmax mass on the optimal tokens > 0.99 at the end
 confirms, below is undecided (the direction prediction refutes a trap).
 
-Finding (``finding``; recognised by ``_global.trapped_example_mechanism``): from the paper's small start on
+Finding (``finding``; recognised by ``_global.certified_trap_mechanism``): from the paper's small start on
 B.2 data, one example can be trapped on its (equal-score) non-optimal tokens; GD then converges to the
 certified SVM of the other examples, under which the trapped optimal token stays behind — full profile, seed
 1, instance 12 (deficit 1.32 logits, 1 − corr to that SVM 1.3e-3 at k = 2000, to W^mm 0.57). Plain GD (η = 0.4
-≤ 1/L̄_W) and normalised GD with η = 0.01 from the same start trap the same example.
+≤ 1/L̄_W) and normalised GD with η = 0.01 from the same start trap the same example. On the interacting B.1
+family the same trap ends at Att-SVM(α) of a locally optimal α ≠ opt (paper seed 0 #125: trapped deficit 0.51,
+1 − corr to W^mm_α 2.2e-4 at k = 2000, to W^mm 0.34), as gd-global's finding.
 
 Scope: the start matters. "From ANY initialisation" is false for normalised GD: a start ‖W(0)‖ ≈ 9 on B.2
 data (the former gd-global finding: full profile, seed 0, instance 56 of the old gd-global) puts a
@@ -54,9 +56,9 @@ from ._global import (
     GlobalGDControl,
     GlobalInstance,
     GlobalState,
+    certified_trap_mechanism,
     control_hypotheses_text,
     local_theorem_multiplier,
-    trapped_example_mechanism,
 )
 
 #: Authors' normalised step and budget (THEORY.md §5; numerics.gd.AUTHORS).
@@ -154,10 +156,12 @@ class GDGlobalNormalized(_Normalized, GlobalGD[GlobalInstance, GlobalState]):
         "active constraint, TLTO's local optimality). Plain GD with η = 0.4 ≤ 1/L̄_W from the same start "
         "traps the "
         "same example (softmax mass on opt 3e-3 at 20000 steps, 2e-4 at 200000); normalised GD with η = 0.01 "
-        "too. Recognised by mechanism (``_global.trapped_example_mechanism``), any seed."
+        "too. On the interacting B.1 family the trap ends at Att-SVM(α) of a locally optimal α ≠ opt "
+        "(paper seed 0 #125), as gd-global's finding. Recognised by mechanism "
+        "(``_global.certified_trap_mechanism``), any seed."
     )
-    finding_seen = {("full", 1): (12,)}
-    finding_mechanism = trapped_example_mechanism
+    finding_seen = {("full", 1): (12,), ("paper", 0): (125,)}
+    finding_mechanism = certified_trap_mechanism
 
 
 @register

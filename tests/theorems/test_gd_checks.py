@@ -217,7 +217,7 @@ def test_gd_global_control_does_not_assume_b():
     # instance number
     from checks.theorems import _global
 
-    assert REGISTRY["gd-global"].finding_mechanism is _global.shared_token_trap_mechanism
+    assert REGISTRY["gd-global"].finding_mechanism is _global.b1_trap_mechanism
     assert REGISTRY["gd-global-normalized"].finding_mechanism is not None
 
 

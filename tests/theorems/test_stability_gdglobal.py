@@ -49,8 +49,8 @@ def test_shared_token_trap_is_the_documented_finding():
     assert m["B1"] is True and m["trapped"] == 1 and m["trapped_opt_shared"] is True
     assert m["attracted"] is True
     assert m["alpha_locally_optimal"] is True and m["alpha_corr_err"] < m["corr_err"]
-    assert cls.finding_mechanism(r) and _global.shared_token_trap_mechanism(r)
-    assert not _global.trapped_example_mechanism(r)  # the normalised variant's finding is another mechanism
+    assert cls.finding_mechanism(r) and _global.b1_trap_mechanism(r)
+    assert _global.certified_trap_mechanism(r)  # the normalised variant's finding: the same certified trap
     assert not REGISTRY["gd-global-control"].finding
 
 
@@ -61,11 +61,13 @@ def test_shared_token_mechanism_is_specific():
     def res(**kw):
         return InstanceResult("gd-global", 0, "refuted", metrics={**base, **kw})
 
-    assert _global.shared_token_trap_mechanism(res())
-    assert not _global.shared_token_trap_mechanism(res(trapped_opt_shared=False))  # a trap elsewhere: a FAIL
-    assert not _global.shared_token_trap_mechanism(res(B1=False))
-    assert not _global.shared_token_trap_mechanism(res(attracted=False))
-    assert not _global.shared_token_trap_mechanism(InstanceResult("x", 0, "refuted", metrics={}))
+    assert _global.b1_trap_mechanism(res())
+    assert _global.b1_trap_mechanism(res(trapped_opt_shared=False))  # paper seed 0 #119, #143: not shared
+    assert not _global.b1_trap_mechanism(res(trapped=0))
+    assert not _global.b1_trap_mechanism(res(alt_kind=""))  # no certified alternative approached
+    assert not _global.b1_trap_mechanism(res(B1=False))
+    assert not _global.b1_trap_mechanism(res(attracted=False))
+    assert not _global.b1_trap_mechanism(InstanceResult("x", 0, "refuted", metrics={}))
 
 
 def test_interacting_b1_family_is_coupled_and_certified():
@@ -96,7 +98,7 @@ def test_normalized_trap_is_the_documented_finding():
     m = r.metrics
     assert m["B2"] is True and m["trapped"] == 1 and m["trapped_deficit"] > 1.0
     assert m["rest_corr_err"] < 1e-2 < m["corr_err"]
-    assert cls.finding_mechanism(r) and _global.trapped_example_mechanism(r)
+    assert cls.finding_mechanism(r) and _global.certified_trap_mechanism(r)
     assert not REGISTRY["gd-global-normalized-control"].finding  # controls never inherit a finding
 
 
@@ -107,11 +109,12 @@ def test_mechanism_predicate_is_specific():
     def res(**kw):
         return InstanceResult("gd-global-normalized", 0, "refuted", metrics={**base, **kw})
 
-    assert _global.trapped_example_mechanism(res())
-    assert not _global.trapped_example_mechanism(res(trapped_deficit=0.0))
-    assert not _global.trapped_example_mechanism(res(attracted=False))
-    assert not _global.trapped_example_mechanism(res(alt_kind="Att-SVM(α), α locally optimal"))
-    assert not _global.trapped_example_mechanism(InstanceResult("x", 0, "refuted", metrics={}))
+    assert _global.certified_trap_mechanism(res())
+    assert not _global.certified_trap_mechanism(res(trapped_deficit=0.0))
+    assert not _global.certified_trap_mechanism(res(attracted=False))
+    assert _global.certified_trap_mechanism(res(alt_kind="Att-SVM(α), α locally optimal"))  # paper 0 #125
+    assert not _global.certified_trap_mechanism(res(alt_kind="something else"))
+    assert not _global.certified_trap_mechanism(InstanceResult("x", 0, "refuted", metrics={}))
 
 
 def test_decoupled_b1_data_have_no_attractor():
