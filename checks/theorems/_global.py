@@ -6,7 +6,7 @@ module never imports another: both subclass these bases)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
@@ -386,7 +386,8 @@ def shared_token(data: AttentionData, i: int, t: int) -> bool:
     return bool(any(np.any(np.all(data.X[j] == x, axis=1)) for j in range(data.n) if j != i))
 
 
-def attractor_metrics(data: AttentionData, traj: np.ndarray, err: np.ndarray) -> dict:
+def attractor_metrics(data: AttentionData, traj: np.ndarray, err: np.ndarray,
+                      svm: Callable[[AttentionData, np.ndarray], SVMSolution] = solve_att_svm) -> dict:
     """Whether GD approaches a certified self-consistent SVM direction other than W^mm (the refutation of the
     global claim; what the controls and the trapped-example finding need). ``traj``: W at the judged points,
     ``err``: 1 − corr to W^mm there. GD approaches W_alt when (1) every trapped example's lead (largest
@@ -400,7 +401,8 @@ def attractor_metrics(data: AttentionData, traj: np.ndarray, err: np.ndarray) ->
     examples that select opt the certified SVM of those alone (the trapped ones unconstrained), 1 − corr to it
     (``rest_corr_err``) and the smallest, over trapped examples, of the largest logit lead of a non-optimal
     token over the optimal one under it (``trapped_deficit``; > TRAP_TOL: that SVM keeps every trapped example
-    off its optimal token)."""
+    off its optimal token). ``svm(data, α)``: the certified SVM of the run's geometry (Att-SVM, the default;
+    md-global's ℓp mirror descent passes the certified ℓp-AttSVM of its p)."""
     W = traj[-1]
     g = np.einsum("ntd,de,ne->nt", data.X, W, data.Z)
     sel = g.argmax(axis=1)
@@ -420,7 +422,7 @@ def attractor_metrics(data: AttentionData, traj: np.ndarray, err: np.ndarray) ->
     deepening = bool(np.all(np.diff(lead, axis=0) > 0))
     out["trap_deepening"] = deepening
     cands = []
-    sa = solve_att_svm(data, sel)
+    sa = svm(data, sel)
     if sa.feasible:
         assert sa.W is not None  # a feasible (optimal) solution carries W
         ca = 1 - corr_curve(traj, sa.W)
@@ -430,7 +432,7 @@ def attractor_metrics(data: AttentionData, traj: np.ndarray, err: np.ndarray) ->
             cands.append((ALT_ALPHA, ca))
     keep = np.flatnonzero(sel == opt)
     if len(keep):
-        sr = solve_att_svm(data.subset(keep), opt[keep])
+        sr = svm(data.subset(keep), opt[keep])
         if sr.feasible:
             assert sr.W is not None  # a feasible (optimal) solution carries W
             cr = 1 - corr_curve(traj, sr.W)

@@ -18,18 +18,34 @@ Instance family: gd-global's (B.2 data n=4, T=6, d=8 and B.1 data n=3, T=4, d=12
 i.i.d. N(0, 0.01²) entries, and p cycling over 1.75, 2, 3 (six instances meet every family and exponent).
 
 Predictions: ``norm_grows`` (plain: each of the last two doublings of k adds ≥ 0.5‖W^mm_p‖_F ln 2 — the
-radius grows like ln k + (p − 2) ln ln k, _mirror.py; normalised: ⟨∇ψ(W), W^mm_p⟩/‖W^mm_p‖_p grows by ≥ 0.5η
+radius grows like ln k − (p − 2) ln ln k, _mirror.py; 0.5 is gd-global's margin below the asymptote 1, not
+a proved finite-k bound; normalised: ⟨∇ψ(W), W^mm_p⟩/‖W^mm_p‖_p grows by ≥ 0.5η
 per step); ``projection_grows`` (⟨∇ψ(W(k)), W^mm_p⟩ strictly increasing: each mirror step adds
 −η⟨∇L, W^mm_p⟩ > 0 under B.1/B.2); ``direction`` — confirmed when 1 − corr(W(S), W^mm_p) < ε, below its
 value at S/32 and below 1 − corr(W(S), W^mm_r) for every competitor r (another exponent whose certified
 solution is ≥ ε from W^mm_p: in the limit the iterate is closest to its own limit) (ε = 0.05 plain,
 gd-global's budget for a 1/log²k rate; 1e-2 normalised, THEORY.md §4);
 refuted when the iterate is instead confirmed, by the same rule, to approach a competitor W^mm_r (below ε,
-falling, closer than to W^mm_p); normalised only, also refuted below ε when 1 − corr shrank by more than 0.8
+falling, closer than to W^mm_p), or by gd-global's attractor rule in the run's geometry
+(_global.attractor_metrics with the certified ℓp-AttSVM of the run's p: an example off its optimal token
+whose lead grows over the last two doublings, and the iterate nearer the ℓp-AttSVM(α) of a locally optimal α
+≠ opt, or the ℓp SVM of the untrapped examples with the trapped optimal tokens behind, than to W^mm_p;
+checked first); normalised only, also refuted below ε when 1 − corr shrank by more than 0.8
 over the last doubling (the stall rule, _mirror.py: 1 − corr ∝ k^{−min(2, 2/(p−1))} under normalised MD);
 otherwise undecided (budget: the statement is a limit). ``is_gradient_descent`` (integrity): the engine's
 first mirror step from W(0) and W(0)/‖W(0)‖_F is ∇ψ(W) − ∇ψ(W₊) = η g against an independent numpy step,
 direction and length (_gd.mirror_step_fidelity).
+
+Finding (``finding``; recognised by ``_global.trapped_example_mechanism``): gd-global-normalized's trapped
+example, under the paper's plain step. Paper profile, seed 0, instance 64 (p = 2, B.2 data: plain GD with η =
+0.4, η·L_W = 0.083 ≤ 1, every hypothesis met): example 3's (from 0) equal-score non-optimal tokens get ahead
+early (token 4 leads its optimal token 3 by 9.7 logits at k = 4·10⁴) and the iterate converges to the
+certified SVM W_rest of the other three examples, under which that optimal token stays 1.96 logits behind.
+Measured to k = 1.28·10⁶ (doublings from 4·10⁴): 1 − corr(W(k), W_rest) 0.036, 0.030, 0.026, 0.023, 0.020,
+0.018; 1 − corr to W^mm_p 0.45 → 0.48 (rising); the lead 9.7 → 16.5 (+1.36 = 1.96 ln 2 per doubling); ‖W(k)‖_F
+adds 0.46, 0.45, 0.44, 0.43, 0.43, 0.43 × ‖W^mm_p‖_F ln 2 per doubling, → ‖W_rest‖_F/‖W^mm_p‖_F = 0.436 (the
+trapped direction's rate; at the budget 0.545 and 0.49, below NORM_RATE_MIN, so ``norm_grows`` fails too). The
+global claim needs more than B.2 under the paper's plain step as well.
 
 Controls (the cross pairing, at the boundary of the claim "the limit is the ℓp solution of the SAME p"):
 ``md-global-control`` runs the same mirror descent with p and claims the limit W^mm_q, q ≠ p, for
@@ -51,6 +67,7 @@ from __future__ import annotations
 
 from checks import register
 
+from ._global import trapped_example_mechanism
 from ._mirror import CORR_ERR_MAX_N, ETA, ETA_N, PAIRS_N, STEPS, STEPS_N, MirrorGD, MirrorGDControl
 
 REFERENCE = ("Julistiono, Tarzanagh, Azizan, arXiv 2410.14581 (ℓp-AttGD → ℓp-AttSVM); global conditions of "
@@ -75,6 +92,19 @@ class MDGlobal(MirrorGD):
     statement = STATEMENT
     hypotheses_text = _hypotheses(f"plain mirror descent, p cycling over 1.75, 2, 3, η = {ETA}, "
                                   f"{STEPS} steps")
+    finding = (
+        "Genuine counterexample from the paper's small start on B.2 data (paper profile, seed 0, instance "
+        "64: p = 2, i.e. plain GD with η = 0.4, η·L_W = 0.083 ≤ 1): one example's equal-score non-optimal "
+        "tokens get ahead early and the iterate converges to the certified SVM of the other three examples, "
+        "under which the trapped example's optimal token stays 1.96 logits behind — gd-global-normalized's "
+        "trapped example, under the paper's own plain step. Measured to 1.28·10⁶ steps: 1 − corr to that SVM"
+        " 0.036 → 0.018 (k = 4·10⁴ → 1.28·10⁶), to W^mm_p 0.45 → 0.48 (rising); the trapped lead grows 9.7 →"
+        " 16.5 logits (1.96 ln 2 per doubling); ‖W(k)‖_F adds 0.43·‖W^mm_p‖_F ln 2 per doubling = "
+        "‖W_rest‖_F/‖W^mm_p‖_F (0.436), the rate of the trapped direction. Recognised by mechanism "
+        "(``_global.trapped_example_mechanism`` on the ℓp attractor rule), any seed and exponent."
+    )
+    finding_seen = {("paper", 0): (64,)}
+    finding_mechanism = trapped_example_mechanism
 
 
 @register
