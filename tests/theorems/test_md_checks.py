@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from checks import catalogue
-from checks.harness import run_theorem
+from checks.harness import run_instances, run_theorem
 from checks.theorem import REGISTRY
 from checks.theorems import _mirror
 from numerics.gd_common import GDResult
@@ -35,8 +35,16 @@ def _state(rng, limit: float, sols: dict) -> _mirror.MirrorState:
 
 
 def _inst(p: float, q: float) -> _mirror.MirrorInstance:
-    """An instance with the exponents only: the direction rule reads p and q, not the data or W(0)."""
+    """An instance with the exponents only: the competitor and stall rules read p and q, not the data or W(0)
+    (the attractor rule, which reads the data, is stubbed by ``no_trap``)."""
     return _mirror.MirrorInstance(data=None, family="synthetic", init=np.zeros((4, 4)), p=p, q=q)
+
+
+@pytest.fixture
+def no_trap(monkeypatch):
+    """The synthetic runs have no data: gd-global's attractor rule (_global.attractor_metrics, which reads the
+    data's optimal tokens) reports no trapped example."""
+    monkeypatch.setattr(_mirror, "attractor_metrics", lambda *a, **k: {"attracted": False})
 
 
 def _sols(rng):
@@ -47,7 +55,7 @@ def _sols(rng):
 
 
 @pytest.mark.parametrize("p", _mirror.EXPONENTS)
-def test_direction_confirms_the_own_limit_and_refutes_the_cross_pairing(p):
+def test_direction_confirms_the_own_limit_and_refutes_the_cross_pairing(p, no_trap):
     rng = np.random.default_rng(0)
     sols = _sols(rng)
     st = _state(rng, p, sols)
@@ -106,7 +114,7 @@ def test_mirror_step_fidelity_judges_direction_and_length(p, normalized):
             assert mirror_step_fidelity(data, W, 0.4, p, normalized=normalized) < bound, name
 
 
-def test_normalized_direction_refutes_a_stall_below_the_threshold():
+def test_normalized_direction_refutes_a_stall_below_the_threshold(no_trap):
     # normalised MD: ‖W‖ grows linearly, the off-limit part stays bounded, so 1 − corr ∝ 1/k² (ratio 0.25
     # per doubling): confirmed against the true limit; against a target tilted by 0.1 rad (1 − corr ≈ 0.005,
     # inside the 1e-2 threshold) 1 − corr levels off at 1 − cos 0.1 (ratio → 1): refuted by the stall rule
@@ -153,3 +161,16 @@ def test_md_local_quick_seed_4_instance_10_needs_the_weighted_radius():
     (r,) = run_instances(REGISTRY["md-local"], [10], profile="quick", seed=4)
     assert r.outcome == "confirmed", (r.outcome, r.reason)
     assert r.metrics["draws"] >= 2
+
+
+def test_plain_md_trap_is_the_documented_finding():
+    # paper seed 0 #64 (p = 2, B.2; plain GD η = 0.4): one example trapped off its optimal token, the iterate
+    # nearer the certified SVM of the other examples than W^mm_p: refuted by the attractor rule, recognised by
+    # mechanism (docstring of md_global.py)
+    cls = REGISTRY["md-global"]
+    (r,) = run_instances(cls, [64], profile="paper", seed=0)
+    assert r.outcome == "refuted" and r.predictions["direction"] == "failed", r.reason
+    m = r.metrics
+    assert m["p"] == 2.0 and m["B2"] is True and m["trapped"] == 1 and m["trapped_deficit"] > 1.0
+    assert m["rest_corr_err"] < 0.05 < m["corr_err"]
+    assert cls.finding_mechanism(r) and not REGISTRY["md-global-control"].finding
