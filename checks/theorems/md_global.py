@@ -36,7 +36,7 @@ otherwise undecided (budget: the statement is a limit). ``is_gradient_descent`` 
 first mirror step from W(0) and W(0)/‖W(0)‖_F is ∇ψ(W) − ∇ψ(W₊) = η g against an independent numpy step,
 direction and length (_gd.mirror_step_fidelity).
 
-Finding (``finding``; recognised by ``_global.trapped_example_mechanism``): gd-global-normalized's trapped
+Finding (``finding``; recognised by ``_global.certified_trap_mechanism``): gd-global-normalized's trapped
 example, under the paper's plain step. Paper profile, seed 0, instance 64 (p = 2, B.2 data: plain GD with η =
 0.4, η·L_W = 0.083 ≤ 1, every hypothesis met): example 3's (from 0) equal-score non-optimal tokens get ahead
 early (token 4 leads its optimal token 3 by 9.7 logits at k = 4·10⁴) and the iterate converges to the
@@ -67,7 +67,7 @@ from __future__ import annotations
 
 from checks import register
 
-from ._global import trapped_example_mechanism
+from ._global import certified_trap_mechanism
 from ._mirror import CORR_ERR_MAX_N, ETA, ETA_N, PAIRS_N, STEPS, STEPS_N, MirrorGD, MirrorGDControl
 
 REFERENCE = ("Julistiono, Tarzanagh, Azizan, arXiv 2410.14581 (ℓp-AttGD → ℓp-AttSVM); global conditions of "
@@ -101,10 +101,10 @@ class MDGlobal(MirrorGD):
         " 0.036 → 0.018 (k = 4·10⁴ → 1.28·10⁶), to W^mm_p 0.45 → 0.48 (rising); the trapped lead grows 9.7 →"
         " 16.5 logits (1.96 ln 2 per doubling); ‖W(k)‖_F adds 0.43·‖W^mm_p‖_F ln 2 per doubling = "
         "‖W_rest‖_F/‖W^mm_p‖_F (0.436), the rate of the trapped direction. Recognised by mechanism "
-        "(``_global.trapped_example_mechanism`` on the ℓp attractor rule), any seed and exponent."
+        "(``_global.certified_trap_mechanism`` on the ℓp attractor rule), any seed and exponent."
     )
     finding_seen = {("paper", 0): (64,)}
-    finding_mechanism = trapped_example_mechanism
+    finding_mechanism = certified_trap_mechanism
 
 
 @register
