@@ -41,7 +41,12 @@ p̂ᵀ(x_{iα_i} − x_it): at R_max = 16 its softmax weight is ≤ P_TOL of an 
 resolvability conditions of the finite grid, not of the statement. The path is computed at radii RADII with
 r = R² (variant: r = R) by multi-start minimisation of log L over the two spheres
 (numerics.prompt.joint_vp_path, ``v_radii``), each point then polished by block minimisation (``polish_path``:
-p with v fixed, v with p fixed, from the path's own point; kept only where log L is lower).
+p with v fixed, v with p fixed, from the path's own point; kept only where log L is lower), then checked to be
+the minimiser (``minimiser_check``): where a point polished from the statement's directions (v^mm, p^rlx)
+has a lower log L (by > MIN_REL relative), the path is re-solved from fresh random starts with a larger
+budget (ESCALATE_STARTS, ESCALATE_ITERS) and each radius keeps the lower of its own two solves; where the
+reference still beats it, the path is not the minimiser there and the instance is inconclusive (a solver
+budget, never a refutation; the reference point never enters the path).
 
 Instance family. Instances 0 and 1 of every profile are TLZO's exact 2-D fixture (T = d = 2, n = 3, labels
 (+1, −1, +1), first token at the origin): [(0,0),(1,1)], [(0,0),(1,−1)], [(0,0),(0.5,1)] (tight: v ∝ (0, 1),
@@ -68,7 +73,15 @@ construction. (2) Near-active constraints (R·s ≈ 0.05–1.7 at R = 16): 1.5e-
 excluded by ``constraints_resolved``. (3) A rival selection with a larger head margin (3 of 5 tight draws
 of an earlier version): the path's v goes there — excluded by ``selection_optimal``. (4) The joint L-BFGS
 stops short in p at r = R² (quick seed 0 #5: 5.3e-3 at log L = −512.2876735 where Nelder–Mead from the
-path's point and from p^rlx both reach −512.2876758 at 1.8e-3) — hence ``polish_path``.
+path's point and from p^rlx both reach −512.2876758 at 1.8e-3) — hence ``polish_path``. (5) The multi-start
+solve (8 starts, 120 Adam steps, the previous radius' answer among them) can stay in another selection's
+basin, where the saturated softmax gives no gradient out: paper seed 0, r = R, #91 (a non-tight draw) kept
+example 4's hard token from R = 1 on (that selection's head margin 1.832 against α's 2.000, the best rival)
+— log L −29.418 at R = 16 where a polish from (v^mm, p^rlx) reaches −32.285 on α, and 1 − corr(v_16, v^mm) =
+0.077, 1 − corr(p_16, p^rlx) = 0.295, rising: an unexpected FAIL of the path solver, not of the claim. A
+64-start, 600-step solve from random starts finds α's point on 3 of 3 seeds (p 1.45e-2, 8.8e-3, 3.8e-3 at R =
+4, 8, 16; v 2.2e-8), and r = R² on the same draw is trapped the same way (−469.2 vs −512.3) — hence
+``minimiser_check``; that instance is now confirmed.
 
 Prediction: 1 − corr(v_R, v^mm) and 1 − corr(p_R, p^rlx) at the largest radius are below V_TOL / P_TOL and not
 above their values at the middle radius (R = 4), unless already below the floor (FLOOR at r = R, RATE_FLOOR at
