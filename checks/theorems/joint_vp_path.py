@@ -421,15 +421,18 @@ def _directions_path(radii: np.ndarray, v_radii: np.ndarray, v: np.ndarray, p: n
 
 
 def minimiser_check(path: VPPath, X: np.ndarray, Y: np.ndarray, v_radii: np.ndarray, v_dir: np.ndarray,
-                    p_dir: np.ndarray, rng: np.random.Generator) -> tuple[VPPath, np.ndarray, np.ndarray]:
+                    p_dir: np.ndarray, rng: np.random.Generator
+                    ) -> tuple[VPPath, np.ndarray, np.ndarray, int]:
     """Check that each (polished) path point is the minimiser as far as can be told: a reference point,
     polished (``polish_path``) from the statement's directions (v^mm, p^rlx), must not beat it (``_beats``).
     Where it does, the path is re-solved from fresh random starts with ESCALATE_STARTS / ESCALATE_ITERS and
     polished, each radius keeping the lower of the two own solves (never the reference point: it only
-    certifies). Returns (path, reference log L, radii where the reference still beats the path)."""
+    certifies). Returns (path, reference log L, radii where the reference still beats the path, how many
+    radii the first solve lost to the reference)."""
     ref = polish_path(_directions_path(path.radii, v_radii, v_dir, p_dir), X, Y, v_radii).log_loss
     beaten = _beats(ref, path.log_loss)
-    if beaten.any():
+    first = int(beaten.sum())
+    if first:
         esc = joint_vp_path(X, Y, path.radii, v_radii=v_radii, rng=rng, starts=ESCALATE_STARTS,
                             iters=ESCALATE_ITERS)
         assert isinstance(esc, VPPath)
@@ -439,7 +442,7 @@ def minimiser_check(path: VPPath, X: np.ndarray, Y: np.ndarray, v_radii: np.ndar
                        p=np.where(lower[:, None], esc.p, path.p),
                        log_loss=np.where(lower, esc.log_loss, path.log_loss))
         beaten = _beats(ref, path.log_loss)
-    return path, ref, beaten
+    return path, ref, beaten, first
 
 
 @dataclass(frozen=True, eq=False)
@@ -470,6 +473,8 @@ class JointVPState:
     #: log L of the reference points of ``minimiser_check`` and the radii where they beat the path
     ref_log_loss: np.ndarray
     not_minimiser: np.ndarray
+    #: radii where the first solve lost to the reference (the re-solve ran when > 0)
+    escalated: int
 
 
 def _svms(X: np.ndarray, Y: np.ndarray, alpha: np.ndarray
@@ -575,15 +580,15 @@ class _JointBase(Theorem):
             v_sol, p_sol, full = _svms(inst.X, inst.Y, inst.alpha)
             if p_sol is None:  # head SVM infeasible: assume_head_svm_feasible decides; p^rlx undefined
                 p_sol = full
-            ref, beaten = np.full(len(RADII), np.nan), np.zeros(len(RADII), dtype=bool)
+            ref, beaten, first = np.full(len(RADII), np.nan), np.zeros(len(RADII), dtype=bool), 0
             if v_sol.w is not None and p_sol.w is not None:
                 # the reference is the statement's (v^mm, p^rlx) for the theorem and its controls alike
-                path, ref, beaten = minimiser_check(path, inst.X, inst.Y, self._v_radii(), v_sol.w, p_sol.w,
-                                                    c.rng)
+                path, ref, beaten, first = minimiser_check(path, inst.X, inst.Y, self._v_radii(), v_sol.w,
+                                                           p_sol.w, c.rng)
             a_margin = 1 / float(np.linalg.norm(v_sol.w)) if v_sol.w is not None else float("nan")
             states.append(JointVPState(path=path, v=v_sol, p=p_sol, full=full, alpha_margin=a_margin,
                                        rival_margin=rival_margin(inst.X, inst.Y, inst.alpha),
-                                       ref_log_loss=ref, not_minimiser=beaten))
+                                       ref_log_loss=ref, not_minimiser=beaten, escalated=first))
         return states
 
     # -- hypotheses ------------------------------------------------------------------------------
@@ -634,8 +639,9 @@ class _JointBase(Theorem):
     def check_v_direction(self, inst: JointVPInstance, state: JointVPState, ctx: Context) -> Outcome:
         v_mm = self.predicted("v^mm", state.v.w, "direction")  # the resolution seam (Theorem.predicted)
         gap = 1 - np.asarray(corr(state.path.v, v_mm, axis=-1), dtype=float)
+        # ``escalated``: radii where the first solve was not the minimiser (``minimiser_check`` re-solved)
         curve: dict[str, Any] = dict(v_final_gap=float(gap[-1]), v_gap_curve=[float(x) for x in gap],
-                                     v_gap_radii=list(RADII))
+                                     v_gap_radii=list(RADII), escalated=int(state.escalated))
         if (why := self._not_minimiser(state)):
             return undecided(why, **curve, **self._minimiser_metrics(state))
         return decide(gap[-1] < V_TOL and (gap[-1] <= gap[len(gap) // 2] or gap[-1] < self._floor()),
