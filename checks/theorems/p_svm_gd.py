@@ -98,9 +98,11 @@ within the budget, 1 vacuous: its highest-score p-SVM is infeasible; gd-local-co
 on 2 of 12). Plain GD cannot move from either start (above).
 
 Measured (normalised GD, quick seeds 0–5): p-svm-gd-normalized PASS on all six (drawn local instances: 11 of
-12 confirmed, 1 − corr from μ = 2.5e-4…0.01 falling 12× to 5800×; one still falling at 8.6×, undecided: quick
-seed 1 #3), p-svm-gd-normalized-control FAIL on all six; plain p-svm-gd and its control INCONCLUSIVE
-(UNDECIDABLE) on all six.
+12 confirmed, 1 − corr from μ = 2.5e-4…0.01 falling 12× to 1130× with the cross-example cone rule, 12× to
+5800× before; one still falling at 8.6×, undecided: quick seed 1 #3), p-svm-gd-normalized-control FAIL on all
+six; plain p-svm-gd and its control INCONCLUSIVE (UNDECIDABLE) on all six. Paper seed 0: 293 confirmed, 1
+refuted (#214, the finding), 6 undecided (#195 among them since the rule: from μ = 2.6e-4 a 6.7× fall to
+3.8e-5, still falling).
 """
 
 from __future__ import annotations
