@@ -87,16 +87,9 @@ def selection_width(data, alpha, W_alpha, direction, M, mu) -> float:
 
 
 def _start_separation(data, alpha, W_alpha, W0, M) -> float:
-    """(smallest margin of a higher-scoring non-support token, over all examples) − (largest margin of a
-    support token, over all examples) of the start W(0), per unit M (margins of W(0)/M, comparable with those
-    of W^mm_α); +inf when the data have no token of one kind. Across examples, not within each: W is shared,
-    so ∇L sums every example's pull (a higher-scoring non-support token, share e^{−margin}) against every
-    example's push (the support tokens), and an example without support tokens is held only by the others
-    (TLTO's local cone keeps every non-support margin above every support margin; cone-no-stationary's
-    reconstructed rule likewise bounds all margins at once). p-svm-gd-normalized paper seed 0 #75: the
-    switched example has no support token; the within-example rule left μ = 0.01, where its optimal token
-    starts 0.917 per unit M behind α against a support token of another example at 1.155, and GD went to
-    p^mm of the optimal tokens (1 − corr 0.34)."""
+    """min over examples of (smallest margin of a higher-scoring non-support token) − (largest margin of a
+    support token) of the start W(0), per unit M (margins of W(0)/M, comparable with those of W^mm_α); +inf
+    when no example has both kinds of token."""
     g = scores(data)
     marg = margins(data, W_alpha, alpha)
     m0 = margins(data, W0 / M, alpha)
@@ -105,17 +98,16 @@ def _start_separation(data, alpha, W_alpha, W0, M) -> float:
     sup = fin & (marg - 1 <= SUPPORT_TOL)
     sup[np.arange(n), alpha] = False
     higher = fin & (g >= g[np.arange(n), alpha][:, None]) & (marg - 1 > SUPPORT_TOL)
-    if not (higher.any() and sup.any()):
-        return np.inf
-    return float(m0[higher].min() - m0[sup].max())
+    gaps = [float(m0[i][higher[i]].min() - m0[i][sup[i]].max())
+            for i in range(n) if higher[i].any() and sup[i].any()]
+    return min(gaps) if gaps else np.inf
 
 
 def cone_width(data, alpha, W_alpha, direction, M, dplus) -> float:
     """μ(α) of the start: MU, or — where the start on the boundary of the MU-cone (along ``direction``) would
-    bring a higher-scoring non-support token within δ⁺/2 (per unit M) of a support token of any example — the
+    bring a higher-scoring non-support token within δ⁺/2 (per unit M) of a support token of its example — the
     largest μ < MU at which it keeps δ⁺/2 (bisection; the gap is δ⁺ or more at μ = 0 and falls monotonically
-    with μ once it falls below δ⁺/2 at MU). See the module docstring (TLTO's μ depends on α); the separation
-    is taken across examples (:func:`_start_separation`)."""
+    with μ once it falls below δ⁺/2 at MU). See the module docstring (TLTO's μ depends on α)."""
     R = M * np.linalg.norm(W_alpha)
 
     def sep(mu):

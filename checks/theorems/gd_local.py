@@ -16,8 +16,7 @@ beyond ~700 underflow the softmax in float64). W(0) lies ON THE BOUNDARY of the 
 + √(1 − (1 − μ)²) U), U a random unit direction orthogonal to W^mm_α, so corr(W(0), W^mm_α) = 1 − μ exactly. μ
 depends on α, as in TLTO's theorem ("there is μ = μ(α) > 0"; not "for every μ"): μ = MU = 0.01 unless that
 start would bring a higher-scoring non-support token within δ⁺/2 (per unit M, the separation
-cone-no-stationary's rule guarantees) of a support token of any example (W is shared: ∇L weighs every
-example's pulling tokens against every example's support tokens); then the largest μ < MU that keeps
+cone-no-stationary's rule guarantees) of a support token of its example; then the largest μ < MU that keeps
 δ⁺/2 along the same U (``cone_width``, metric ``cone_mu``). Issue 29: quick seed 9 instance 10 (δ⁺ = 0.114, M
 = 87.9) started at μ = 0.01 with the switched example's optimal token already 0.094 per unit M (8.2 logits)
 AHEAD of a support token: outside the region where α is locally selected, GD went to W^mm (corr 0.9988) — a

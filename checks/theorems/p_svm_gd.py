@@ -35,19 +35,12 @@ Instance family (cycling by instance index):
    FAMILY_TRIES draws, metric ``draws``) until the p-SVM of α is feasible and M ≤ M_MAX. The start lies on the
    boundary of its cone, as the fixture's: p(0) = ``_cone.boundary_start`` along a random direction, R =
    M‖p^mm_α‖ (``_cone.init_multiplier``, gd-local's radius rule, M ≥ 40), μ = ``_cone.cone_width`` (≤ 0.01,
-   keeps the higher-scoring non-support tokens δ⁺/2 behind every support token, across examples) narrowed by
+   keeps the higher-scoring non-support token δ⁺/2 from the support tokens) narrowed by
    ``_cone.selection_width`` (every margin of p(0) ≥ M/2: ‖p^mm_α‖ reaches ~10² on this family, where the
    perpendicular part of a μ = 0.01 start would put another token ahead of α_i — a start outside the region
    where α is selected, not in the theorem's cone; without it 2 of 15 prototype starts went to other
-   directions). ``cone_width`` compares across examples (p is shared: ∇L weighs every example's higher-scoring
-   non-support tokens against every example's support tokens). Paper seed 0 #75, under the former
-   within-example rule: the switched example had no support token, μ stayed 0.01, and at p(0) (M = 69.8) its
-   optimal token (δ⁺ = 0.143) trailed α by 64.0 logits against support tokens of two other examples at 65.0
-   and 67.7 — −∇L(p(0)) lowered corr (⟨∇L, p^mm_α⟩ = −0.011‖∇L‖‖p^mm_α‖: gradient flow leaves too, not the
-   step's doing), 1 − corr passed STAY_MU at k ≈ 245, the optimal token overtook α at k ≈ 440 and GD went to
-   p^mm of the optimal tokens (1 − corr 5e-6; 0.341 to p^mm_α): a start outside the theorem's cone, not a
-   counterexample. With the rule μ = 3.5e-4 and GD converges (3.5e-4 → 2.4e-5). Under normalised GD the
-   drawn local starts take the fixture's relative budget, lr = LR·R/INIT_R.
+   directions). Under normalised GD the drawn local starts take the fixture's relative budget, lr =
+   LR·R/INIT_R.
 The fixtures stay as hand-checked instances. Quick (9 instances) draws three local fixtures, two of each other
 kind.
 
@@ -98,11 +91,9 @@ within the budget, 1 vacuous: its highest-score p-SVM is infeasible; gd-local-co
 on 2 of 12). Plain GD cannot move from either start (above).
 
 Measured (normalised GD, quick seeds 0–5): p-svm-gd-normalized PASS on all six (drawn local instances: 11 of
-12 confirmed, 1 − corr from μ = 2.5e-4…0.01 falling 12× to 1130× with the cross-example cone rule, 12× to
-5800× before; one still falling at 8.6×, undecided: quick seed 1 #3), p-svm-gd-normalized-control FAIL on all
-six; plain p-svm-gd and its control INCONCLUSIVE (UNDECIDABLE) on all six. Paper seed 0: 293 confirmed, 1
-refuted (#214, the finding), 6 undecided (#195 among them since the rule: from μ = 2.6e-4 a 6.7× fall to
-3.8e-5, still falling).
+12 confirmed, 1 − corr from μ = 2.5e-4…0.01 falling 12× to 5800×; one still falling at 8.6×, undecided: quick
+seed 1 #3), p-svm-gd-normalized-control FAIL on all six; plain p-svm-gd and its control INCONCLUSIVE
+(UNDECIDABLE) on all six.
 """
 
 from __future__ import annotations

@@ -139,37 +139,3 @@ def test_selection_width_keeps_alpha_selected_at_the_start():
             bound += 1
             assert least(MU) < SELECT_MIN
     assert bound >= 1
-
-
-def test_cone_width_separates_support_tokens_across_examples():
-    """Paper seed 0 #75 (drawn local family): the switched example has no support token of p^mm_α, and the
-    former within-example rule of ``_cone.cone_width`` left μ = 0.01, where its optimal token (the data's only
-    higher-scoring non-support token, δ⁺ = 0.143) started 0.917 per unit M behind α against support tokens of
-    other examples at 0.931 and 1.155: outside the theorem's cone (p is shared), and normalised GD went to
-    p^mm of the optimal tokens (1 − corr(p, p^mm_α) = 0.34). The rule now separates across examples: the start
-    keeps every such token δ⁺/2 per unit M behind every support token, and GD converges from it."""
-    from checks.harness import _contexts
-    from checks.theorems._cone import MU, SUPPORT_TOL
-    from numerics.svm import solve_p_svm
-
-    (r,) = run_instances(PSVM, [75], profile="paper", seed=0, device="cpu", data=None)
-    assert r.outcome == "confirmed", (r.outcome, r.reason)
-    assert 0 < r.metrics["cone_mu"] < MU and r.metrics["max_gap"] <= r.metrics["cone_mu"]
-    gens, ctxs = _contexts(PSVM, [75], profile="paper", seed=0, device="cpu", data=None)
-    inst = PSVM().instance(gens[0], ctxs[0])
-    assert inst.mu == r.metrics["cone_mu"]
-    K, g, a = inst.keys, inst.gamma, inst.alpha
-    n = len(a)
-    w = solve_p_svm(K, a).w
-
-    def marg(p):  # margin of α_i over every token, (n, T)
-        return np.einsum("itd,d->it", K[np.arange(n), a][:, None, :] - K, p)
-
-    m, m0 = marg(w), marg(inst.init) / inst.M
-    others = np.ones(g.shape, bool)
-    others[np.arange(n), a] = False
-    sup = others & (m - 1 <= SUPPORT_TOL)
-    higher = others & (g >= g[np.arange(n), a][:, None]) & (m - 1 > SUPPORT_TOL)
-    assert higher.any() and not np.any(sup & higher.any(axis=1)[:, None])  # no support token beside it
-    dplus = float((m[higher] - 1).min())
-    assert m0[higher].min() - m0[sup].max() >= dplus / 2 - 1e-9
