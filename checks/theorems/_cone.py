@@ -77,12 +77,18 @@ def selection_width(data, alpha, W_alpha, direction, M, mu) -> float:
     def least(m):
         return float(np.min(margins(data, boundary_start(W_alpha, R, direction, m) / M, alpha)))
 
-    if least(mu) >= SELECT_MIN:
-        return mu
-    lo, hi = 0.0, mu
-    for _ in range(60):  # 2⁻⁶⁰ μ: far below any μ the run could resolve
+    return _largest_mu(lambda m: least(m) >= SELECT_MIN, mu)
+
+
+def _largest_mu(ok, top: float) -> float:
+    """``top`` if ``ok(top)``, else the largest μ in [0, top) with ``ok(μ)`` by bisection (``ok`` holds at 0
+    and fails from some μ on); 60 halvings: 2⁻⁶⁰·top, far below any μ the run could resolve."""
+    if ok(top):
+        return top
+    lo, hi = 0.0, top
+    for _ in range(60):
         mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if least(mid) >= SELECT_MIN else (lo, mid)
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
     return lo
 
 
@@ -114,13 +120,7 @@ def cone_width(data, alpha, W_alpha, direction, M, dplus) -> float:
         return _start_separation(data, alpha, W_alpha, boundary_start(W_alpha, R, direction, mu), M)
 
     keep = 0.5 * min(dplus, 1.0)
-    if sep(MU) >= keep:
-        return MU
-    lo, hi = 0.0, MU
-    for _ in range(60):  # 2⁻⁶⁰ MU: far below any μ the run could resolve
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if sep(mid) >= keep else (lo, mid)
-    return lo
+    return _largest_mu(lambda m: sep(m) >= keep, MU)
 
 
 def _higher_slacks(data, alpha, W_alpha) -> np.ndarray:
