@@ -109,6 +109,50 @@ def _start_separation(data, alpha, W_alpha, W0, M) -> float:
     return min(gaps) if gaps else np.inf
 
 
+def unheld_gap(data, alpha, W_alpha, W0, M) -> float:
+    """The start's hold on the examples that have no support token of W_α: min over such examples i with a
+    higher-scoring non-support token of (smallest margin of those tokens of i) − (largest margin of a support
+    token of ANY example), per unit M at W(0); +inf when there is no such example (or no support token).
+    :func:`cone_width` guards each example with its own support tokens; an example without any is held on α
+    only by the other examples' support tokens (W is shared: ∇L sums every example's pull against every
+    example's push), so its pulling token must trail α by more than they do (:func:`start_held`)."""
+    g = scores(data)
+    marg = margins(data, W_alpha, alpha)
+    m0 = margins(data, W0 / M, alpha)
+    n = data.n
+    fin = np.isfinite(marg)
+    sup = fin & (marg - 1 <= SUPPORT_TOL)
+    sup[np.arange(n), alpha] = False
+    higher = fin & (g >= g[np.arange(n), alpha][:, None]) & (marg - 1 > SUPPORT_TOL)
+    lone = higher.any(axis=1) & ~sup.any(axis=1)
+    if not (lone.any() and sup.any()):
+        return np.inf
+    return float(m0[lone][higher[lone]].min() - m0[sup].max())
+
+
+def start_held(gap: float, dplus: float):
+    """Hypothesis ``start_held`` of the local theorems (the start lies in the theorem's cone): the start keeps
+    every higher-scoring non-support token of an example without support tokens δ⁺/2 (per unit M) behind
+    every example's support tokens (:func:`unheld_gap`), the separation :func:`cone_width` keeps within each
+    example. Unmet → vacuous, not a narrower μ: narrowing μ without raising R starts the run inside the
+    finite-radius offset of normalised GD's direction, and R cannot be raised past M_MAX in float64
+    (measured, gd-local-normalized on the digits, instances 1, 9, 10 of seed 0: the narrowed μ = 4.8e-4 /
+    5.5e-4 / 1.2e-3, 1 − corr rose to 1.0e-3 / 1.1e-3 / 1.4e-3 from M = 40 and to 6.4e-4 / 7.1e-4 from M =
+    M_MAX = 100 — out of the narrowed cone, a refutation of nothing). p-svm-gd-normalized paper seed 0 #75,
+    before this hypothesis: at μ = 0.01 the switched example (no support token; its optimal token δ⁺ = 0.143)
+    trailed α by 0.917 per unit M against support tokens of other examples at 0.931 and 1.155, and GD went
+    to p^mm of the optimal tokens (1 − corr(p, p^mm_α) = 0.34): a start outside the theorem's cone, then
+    counted as a refutation."""
+    from checks import decide
+
+    keep = 0.5 * min(dplus, 1.0)
+    return decide(bool(gap >= keep),
+                  "start outside the theorem's cone: an example with no support token has a higher-scoring "
+                  f"token whose margin exceeds the largest support-token margin by {gap:.3g} per unit M "
+                  f"(< δ⁺/2 = {keep:.3g}); a narrower μ would need an R beyond float64",
+                  **({"hold_gap": float(gap)} if np.isfinite(gap) else {}))
+
+
 def cone_width(data, alpha, W_alpha, direction, M, dplus) -> float:
     """μ(α) of the start: MU, or — where the start on the boundary of the MU-cone (along ``direction``) would
     bring a higher-scoring non-support token within δ⁺/2 (per unit M) of a support token of its example — the

@@ -119,6 +119,8 @@ from ._cone import (
     judge_cone_fall,
     multiplier,
     slack_plus,
+    start_held,
+    unheld_gap,
 )
 from ._gd import FIDELITY_TOL, independent_grad_W, init_fidelity, judge_fidelity, resolvable_step, unmoved
 from ._given import draw_candidate, given_metrics, need_head, switched_candidates
@@ -183,6 +185,8 @@ class GDLocalState:
     step0: float | None = None
     traj: np.ndarray | None = None
     its: np.ndarray | None = None
+    hold: float | None = None
+    dplus: float | None = None
 
 
 _NORMALIZED_CRITERIA: tuple[Criterion, ...] = (
@@ -250,7 +254,8 @@ class GDLocal(Theorem):
     )
     hypotheses_text = (
         "logistic loss; α ≠ opt; Att-SVM(α) feasible; α locally optimal; W(0) on the cone boundary "
-        f"corr = 1 − μ, μ = {MU} or less (keeps δ⁺/2) with ‖W(0)‖ = M‖W^mm_α‖, M = max({M_MIN:g}, 10/δ⁺) ≤ "
+        f"corr = 1 − μ, μ = {MU} or less (keeps δ⁺/2; every example held at the start) with ‖W(0)‖ = "
+        f"M‖W^mm_α‖, M = max({M_MIN:g}, 10/δ⁺) ≤ "
         f"{M_MAX:g}; plain GD with η = 1/L_W (proved L_W), {PLAIN_STEPS['quick']} steps on quick, "
         f"{PLAIN_STEPS['full']} on full, {PLAIN_STEPS['paper']} on paper; α = opt with one example on its "
         "second-best token"
@@ -342,11 +347,12 @@ class GDLocal(Theorem):
                 assert Wa is not None  # a feasible solution has its W
                 if M <= M_MAX:  # otherwise vacuous (assume_R_large): GD is not run
                     R = float(M * np.linalg.norm(Wa))
-                    mu = cone_width(data, inst.alpha, Wa, inst.direction, M, slack_plus(data, inst.alpha, Wa))
+                    dplus = slack_plus(data, inst.alpha, Wa)
+                    mu = cone_width(data, inst.alpha, Wa, inst.direction, M, dplus)
                     W0 = boundary_start(Wa, R, inst.direction, mu)
                     lr = self.step_size(data, R)
                     st = dataclasses.replace(
-                        st, mu=mu, R=R, lr=lr,
+                        st, mu=mu, R=R, lr=lr, dplus=dplus, hold=unheld_gap(data, inst.alpha, Wa, W0, M),
                         fidelity=init_fidelity(data, W0, lr, normalized=self.normalized, device=ctx.device),
                         step0=float(lr * np.linalg.norm(independent_grad_W(data, W0))),
                     )
@@ -381,6 +387,15 @@ class GDLocal(Theorem):
             st.M <= M_MAX, f"needs M = {st.M:.3g} > {M_MAX:g}", init_M=float(min(st.M, 1e9)),
             **({"draws": int(inst.draws)} if inst.draws is not None else {}),
         )
+
+    def assume_start_held(self, inst: GDLocalInstance, st: GDLocalState, ctx: Context | None) -> Outcome:
+        """W(0) in the theorem's cone (``_cone.start_held``): an example without support tokens of W^mm_α
+        is held by the other examples' (never met on the drawn family: quick seeds 0–9, full seed 0; given
+        data: the digits, instances 1, 9, 10 of seed 0). Decided where GD runs (else another hypothesis is
+        unmet)."""
+        if st.hold is None or st.dplus is None:
+            return held()
+        return start_held(st.hold, st.dplus)
 
     def assume_step_below_1_over_L(self, inst: GDLocalInstance, st: GDLocalState, ctx: Context) -> Outcome:
         """Plain GD: η·L_W ≤ 1 with the proved L_W (the theorem's step hypothesis); normalised GD has none."""
@@ -521,7 +536,8 @@ class GDLocalNormalized(_NormalizedLocal, GDLocal):
     )
     hypotheses_text = (
         "logistic loss; α ≠ opt; Att-SVM(α) feasible; α locally optimal; W(0) on the cone boundary "
-        f"corr = 1 − μ, μ = {MU} or less (keeps δ⁺/2) with ‖W(0)‖ = M‖W^mm_α‖, M = max({M_MIN:g}, 10/δ⁺) ≤ "
+        f"corr = 1 − μ, μ = {MU} or less (keeps δ⁺/2; every example held at the start) with ‖W(0)‖ = "
+        f"M‖W^mm_α‖, M = max({M_MIN:g}, 10/δ⁺) ≤ "
         f"{M_MAX:g}; normalised GD, "
         f"{STEPS} steps of {GROWTH_BUDGET:g}‖W(0)‖/{STEPS}; α = opt with one example on its second-best token"
     )

@@ -108,6 +108,8 @@ from ._cone import (
     judge_cone_fall,
     multiplier,
     slack_plus,
+    start_held,
+    unheld_gap,
 )
 from ._gd import FIDELITY_TOL, init_fidelity, judge_fidelity
 from ._global import svm_W
@@ -159,6 +161,8 @@ class MDLocalState:
     lr: float | None = None
     fidelity: float | None = None
     traj: np.ndarray | None = None  # W every RECORD steps (K, d, d)
+    hold: float | None = None  # _cone.unheld_gap of W(0)
+    dplus: float | None = None
 
     def path(self) -> np.ndarray:
         """The recorded path: the predictions read it only where the hypotheses held (then it ran)."""
@@ -188,7 +192,8 @@ class MDLocal(Theorem):
     hypotheses_text = (
         "logistic loss; α ≠ opt; ℓp-AttSVM(α) and ℓp-AttSVM(opt) feasible and certified; α locally optimal "
         "for W^mm_{α,p}'s support tokens; W(0) on the cone boundary corr = 1 − μ, μ = 0.01 or less (keeps "
-        f"δ⁺/2), ‖W(0)‖_F = M‖W^mm_α,p‖_F, M = max({M_MIN:g}, 10/δ⁺) ≤ {M_MAX:g}; normalised ℓp mirror "
+        "δ⁺/2; every example held at the start), "
+        f"‖W(0)‖_F = M‖W^mm_α,p‖_F, M = max({M_MIN:g}, 10/δ⁺) ≤ {M_MAX:g}; normalised ℓp mirror "
         "descent, "
         f"{STEPS} steps of (7^(p−1) − 1)‖W(0)‖_p^(p−1)/{STEPS}; p cycling over 1.75, 2, 3; α = opt with one "
         "example on its second-best token (n=4, T=5, d=8)")
@@ -255,11 +260,13 @@ class MDLocal(Theorem):
             if sol.feasible and st.M <= M_MAX:  # otherwise vacuous: mirror descent is not run
                 Wa = svm_W(sol)
                 R = float(st.M * np.linalg.norm(Wa))
-                mu = cone_width(data, inst.alpha, Wa, inst.direction, st.M, slack_plus(data, inst.alpha, Wa))
+                dplus = slack_plus(data, inst.alpha, Wa)
+                mu = cone_width(data, inst.alpha, Wa, inst.direction, st.M, dplus)
                 W0 = boundary_start(Wa, R, cast(np.ndarray, inst.direction), mu)
                 lr = mirror_lr(W0, p)
-                st = replace(st, mu=mu, R=R, lr=lr, fidelity=init_fidelity(data, W0, lr, p=p, normalized=True,
-                                                                           device=ctx.device))
+                hold = unheld_gap(data, inst.alpha, Wa, W0, st.M)
+                st = replace(st, mu=mu, R=R, lr=lr, dplus=dplus, hold=hold,
+                             fidelity=init_fidelity(data, W0, lr, p=p, normalized=True, device=ctx.device))
                 runs.setdefault((data.n, data.T, data.d, p), []).append((j, W0, lr))
             states.append(st)
         for (*_, p), group in runs.items():
@@ -294,6 +301,13 @@ class MDLocal(Theorem):
         return decide(st.M <= M_MAX, f"needs M = {st.M:.3g} > {M_MAX:g}",
                       init_M=float(min(st.M, 1e9)),
                       **({"draws": int(inst.draws)} if inst.draws is not None else {}))
+
+    def assume_start_held(self, inst: MDLocalInstance, st: MDLocalState, ctx: Context | None) -> Outcome:
+        """W(0) in the theorem's cone: gd-local's hypothesis (``_cone.start_held``), on W^mm_{α,p}'s margins.
+        Decided where mirror descent runs (else another hypothesis is unmet)."""
+        if st.hold is None or st.dplus is None:
+            return held()
+        return start_held(st.hold, st.dplus)
 
     # -- predictions
     def check_is_gradient_descent(self, inst: MDLocalInstance, st: MDLocalState, ctx: Context) -> Outcome:

@@ -32,7 +32,10 @@ Instance family (cycling by instance index):
    the data is W = p^mm_α zᵀ and gd-local's family and cone helpers read the p-SVM), n = 4, T = 3, d = 4 (8
    constraints in 4 dimensions: the support sets leave the higher-scoring token out often enough), α = opt
    except one example on its second-best token, locally optimal; redrawn from the instance's own rng (up to
-   FAMILY_TRIES draws, metric ``draws``) until the p-SVM of α is feasible and M ≤ M_MAX. The start lies on the
+   FAMILY_TRIES draws, metric ``draws``) until the p-SVM of α is feasible, M ≤ M_MAX and the start holds every
+   example (``_cone.start_held``: an example with no support token of p^mm_α is held on α only by the other
+   examples' support tokens; paper seed 0 #75's first draw started outside the theorem's cone that way, and
+   normalised GD went to p^mm of the optimal tokens — now redrawn, 1 draw in 300). The start lies on the
    boundary of its cone, as the fixture's: p(0) = ``_cone.boundary_start`` along a random direction, R =
    M‖p^mm_α‖ (``_cone.init_multiplier``, gd-local's radius rule, M ≥ 40), μ = ``_cone.cone_width`` (≤ 0.01,
    keeps the higher-scoring non-support token δ⁺/2 from the support tokens) narrowed by
@@ -113,7 +116,17 @@ from numerics.prompt import prompt_keys, prompt_scores, run_prompt_gd
 from numerics.svm import VectorSVMSolution, solve_p_svm
 from numerics.tokens import corr, scores
 
-from ._cone import M_MAX, M_MIN, boundary_start, cone_width, init_multiplier, selection_width, slack_plus
+from ._cone import (
+    M_MAX,
+    M_MIN,
+    boundary_start,
+    cone_width,
+    init_multiplier,
+    selection_width,
+    slack_plus,
+    start_held,
+    unheld_gap,
+)
 from ._gd import independent_grad_p, judge_fidelity, prompt_init_fidelity, resolvable_step, unmoved
 from ._prompt import abandoned_opt_metrics, abandoned_opt_refutation, feasible_w
 from ._smoothness import prompt_smoothness_bound
@@ -187,7 +200,8 @@ class PSvmInstance:
     """One instance of p-svm-gd (and its variants and controls): the keys k_it (n, T, dk), the scores γ
     (n, T), the target selection α (n,) and the start p(0) (dk,); ``kind`` is one of KINDS. Drawn local
     instances also carry their start's multiplier ``M`` (R = M‖p^mm_α‖, nan where the last draw did not
-    qualify), cone width ``mu`` and radius ``R``, and ``draws`` (how many (data, α) the family drew)."""
+    qualify), cone width ``mu`` and radius ``R``, ``draws`` (how many (data, α) the family drew), and the
+    start's hold ``hold`` on examples without support tokens (``_cone.unheld_gap``), slack ``dplus``."""
 
     kind: str
     keys: np.ndarray
@@ -198,6 +212,8 @@ class PSvmInstance:
     mu: float | None = None
     R: float | None = None
     draws: int | None = None
+    hold: float | None = None
+    dplus: float | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -287,24 +303,38 @@ class _PromptBase(Theorem):
         ``_cone.selection_width``: the Att-SVM of the common-query data is W = p z^T, so the W helpers read
         the p-SVM's margins). After FAMILY_TRIES misses the last draw is kept and comes out vacuous."""
         draw = tied_alpha_data if tied else local_alpha_data
-        M, sol, k = np.inf, None, 0
+        M, sol, k, u = np.inf, None, 0, None
         for k in range(1, FAMILY_TRIES + 1):  # noqa: B007 (k: the draws, recorded below)
             data, alpha = draw(LOCAL_N, LOCAL_T, LOCAL_D, rng=rng, common_query=True)
             sol = solve_p_svm(data.X, alpha)
             M = init_multiplier(data, alpha, _as_W(feasible_w(sol), data)) if sol.feasible else np.inf
-            if M <= M_MAX:
+            if not M <= M_MAX:
+                continue
+            u = rng.standard_normal(LOCAL_D)  # the direction of p(0) off p^mm_α
+            start = self._local_start(data, alpha, sol.w, u, M)
+            if start["hold"] >= 0.5 * min(start["dplus"], 1.0):  # _cone.start_held
                 break
-        u = rng.standard_normal(LOCAL_D)  # the direction of p(0) off p^mm_α
+        if u is None:
+            u = rng.standard_normal(LOCAL_D)
         g, keys = scores(data), np.array(data.X)  # a writable copy (torch takes the keys as they are)
         if not M <= M_MAX or sol is None or sol.w is None:
             return PSvmInstance(kind="local-random", keys=keys, gamma=g, alpha=alpha, init=u, draws=k,
                                 M=float(M))
-        Wa, U = _as_W(sol.w, data), _as_W(u, data)
-        mu = selection_width(data, alpha, Wa, U, M,
-                             cone_width(data, alpha, Wa, U, M, slack_plus(data, alpha, Wa)))
-        R = float(M * np.linalg.norm(sol.w))
-        return PSvmInstance(kind="local-random", keys=keys, gamma=g, alpha=alpha,
-                            init=boundary_start(sol.w, R, u, mu), M=float(M), mu=mu, R=R, draws=k)
+        return PSvmInstance(kind="local-random", keys=keys, gamma=g, alpha=alpha, M=float(M), draws=k,
+                            **self._local_start(data, alpha, sol.w, u, M))
+
+    @staticmethod
+    def _local_start(data, alpha, w, u, M) -> dict:
+        """The drawn start on the cone boundary of p^mm_α = ``w`` along ``u`` (μ from ``_cone.cone_width``
+        narrowed by ``_cone.selection_width``), its radius R = M‖w‖, and its hold on examples without
+        support tokens (``_cone.unheld_gap``, judged against δ⁺/2 by ``assume_in_cone``)."""
+        Wa, U = _as_W(w, data), _as_W(u, data)
+        dplus = slack_plus(data, alpha, Wa)
+        mu = selection_width(data, alpha, Wa, U, M, cone_width(data, alpha, Wa, U, M, dplus))
+        R = float(M * np.linalg.norm(w))
+        init = boundary_start(w, R, u, mu)
+        hold = unheld_gap(data, alpha, Wa, _as_W(init, data), M)
+        return dict(init=init, mu=mu, R=R, dplus=dplus, hold=hold)
 
     def _local_fixture(self, rng: np.random.Generator, gamma3: float) -> PSvmInstance:
         th = THETA_MAX * rng.choice([-1.0, 1.0])  # on the cone boundary
@@ -424,7 +454,8 @@ class _PromptBase(Theorem):
 
     def assume_in_cone(self, inst: PSvmInstance, state: PSvmState, ctx: Context) -> Outcome | bool:
         """p(0) in the cone: the fixture's (μ = CONE_MU, R = CONE_R), or the drawn start's own (μ, R) (on its
-        boundary, to rounding)."""
+        boundary, to rounding) with every example held at the start (``_cone.start_held``; the family redraws
+        until it is, so only a draw kept after FAMILY_TRIES misses can fail it)."""
         if inst.kind not in LOCAL_KINDS:
             return True
         p0, target = inst.init, state.sol.w
@@ -436,7 +467,12 @@ class _PromptBase(Theorem):
             mu, R = inst.mu + CONE_RTOL, inst.R * (1 - CONE_RTOL)
         else:
             mu, R = CONE_MU, CONE_R
-        return decide(bool(c0 >= 1 - mu and np.linalg.norm(p0) >= R), "p(0) outside the cone", init_corr=c0)
+        if not (c0 >= 1 - mu and np.linalg.norm(p0) >= R):
+            return decide(False, "p(0) outside the cone", init_corr=c0)
+        if inst.kind != "local-random" or inst.hold is None or inst.dplus is None:
+            return held(init_corr=c0)
+        hold = start_held(inst.hold, inst.dplus)  # every example held at the start (gd-local's hypothesis)
+        return decide(hold.status == "held", hold.reason, init_corr=c0, **hold.metrics)
 
     def assume_step_below_1_over_L(self, inst: PSvmInstance, state: PSvmState, ctx: Context) -> Outcome:
         """Plain GD: η·L_p ≤ 1 with the proved L_p (the theorem's step); normalised GD has none."""

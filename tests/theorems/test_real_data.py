@@ -86,6 +86,9 @@ def test_check_digits_exits_0_and_reports_applicability(tmp_path):
     assert t["verdict"] == "INCONCLUSIVE" and t["metrics"]["data_n"]["max"] == 60
     assert t["status"] == "undecided"  # quiet on given data (exit 0 above), never PASS
     assert t["counts"]["refuted"] == 0
+    # starts that leave an example without support tokens unheld are outside the theorem's cone: vacuous,
+    # with the reason (seed 0: instances 1, 9, 10, 11), not a refutation of a narrower cone (_cone.start_held)
+    assert t["counts"]["vacuous"] >= 1 and any("start_held" in r for r in t["reasons"])
     assert by_id["gd-local-normalized-control"]["verdict"] == "FAIL"
 
 

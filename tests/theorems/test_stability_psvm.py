@@ -139,3 +139,63 @@ def test_selection_width_keeps_alpha_selected_at_the_start():
             bound += 1
             assert least(MU) < SELECT_MIN
     assert bound >= 1
+
+
+
+def test_a_start_that_does_not_hold_every_example_is_redrawn(monkeypatch):
+    """Paper seed 0 #75 (drawn local family): the first draw's switched example has no support token of
+    p^mm_α, and its optimal token (the data's only higher-scoring non-support token) started behind α by
+    less than another example's support token (per unit M: 0.917 against 1.155) although cone_width's
+    within-example separation held: outside the theorem's cone (p is shared), and normalised GD went to p^mm
+    of the optimal tokens (1 − corr 0.34). ``_cone.start_held`` rejects that start, the family redraws, and
+    the instance's start holds every example (it is then confirmed: the sweep in the closing note)."""
+    import checks.theorems.p_svm_gd as mod
+    from checks.harness import _contexts
+    from checks.strategies import local_alpha_data
+    from checks.theorems._cone import _start_separation, start_held
+    from numerics.svm import solve_p_svm
+
+    def draw():
+        gens, ctxs = _contexts(PSVM, [75], profile="paper", seed=0, device="cpu", data=None)
+        return PSVM().instance(gens[0], ctxs[0])
+
+    inst = draw()
+    assert inst.kind == "local-random" and inst.draws == 2
+    assert start_held(inst.hold, inst.dplus).status == "held"
+    monkeypatch.setattr(mod, "FAMILY_TRIES", 1)  # keep the first draw
+    first = draw()
+    assert first.draws == 1 and first.hold < 0.5 * min(first.dplus, 1.0)
+    out = start_held(first.hold, first.dplus)
+    assert out.status == "failed" and "outside the theorem's cone" in out.reason
+    # the same first draw, replayed from the stream (the local family reads the instance's rng from the start)
+    gens, _ = _contexts(PSVM, [75], profile="paper", seed=0, device="cpu", data=None)
+    data, alpha = local_alpha_data(4, 3, 4, rng=gens[0], common_query=True)
+    assert np.array_equal(data.X, first.keys) and np.array_equal(alpha, first.alpha)
+    z = data.Z[0]
+    Wa, W0 = np.outer(solve_p_svm(data.X, alpha).w, z), np.outer(first.init, z)
+    assert _start_separation(data, alpha, Wa, W0, first.M) >= 0.5 * min(first.dplus, 1.0)
+
+
+def test_unheld_gap_reads_the_examples_without_support_tokens():
+    """unheld_gap: an example with a higher-scoring non-support token and no support token of its own is held
+    by every example's support tokens (per unit M at the start); start_held asks δ⁺/2 of it. Two examples,
+    common query z = e1, W_α = (1, 0) zᵀ (margins: first-coordinate differences), scores = second coordinate.
+    Example 0 has a support token (margin 1); example 1 none, and its token 1 scores above α (margin 2, δ⁺ =
+    1). A start tilted to (1, s) zᵀ moves them to 1 + s and 2 − s: gap 1 − 2s, held up to s = 1/4."""
+    from checks.theorems._cone import start_held, unheld_gap
+    from numerics.data import AttentionData
+
+    z = np.array([1.0, 0.0])
+    X = np.array([[[1.0, 0.0], [0.0, -1.0], [-1.0, -2.0]],
+                  [[2.0, 0.0], [0.0, 1.0], [-1.0, -1.0]]])
+    data = AttentionData(X=X, Y=np.ones(2), Z=np.stack([z, z]), v=np.array([0.0, 1.0]))
+    alpha, Wa, M = np.array([0, 0]), np.outer([1.0, 0.0], z), 50.0
+    for s, gap in ((0.0, 1.0), (0.2, 0.6), (0.3, 0.4)):
+        got = unheld_gap(data, alpha, Wa, M * np.outer([1.0, s], z), M)
+        assert got == pytest.approx(gap, abs=1e-12)
+        assert (start_held(got, 1.0).status == "held") == (s < 0.25)
+    # example 1 with a support token of its own (margin 1, scoring below α): no example is held by others
+    X2 = X.copy()
+    X2[1, 2] = [1.0, -1.0]
+    data2 = AttentionData(X=X2, Y=np.ones(2), Z=np.stack([z, z]), v=np.array([0.0, 1.0]))
+    assert unheld_gap(data2, alpha, Wa, M * np.outer([1.0, 0.3], z), M) == np.inf
