@@ -2,8 +2,9 @@
 
 * the GD kernels (numerics.kernels): numba compiles each shape (n, T, d, m) once per machine, 3-5 s per
   kernel; ``warmup`` compiles the catalogue's shapes (``numerics.kernels.CATALOGUE_SHAPES``) and every shape
-  this machine has used before (the kernel cache's shapes.json), or loads them from the disk cache when
-  they are already compiled;
+  this machine has used before (the kernel cache's shapes.json), and the mirror-descent kernel of the md
+  checks' shapes (``numerics.kernels.MIRROR_SHAPES``), or loads them from the disk cache when they are
+  already compiled;
 * the catalogue's metadata cache, so that ``attnsvm list`` starts without importing the numerics.
 
 ``tox -e checks`` runs it before the catalogue. Running it again is cheap (everything is found in the caches).
@@ -31,8 +32,9 @@ def cmd_warmup(args) -> int:
         return 0
     shapes = sorted({*kernels.CATALOGUE_SHAPES, *kernels.recorded_shapes()})
     print(f"GD kernels: {len(shapes)} shapes, cache {kernels.cache_dir()}")
-    for r in warm_kernels(shapes):
+    runs = warm_kernels(shapes) + warm_kernels(kernels.MIRROR_SHAPES, params=("mirror",))
+    for r in runs:
         n, T, d, m = r["shape"]
-        print(f"  n={n} T={T} d={d} m={m} {r['param']:2}: {r['seconds']:.2f} s")
+        print(f"  n={n} T={T} d={d} m={m} {r['param']:6}: {r['seconds']:.2f} s")
     print(f"done in {time.perf_counter() - t0:.1f} s")
     return 0

@@ -604,7 +604,7 @@ def run_gd(
             path = "fused"
     params = model.start(init, R, d, width, batch.X.device, dtype)
     if path == "numba":
-        return _run_kernel(batch, h, model.name, params, cfg, lr, record_every)
+        return _run_kernel(batch, h, model.name, params, cfg, lr, record_every)  # (md_steps for a Mirror)
     lr_arg = lr if isinstance(lr, float) else \
         torch.as_tensor(lr, dtype=dtype, device=batch.X.device)[:, None, None]  # (R, 1, 1)
     if path == "explicit":
@@ -647,30 +647,40 @@ def code_path(cfg: GDConfig, batch, head, scalar_lr: bool = True) -> str:
     """The one rule choosing a run's code path: "explicit", "numba" or "fused" (module doc).
 
     explicit: while a step hook is registered, for a non-built-in geometry (unless a :class:`Mirror` on W
-    without weight decay: then "fused", numerics.gd_torch.run_mirror), a model other than W / (K, Q) (unless
-    that model has a fused program for the run, :meth:`Model.fused_applies`: then "fused", the model's
-    :meth:`Model.run_fused`), or W with weight decay. numba: ``backend="numba"`` (an
+    without weight decay: then the kernels or "fused", numerics.gd_torch.run_mirror, as below), a model other
+    than W / (K, Q) (unless that model has a fused program for the run, :meth:`Model.fused_applies`: then
+    "fused", the model's :meth:`Model.run_fused`), or W with weight decay. numba: ``backend="numba"`` (an
     error where the kernels do not apply) or "auto" with at least KERNEL_MIN_WORK instance-steps, where they
-    apply (normalised, linear head, no weight decay, CPU float64, one step size, numba available). fused
-    otherwise."""
+    apply (normalised GD or a Mirror geometry on W, linear head, no weight decay, CPU float64, one step size
+    unless Mirror, numba available). fused otherwise."""
+    model = cfg.model
+    builtin = model in (W_MODEL, KQ_MODEL) and cfg.geometry in (PLAIN, NORMALIZED)
+    if _STEP_HOOKS or not builtin or (model is W_MODEL and cfg.wd > 0):
+        if not _STEP_HOOKS and not builtin and _mirror_fused(cfg):
+            return _kernel_or_fused(cfg, batch, head, scalar_lr)  # the mirror program on W, or md_steps
+        if cfg.backend == "numba" and not _STEP_HOOKS:
+            raise InvalidInputError(f"backend='numba' does not apply to this run: {_why_explicit(cfg)}; "
+                                    "use backend='torch' or 'auto'")
+        if not _STEP_HOOKS and not builtin and model.fused_applies(cfg):
+            return "fused"  # the model's own program (Model.run_fused)
+        return "explicit"
+    return _kernel_or_fused(cfg, batch, head, scalar_lr)
+
+
+def _kernel_or_fused(cfg: GDConfig, batch, head, scalar_lr: bool) -> str:
+    """code_path's choice between the compiled kernels and the fused tensor programs, for normalised GD on W
+    or (K, Q) and for a Mirror geometry on W (numerics.kernels.md_steps: plain or normalised, any step sizes
+    per instance)."""
     import torch
 
     from . import attention as att
 
-    model = cfg.model
-    builtin = model in (W_MODEL, KQ_MODEL) and cfg.geometry in (PLAIN, NORMALIZED)
-    if _STEP_HOOKS or not builtin or (model is W_MODEL and cfg.wd > 0):
-        if cfg.backend == "numba" and not _STEP_HOOKS:
-            raise InvalidInputError(f"backend='numba' does not apply to this run: {_why_explicit(cfg)}; "
-                                    "use backend='torch' or 'auto'")
-        if not _STEP_HOOKS and not builtin and (model.fused_applies(cfg) or _mirror_fused(cfg)):
-            return "fused"  # the model's own program (Model.run_fused), or the mirror program on W
-        return "explicit"
     R = batch.X.shape[0]
     if cfg.backend == "torch" or (cfg.backend == "auto" and R * cfg.steps < KERNEL_MIN_WORK):
         return "fused"  # (before kernels.available(): a small run does not even import numba)
+    mirror = _mirror_fused(cfg)
     why = None
-    if cfg.geometry is not NORMALIZED:
+    if cfg.geometry is not NORMALIZED and not mirror:
         why = "normalized=False"
     elif cfg.wd > 0:
         why = "weight_decay > 0"
@@ -680,7 +690,7 @@ def code_path(cfg: GDConfig, batch, head, scalar_lr: bool = True) -> str:
         why = f"device {batch.X.device}"
     elif batch.X.dtype != torch.float64:
         why = f"dtype {batch.X.dtype}"
-    elif not scalar_lr:
+    elif not scalar_lr and not mirror:
         why = "a per-instance step size"
     elif not kernels.available():
         why = "numba is not installed (or ATTNSVM_NO_NUMBA is set)"
@@ -780,6 +790,11 @@ def _kernel_gd(X, Z, gamma, param, params, cfg: GDConfig, lr: float, record_ever
     tiny = float(np.finfo(np.float64).tiny)
     code = kernels.LOSS_CODES[loss]
     gn = -gamma
+    mirror = cfg.geometry if isinstance(cfg.geometry, Mirror) else None
+    if mirror is not None:  # the dual variable u = grad psi(W(0)) joins the state; lr per instance
+        p = mirror.p
+        params = [params[0], np.sign(params[0]) * np.abs(params[0]) ** (p - 1.0)]
+        lrs = np.broadcast_to(np.asarray(lr, dtype=np.float64), (R,))
     if param == "W":  # the torch path's floor of ||G||_F^2 (gd_common._norm_floor), per instance
         bound = np.square(X).sum(-1).max((1, 2)) * np.square(Z).sum(-1).max(-1)  # attention.gram_entry_bound
         floor = np.maximum(NORM_FLOOR_FACTOR * float(np.finfo(np.float64).eps) * (n * T) ** 2 * bound, tiny)
@@ -792,14 +807,19 @@ def _kernel_gd(X, Z, gamma, param, params, cfg: GDConfig, lr: float, record_ever
                 kernels.soa(X[sl]),
                 kernels.soa(Z[sl]),
                 kernels.soa(gn[sl]),
-                kernels.soa(floor[sl]) if param == "W" else None,
+                # the step sizes (mirror), the ||G||^2 floor (W), nothing (K, Q)
+                kernels.soa(lrs[sl]) if mirror is not None else
+                (kernels.soa(floor[sl]) if param == "W" else None),
                 [kernels.soa(p[sl]) for p in params],
             )
         )
 
     def run(k: int) -> None:
         for _, Xs, Zs, gs, fl, st in blocks:
-            if param == "W":
+            if mirror is not None:  # fl: the step sizes; st: [W, u]
+                mod.md_steps(Xs, Zs, gs, st[1], st[0], k, fl, 1.0 / (mirror.p - 1.0),
+                             mirror.p / (mirror.p - 1.0), mirror.normalized, code, tiny)
+            elif param == "W":
                 mod.w_steps(Xs, Zs, gs, st[0], fl, k, lr, code, tiny)
             else:
                 mod.kq_steps(Xs, Zs, gs, st[0], st[1], k, lr, code, tiny)
@@ -831,14 +851,17 @@ def _kernel_gd(X, Z, gamma, param, params, cfg: GDConfig, lr: float, record_ever
         iterations=np.array(its) if rec else None,
         W_traj=np.stack(Ws) if rec else None,
         loss_traj=np.stack(Ls) if rec else None,
-        param=param, normalized=True, lr=lr, steps=steps, backend="numba",
+        param=param, normalized=True if mirror is None else mirror.normalized, lr=lr, steps=steps,
+        backend="numba",
     )
 
 
 def warm_kernels(shapes=None, params: tuple[str, ...] = ("W", "KQ")) -> list[dict]:
     """Compile (or load from the disk cache) the kernels of ``shapes`` (default: CATALOGUE_SHAPES and every
     recorded shape: :mod:`numerics.kernels`) by one short run per parameterisation through :func:`run_gd`,
-    so the compiled signatures are exactly those a check uses. Returns one {shape, param, seconds} per run."""
+    so the compiled signatures are exactly those a check uses: "W" and "KQ" normalised GD, "mirror" the ℓp
+    mirror-descent kernel on W (one signature serves every p, plain or normalised; shapes with m = d).
+    Returns one {shape, param, seconds} per run."""
     import time
 
     from .data import random_unit_sphere
@@ -849,10 +872,13 @@ def warm_kernels(shapes=None, params: tuple[str, ...] = ("W", "KQ")) -> list[dic
     for n, T, d, m in shapes:
         data = random_unit_sphere(n, T, d, rng=np.random.default_rng(0))
         for param in params:
-            if param == "W" and m != d:
+            if param in ("W", "mirror") and m != d:
                 continue
             t0 = time.perf_counter()
-            cfg = GDConfig(steps=1, lr=0.1, param=param, m=m if param == "KQ" else None, backend="numba")
+            if param == "mirror":
+                cfg = GDConfig(steps=1, lr=0.1, geometry=Mirror(3.0), backend="numba")
+            else:
+                cfg = GDConfig(steps=1, lr=0.1, param=param, m=m if param == "KQ" else None, backend="numba")
             run_gd([data], cfg)
             out.append({"shape": [n, T, d, m], "param": param, "seconds": time.perf_counter() - t0})
     return out

@@ -1,4 +1,5 @@
-"""Compiled CPU kernels for the hot GD loops (numba): normalised GD with a linear head, W and (K, Q).
+"""Compiled CPU kernels for the hot GD loops (numba): normalised GD with a linear head, W and (K, Q), and
+ℓp mirror descent on W (plain or normalised, ``md_steps``).
 
 Why: at the paper's sizes (n=6, T=8, d=10) one batched GD step is ~2-4 kFLOP per instance, so the torch
 path (numerics.gd) is bound by per-op dispatch and by MKL's per-matrix overhead of tiny batched
@@ -289,6 +290,105 @@ def kq_steps(X, Z, gneg, K, Q, steps, lr, loss_code, tiny):
                 for r in range(R):
                     K[a, b, r] -= nk[r] * gK[a, b, r]
                     Q[a, b, r] -= nq[r] * gQ[a, b, r]
+
+
+@njit(cache=True, fastmath=_FM, boundscheck=False, nogil=True, error_model="numpy")
+def _lp_map(Ud, W, a):
+    """W = sign(u) |u|^a entrywise (D, D, R), the inverse mirror map for a = 1/(p - 1): the identity at
+    p = 2 (a = 1), a square root at p = 3 (a = 1/2), math.pow otherwise."""
+    R = W.shape[2]
+    if a == 1.0:
+        for x in range(D):
+            for y in range(D):
+                for r in range(R):
+                    W[x, y, r] = Ud[x, y, r]
+    elif a == 0.5:
+        for x in range(D):
+            for y in range(D):
+                for r in range(R):
+                    u = Ud[x, y, r]
+                    W[x, y, r] = math.copysign(math.sqrt(abs(u)), u)
+    else:
+        for x in range(D):
+            for y in range(D):
+                for r in range(R):
+                    u = Ud[x, y, r]
+                    W[x, y, r] = math.copysign(math.pow(abs(u), a), u)
+
+
+@njit(cache=True, fastmath=_FM, boundscheck=False, nogil=True, error_model="numpy")
+def md_steps(X, Z, gneg, Ud, W, steps, lr, a, q, normalized, loss_code, tiny):
+    """``steps`` lp mirror-descent steps in place (numerics.gd.Mirror, as numerics.gd_torch.run_mirror): the
+    dual variable Ud = grad psi(W) (D, D, R) moves by -lr G (plain: G = grad L) or -lr G / ||G||_q
+    (``normalized``, q = p / (p - 1), the norm floored at ``tiny``), and W (D, D, R) = sign(Ud) |Ud|^a, a =
+    1 / (p - 1). ``lr`` (R,) per instance. The token weights are the true ones (plain) or rescaled to max
+    |c| = 1 (normalised: only the direction is used), as the torch path's."""
+    R = X.shape[3]
+    U = np.empty((D, R))
+    E = np.empty((T, R))
+    c = np.empty((N, T, R))
+    gx = np.empty((N, D, R))
+    G = np.empty((D, D, R))
+    cmax = np.empty(R)
+    nrm = np.empty(R)
+    ri = np.empty(R, dtype=np.int64)
+    V = np.empty((5, R))
+    KB = np.empty((T, R), dtype=np.int64)
+    inv_n = 1.0 / N
+    for _ in range(steps):
+        for r in range(R):
+            cmax[r] = 0.0
+        for i in range(N):
+            for x in range(D):  # U = W z_i
+                for r in range(R):
+                    s = 0.0
+                    for y in range(D):
+                        s += W[x, y, r] * Z[i, y, r]
+                    U[x, r] = s
+            _logits(X, U, i, E)
+            _token_weights(E, gneg, i, c, cmax, ri, V, KB, loss_code)
+        for r in range(R):  # the rescale of gx: max |c| = 1 (normalised), none (plain); then 1/n
+            cmax[r] = (1.0 / max(cmax[r], tiny) if normalized else 1.0) * inv_n
+        for i in range(N):
+            for x in range(D):
+                for r in range(R):
+                    s = 0.0
+                    for t in range(T):
+                        s += c[i, t, r] * X[i, t, x, r]
+                    gx[i, x, r] = s * cmax[r]
+        for x in range(D):  # G = sum_i gx_i z_i^T
+            for y in range(D):
+                for r in range(R):
+                    s = 0.0
+                    for i in range(N):
+                        s += gx[i, x, r] * Z[i, y, r]
+                    G[x, y, r] = s
+        if normalized:
+            for r in range(R):
+                nrm[r] = 0.0
+            if q == 2.0:
+                for x in range(D):
+                    for y in range(D):
+                        for r in range(R):
+                            nrm[r] += G[x, y, r] * G[x, y, r]
+                for r in range(R):
+                    nrm[r] = lr[r] / max(math.sqrt(nrm[r]), tiny)
+            else:
+                for x in range(D):
+                    for y in range(D):
+                        for r in range(R):
+                            g = abs(G[x, y, r])
+                            nrm[r] += g * math.sqrt(g) if q == 1.5 else math.pow(g, q)
+                for r in range(R):
+                    nrm[r] = lr[r] / max(math.pow(nrm[r], 1.0 / q), tiny)
+        else:
+            for r in range(R):
+                nrm[r] = lr[r]
+        for x in range(D):
+            for y in range(D):
+                for r in range(R):
+                    Ud[x, y, r] -= nrm[r] * G[x, y, r]
+        _lp_map(Ud, W, a)
 '''
 
 #: Version of the generated source: part of the module name, so an edit never loads a stale cache.
@@ -357,6 +457,12 @@ def kernels(n: int, T: int, d: int, m: int) -> ModuleType:
 CATALOGUE_SHAPES: tuple[tuple[int, int, int, int], ...] = (
     (4, 6, 2, 2), (4, 6, 3, 3), (4, 6, 16, 16), (6, 8, 10, 10),
 )
+
+
+#: The shapes whose mirror-descent kernel (``md_steps``) ``attnsvm warmup`` compiles: md-global and
+#: md-global-normalized's B.2 (n = 4, T = 6, d = 8; also the bench's md group) and B.1 (3, 4, 12) instances,
+#: whose full and paper batches reach KERNEL_MIN_WORK instance-steps.
+MIRROR_SHAPES: tuple[tuple[int, int, int, int], ...] = ((4, 6, 8, 8), (3, 4, 12, 12))
 
 
 def _shapes_file(folder: Path) -> Path:

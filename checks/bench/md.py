@@ -1,5 +1,6 @@
 """Bench group ``md``: batched ℓp mirror descent (numerics.gd.run_gd with geometry numerics.gd.Mirror, one
-call over every instance of one shape, as md-global / md-global-normalized run it) against the naive
+call over every instance of one shape, as md-global / md-global-normalized run it: on CPU the compiled kernel
+numerics.kernels.md_steps, on CUDA the fused tensor program numerics.gd_torch.run_mirror) against the naive
 per-instance autograd loop with the mirror step written by hand (core.naive_gd with ``mirror_p``), in the same
 run (issue 25)."""
 
@@ -46,13 +47,17 @@ def naive_md(data: Any, W0: np.ndarray, *, p: float, normalized: bool, steps: in
 
 def bench_md(b: Bench) -> None:
     from checks.theorems._mirror import ETA, ETA_N
+    from numerics import kernels
+    from numerics.gd import warm_kernels
 
     sz = b.sizes
     n, T, d = sz.md_shape
     R, steps = sz.md_instances, sz.md_steps
     datas, W0 = md_family(n, T, d, R)
     k = min(sz.md_naive_subset, R)
-    ours_md(datas[:2], W0[:2], p=3.0, normalized=False, steps=3, lr=ETA, device=b.device)  # warm-up
+    ours_md(datas[:2], W0[:2], p=3.0, normalized=False, steps=3, lr=ETA, device=b.device)  # warm-up (torch)
+    if b.device == "cpu" and kernels.available():  # the compiled mirror kernel (run_gd takes it on CPU)
+        warm_kernels([(n, T, d, d)], params=("mirror",))
     out: dict[str, Any] = {"shape": {"n": n, "T": T, "d": d}, "instances": R, "steps": steps}
     for key, p, normalized in RUNS:
         lr = ETA_N if normalized else ETA  # the md checks' step sizes (checks.theorems._mirror)
@@ -65,12 +70,13 @@ def bench_md(b: Bench) -> None:
             R, k, target=MD_TARGET)
         out[key].update(p=p, normalized=normalized, lr=lr)
     b.results["md"] = out
+    path = "kernel md_steps" if b.device == "cpu" and kernels.available() else "fused run_mirror"
     for key, p, normalized in RUNS:
         r = out[key]
         for metric in ("ours_s", "naive_extrapolated_s", "ratio", "W_rel_err_max", "corr_min"):
             b.record("md", key, metric, r[metric])
         what = (f"{'normalised ' if normalized else ''}l{p:g} mirror descent: {R} inst x {steps} steps "
-                f"(n{n} T{T} d{d}, η {r['lr']:g}), run_gd Mirror")
+                f"(n{n} T{T} d{d}, η {r['lr']:g}), run_gd Mirror ({path})")
         if normalized:  # the same final direction (core.MD_W_RTOL: rounding amplified at zero crossings)
             agree = r["corr_min"] >= GD_CORR_MIN
             check = f"final W corr {r['corr_min']:.10f} (> {GD_CORR_MIN}), rel. err {r['W_rel_err_max']:.1e}"

@@ -471,7 +471,9 @@ def test_backend_choice_and_errors(monkeypatch):
             (numba.but(geometry="plain"), {}, "normalized=False"),
             (numba.but(wd=0.1), {}, "weight_decay"),
             (numba.but(param="KQ", wd=0.1), {}, "weight_decay"),
-            (numba.but(geometry=gd.Mirror(3)), {}, "mirror"),
+            (numba.but(geometry=gd.Mirror(3), wd=0.1), {}, "mirror"),
+            (numba.but(geometry=gd.Mirror(3), param="KQ"), {}, "mirror"),
+            (numba.but(geometry=gd.Mirror(3)), dict(head=att.ReLUHead(np.ones((5, 2)))), "ReLUHead"),
             (numba.but(lr=(0.1, 0.2)), {}, "per-instance step size"),
             (numba, dict(head=att.ReLUHead(np.ones((5, 2)))), "ReLUHead"),
         ):
@@ -487,7 +489,14 @@ def test_backend_choice_and_errors(monkeypatch):
     assert gd.code_path(gd.GDConfig(steps=10 ** 9, lr=0.1, backend="torch"), batch, head) == "fused"
     assert gd.code_path(gd.GDConfig(steps=1, lr=0.1, wd=0.1), batch, head) == "explicit"
     mirror = gd.GDConfig(steps=1, lr=0.1, geometry=gd.Mirror(3))
-    assert gd.code_path(mirror, batch, head) == "fused"  # numerics.gd_torch.run_mirror
+    assert gd.code_path(mirror, batch, head) == "fused"  # numerics.gd_torch.run_mirror (too small to compile)
+    for cfg in (mirror.but(steps=big), mirror.but(steps=big, lr=(0.1, 0.2)),  # numerics.kernels.md_steps
+                mirror.but(steps=big, geometry=gd.Mirror(1.75, normalized=True))):
+        assert gd.code_path(cfg, batch, head, scalar_lr=isinstance(cfg.lr, float)) == (
+            "numba" if kernels.available() else "fused")
+    assert gd.code_path(mirror.but(steps=10 ** 9, backend="torch"), batch, head) == "fused"
+    if kernels.available():
+        assert gd.run_gd(datas, mirror.but(steps=2, backend="numba")).backend == "numba"
     assert gd.code_path(mirror.but(wd=0.1), batch, head) == "explicit"
     assert gd.code_path(mirror.but(param="KQ"), batch, head) == "explicit"
     with gd.step_hook(lambda: lambda g, lr: (g, lr)):

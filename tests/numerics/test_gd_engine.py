@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from numerics import gd
+from numerics import gd, kernels
 from numerics.data import random_unit_sphere
 
 DATA = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(11), R=3)
@@ -96,6 +96,27 @@ def test_mirror_fused_program_is_the_explicit_loop(p, normalized, feature_map, m
     assert not np.array_equal(fused.W, W0)  # it moved
 
 
+@pytest.mark.parametrize("p", [1.75, 2.0, 3.0, 4.0])
+@pytest.mark.parametrize("normalized", [False, True])
+def test_mirror_kernel_is_the_fused_program(p, normalized):
+    """The compiled mirror kernel (numerics.kernels.md_steps: p = 2 the identity map, p = 3 a square root and
+    the q = 3/2 norm by hand, other p math.pow) is the fused tensor program's iteration up to rounding: 60
+    steps, per-instance step sizes, records, the final loss (1e-10 relative, as the fused program against the
+    explicit loop above), and the run reports its backend."""
+    if not kernels.available():
+        pytest.skip("numba is not available")
+    cfg = gd.GDConfig(steps=60, lr=(0.05, 0.1, 0.2), geometry=gd.Mirror(p, normalized=normalized))
+    kern = gd.run_gd(DATA, cfg.but(backend="numba"), init=W0, record_every=20)
+    fused = gd.run_gd(DATA, cfg.but(backend="torch"), init=W0, record_every=20)
+    assert kern.backend == "numba" and fused.backend != "numba"
+    assert np.array_equal(kern.iterations, fused.iterations)
+    scale = np.abs(fused.W_traj).max()
+    np.testing.assert_allclose(kern.W_traj, fused.W_traj, rtol=1e-10, atol=1e-10 * scale)
+    np.testing.assert_allclose(kern.loss_traj, fused.loss_traj, rtol=1e-10)
+    assert kern.lr.tolist() == [0.05, 0.1, 0.2] and kern.normalized == normalized and kern.K is None
+    assert not np.array_equal(kern.W, W0)  # it moved
+
+
 @pytest.mark.parametrize("p", [1.5, 3.0, 4.0])
 @pytest.mark.parametrize("normalized", [False, True])
 def test_mirror_step_is_the_lp_mirror_map(p, normalized):
@@ -110,9 +131,10 @@ def test_mirror_step_is_the_lp_mirror_map(p, normalized):
     u = np.sign(W0) * np.abs(W0) ** (p - 1) - lr * G
     want = np.sign(u) * np.abs(u) ** (1 / (p - 1))
     mirror = gd.Mirror(p, normalized=normalized)
-    got = gd.run_gd(DATA, gd.GDConfig(steps=1, lr=lr, geometry=mirror), init=W0)
-    np.testing.assert_allclose(got.W, want, rtol=1e-9, atol=1e-12)
-    assert got.normalized == normalized
+    for backend in ("torch", "numba") if kernels.available() else ("torch",):  # fused program, md_steps
+        got = gd.run_gd(DATA, gd.GDConfig(steps=1, lr=lr, geometry=mirror, backend=backend), init=W0)
+        np.testing.assert_allclose(got.W, want, rtol=1e-9, atol=1e-12)
+        assert got.normalized == normalized
 
 
 def test_mirror_descent_descends_and_rejects_bad_p():
