@@ -28,8 +28,10 @@ iterates up to rounding (tested):
 
 * ``"numba"``: the compiled CPU kernels of :mod:`numerics.kernels`, all steps of all instances in one
   call (normalised geometry, W or (K, Q), linear head, no weight decay, CPU float64, one scalar step
-  size), 4-7x faster than the tensor programs at the paper's sizes. ``backend="auto"`` takes them for runs
-  of at least :data:`KERNEL_MIN_WORK` instance-steps.
+  size), 4-7x faster than the tensor programs at the paper's sizes; and the ℓp mirror-descent kernel for a
+  :class:`Mirror` geometry on W (plain or normalised, a step size per instance allowed; 1.3-13x faster than
+  the fused mirror program on the md checks' B.2 shape, p = 1.75 the least: math.pow per entry).
+  ``backend="auto"`` takes them for runs of at least :data:`KERNEL_MIN_WORK` instance-steps.
 * ``"fused"``: the batched tensor programs of :mod:`numerics.gd_torch` (CPU or CUDA, any head; plain or
   normalised; W in logit space, (K, Q) through the closed-form gradient without forming W), and a model's
   own program where it has one for the run (:meth:`Model.fused_applies`, :meth:`Model.run_fused`: plain GD
