@@ -565,6 +565,36 @@ def _newton(f, beta: np.ndarray, steps: int = 8) -> np.ndarray:
     return beta
 
 
+def fin_offset(data: NTPData, fp: NTPFinitePart, graphs: dict[int, PriorityGraph], Ws: Any) -> np.ndarray:
+    """The quasi-static offset of the finite part at iterates ``Ws`` (S, d, d): δ(W) = −Σ_k β_k B_k with
+    β = H⁻¹ Π g_supp(W), H the Hessian of L_fin on S_fin at W^fin (``fp.W``; central differences of the
+    analytic gradient) and g_supp(W) = ∇L(W) − ∇L_fin(W) = (1/n) Σ_i (Σ_τ s_iτ x_iτ − Σ_{τ kept} s^keep_iτ
+    x_iτ) x̄_iᵀ exactly (L_i − L_fin,i = log Σ_all e^ℓ − log Σ_kept e^ℓ): the gradient the tokens outside the
+    label's SCC put on W, of norm ∝ their mass. Where GD's projected gradient has relaxed (Π∇L(W) ≈ 0: the
+    finite part relaxes at rate η·curvature per step, far faster than the mass falls), ∇L_fin(ΠW) = −Π g_supp
+    and, to first order, Π W − W^fin = δ(W) (S_fin = {0}: zeros)."""
+    Ws = np.asarray(Ws, dtype=float)
+    basis = fp.basis
+    if not len(basis):
+        return np.zeros_like(Ws)
+    keep, lab = _fin_masks(data, graphs, "scc")
+    f = fin_loss(data, basis, keep, lab)
+    b0 = np.einsum("kde,de->k", basis, fp.W)
+    h = 1e-5  # as _hessian_min: error O(h²) ~ 1e-10 relative
+    H = np.array([(f(b0 + h * e)[1] - f(b0 - h * e)[1]) / (2 * h) for e in np.eye(len(b0))])
+    H = 0.5 * (H + H.T)
+    sc = np.einsum("itd,sde,ie->sit", data.X, Ws, data.query)
+    allm = np.ones_like(keep)
+    out = np.empty_like(Ws)
+    for j in range(len(Ws)):
+        _, s = _lse(sc[j], allm)
+        _, sk = _lse(sc[j], keep)
+        g = np.einsum("itd,it,ie->de", data.X, s - sk, data.query) / data.n
+        beta = np.linalg.solve(H, np.einsum("kde,de->k", basis, g))
+        out[j] = -np.einsum("k,kde->de", beta, basis)
+    return out
+
+
 def smoothness_bound(data: NTPData) -> float:
     """An upper bound on the Lipschitz constant of ∇L: the Hessian of −log ŷ in the scores lies between
     −Cov_q and Cov_s, of norm ≤ 1/2, and W ↦ X_i W x̄_i has norm ‖X_i‖_2 ‖x̄_i‖, so

@@ -215,21 +215,37 @@ def embedding_span(E: np.ndarray) -> list[np.ndarray]:
 # -- the finite-part rule ---------------------------------------------------------------------------
 def judge_finite(traj: np.ndarray, half: np.ndarray, basis: np.ndarray, predicted: np.ndarray,
                  candidates: Sequence[np.ndarray], masses: np.ndarray, steps: int = STEPS,
-                 accuracy: float = 0.0) -> Outcome:
-    """Π_{S_fin} W(k) → predicted. D(k) = Π W(k) over the second half; the remaining motion is bounded by
-    τ = TAIL_SAFETY · (motion over the half) / min(f − 1, 1), f = mass(mid)/mass(end) of the suppressed
-    tokens. Refuted when ‖D(end) − predicted‖ > τ + floor; confirmed when max residual + 2(τ + floor) stays
-    below every candidate's least residual (the limit is then nearer the prediction than any candidate); else
-    undecided. floor: rounding of the projection and of GD (√m d² + steps) ε ‖W‖, plus ``accuracy``: how far
-    the predicted point itself may be from the exact one (W^fin: |∇L_fin| / curvature, strong convexity)."""
-    D = project(basis, traj[half])
+                 accuracy: float = 0.0, offsets: np.ndarray | None = None) -> Outcome:
+    """Π_{S_fin} W(k) → predicted. D(k) = Π W(k) over the second half, less ``offsets`` (the claim's own
+    predicted quasi-static offset of each record, numerics.ntp.fin_offset, where the claim has one: then the
+    residual is what the offset does not explain); the remaining motion is bounded by τ = TAIL_SAFETY ·
+    (motion over the half) / min(f − 1, 1), f = mass(mid)/mass(end) of the suppressed tokens. Refuted when
+    ‖D(end) − predicted‖ > τ + floor; confirmed when max residual + 2(τ + floor) stays below every
+    candidate's least residual (the limit is then nearer the prediction than any candidate); else undecided.
+    floor: rounding of the projection and of GD (√m d² + steps) ε ‖W‖, plus ``accuracy``: how far the
+    predicted point itself may be from the exact one (W^fin: |∇L_fin| / curvature, strong convexity).
+
+    Why the offset (quick seed 5, ntp-gd #0, refuted before it): Π W(k) − W^fin is the sum of the responses
+    to several groups of suppressed tokens whose masses fall at different rates, and they cancel in part (the
+    residual passed through a minimum near k = 2600 and rose again), so over the second half the residual
+    fell only 1.34× while the mass fell 1.99×, and the motion-based τ (2.9e-5) fell short of the residual
+    (4.2e-5). The linear response δ(k) = −H⁻¹ Π g_supp(W(k)) predicts that residual to 3.8e-8 (its miss is
+    1e-3 of it), the sharper test; τ stays the motion of Π W itself (the iterate's remaining motion), so a
+    prediction off by more than Π W can still move is refuted, offset or not."""
+    raw = project(basis, traj[half])
+    D = raw if offsets is None else raw - offsets
     r = np.linalg.norm(D - predicted, axis=(1, 2))
-    mot = float(np.max(np.linalg.norm(D - D[-1], axis=(1, 2))))
+    mot = float(np.max(np.linalg.norm(raw - raw[-1], axis=(1, 2))))  # how far Π W itself still moves
     f = masses[0] / masses[-1] if masses[-1] > 0 else np.inf
     tail = TAIL_SAFETY * mot / min(f - 1.0, 1.0) if f > 1 else np.inf
     floor = (np.sqrt(len(basis)) * traj[0].size + steps) * EPS * float(np.linalg.norm(traj[half[-1]])) \
         + accuracy
-    m = {"fin_resid_end": float(r[-1]), "fin_resid_max": float(r.max()), "fin_motion": mot,
+    if offsets is not None:  # the raw residual, before the predicted offset (the curve shows it)
+        m0 = np.linalg.norm(raw - predicted, axis=(1, 2))
+        extra = {"fin_raw_resid_end": float(m0[-1]), "fin_offset_end": float(np.linalg.norm(offsets[-1]))}
+    else:
+        extra = {}
+    m = {**extra, "fin_resid_end": float(r[-1]), "fin_resid_max": float(r.max()), "fin_motion": mot,
          "fin_tail": float(tail), "fin_floor": float(floor), "mass_end": float(masses[-1]),
          "mass_fall": float(f), "fin_norm": float(np.linalg.norm(predicted)), "fin_dim": len(basis),
          "fin_resid_curve": r.tolist()}
