@@ -140,7 +140,7 @@ def _start_arg(start: Any, R: int, d: int, *, dev, dtype) -> torch.Tensor:
     if A.shape != (R, d, d) or not np.all(np.isfinite(A)) or np.any(np.abs(A).reshape(R, -1).max(1) == 0):
         raise InvalidInputError(f"start must be a finite nonzero ({d}, {d}) or ({R}, {d}, {d}) array, "
                                 f"got shape {A.shape}")
-    return torch.as_tensor(np.ascontiguousarray(A), dtype=dtype, device=dev)
+    return torch.as_tensor(np.array(A), dtype=dtype, device=dev)  # a copy: broadcast_to is read-only
 
 
 def project_cone(W: torch.Tensor, centre: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:

@@ -111,10 +111,10 @@ PATH_STEPS, RESTARTS = 1500, 4
 #: Step size of the re-solve at the radii where the ball point R·W_m/‖W_m‖_⋆ beats the path's point (module
 #: docstring, "Re-solve"); the path's own is regularization_path's default 0.05. A solver parameter, not a
 #: threshold: the first step of normalised GD moves the factors by lr·√R, 5 % of their norm at 0.05, which
-#: leaves the start's neighbourhood; measured on the 19 beaten instances of quick seeds 1 and 3–7, the
-#: re-solve at 0.05 ended at the path's own loss (seed 5 #0, #10), at 0.01 within 1e-10 relative of the ball
-#: point on two (seed 5 #0 at R = 128: +1e-11; seed 4 #2: −1e-10), at 0.002 below it on all 19 (by 6e-13 to
-#: 3e-3 relative); 0.0005 travels too little (seed 5 #4: −7.57e-5 against −7.75e-5 at 0.002).
+#: throws the start out of its neighbourhood. Measured on the 42 beaten radii of 25 instances of quick seeds
+#: 0–12 (re-solve loss against the ball point's, relative): at 0.05 the ball point still beat the kept point
+#: (by > CAND_RTOL) at 10 radii; at 0.01 at none, but one re-solve ended 1e-11 above it; at 0.002 all 42
+#: ended below it (by 6.6e-13 to 6.7e-3); 0.0005 travels less (at most 5.0e-3 below).
 RESOLVE_LR = 0.002
 #: Cap of the directional threshold min(CORR_ERR_MAX, sep/4): rp-kq-nuclear's (observed 5e-4–2e-2 at R = 64).
 CORR_ERR_MAX = 3e-2
