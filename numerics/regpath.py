@@ -105,7 +105,7 @@ def regularization_path(
         start_t = None
         if start is not None:
             if cone is not None:
-                raise InvalidInputError("start and cone cannot be combined (a start need not lie in the cone)")
+                raise InvalidInputError("start and cone cannot be combined (a start may leave the cone)")
             start_t = _start_arg(start, R, d, dev=batch.X.device, dtype=dtype)
         return _regpath(batch, h, r, param, loss, steps, lr, int(restarts), seed, int(m or d), dtype, cone_t,
                         start_t)

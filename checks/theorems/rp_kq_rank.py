@@ -30,21 +30,36 @@ Predictions.
       tokens, with the per-instance threshold min(CORR_ERR_MAX, sep/4) of rp-kq-nuclear (SEPARATION_K: the
       theorem and its control cannot both hold): below it at the largest R → held; converged above it →
       refuted; still shrinking → undecided, unless the path is already within sep/4 of W^mm_⋆ (then refuted,
-      the rule of _paths.refine_control). A path that misses the constrained minimiser — the ball point
-      R·W_m/‖W_m‖_⋆ (inside the rank-m ball) with a lower loss at the last two judged radii (CAND_RTOL) — is
-      undecided: with m = 1 the factored problem has local basins the path solver can sit in (quick seed 1
-      #4). A stall away from W_m whose ν(R_max) exceeds f_m while the path's point beats the ball point in
-      loss is undecided too: as R → ∞ the larger min margin must win (L ≈ Σ c·e^{−R·margin}), so the grid has
-      not reached the asymptotic regime (quick seed 2 #3: ν = 9.6 vs f_m = 7.6, flat to R = 128). The
-      direction is therefore refuted only by a stall at ν ≈ f_m away from W_m — where it is decided — and the
-      limit's value by (2). If the path's own margin-normalised nuclear norm ν(R_max) is below f_m (by more
-      than OBJ_RTOL), the multi-start missed the rank-m optimum and W_m is no target: undecided.
+      the rule of _paths.refine_control). Where the ball point R·W_m/‖W_m‖_⋆ (inside the rank-m ball) has a
+      lower loss than the path's point (by CAND_RTOL) the path is re-solved there (Re-solve, below); a path
+      whose point the ball point still beats at the last two judged radii is undecided. A stall away from W_m
+      whose ν(R_max) exceeds f_m while the path's point beats the ball point in loss is undecided too: as
+      R → ∞ the larger min margin must win (L ≈ Σ c·e^{−R·margin}), so the grid has not reached the
+      asymptotic regime (quick seed 2 #3: ν = 9.6 vs f_m = 7.6, flat to R = 128). The direction is therefore
+      refuted only by a stall at ν ≈ f_m away from W_m — where it is decided — and the limit's value by (2).
+      If the path's own margin-normalised nuclear norm ν(R_max) is below f_m (by more than OBJ_RTOL), the
+      multi-start missed the rank-m optimum and W_m is no target: undecided.
   (2) ``certified_value``: the path's ν(R) = ‖W_R‖_⋆ / min-margin(W_R) (the margin-normalised nuclear norm;
       any point with a positive margin gives a feasible rank-≤ m direction) at the largest resolved R must not
       lie below the certified convex bound p⋆ (by more than OBJ_RTOL) — a contradiction with the SDP
       certificate refutes; it is reported against f_m (``nu_excess`` = ν/f_m − 1, → 0 like the direction) and
       the bound's tightness ``relaxation_gap`` = f_m/p⋆ − 1 (> OBJ_RTOL: "relaxation not tight", reported
       honestly: then the limit is *not* the convex relaxation's solution, which is what the control claims).
+
+Re-solve. A path point that the ball point beats is not the path's minimiser: with m = 1 the factored
+problem has local basins the path solver sits in (quick seed 5 #4 at R = 32, 64: 1 − corr(W_R, W_m) = 0.96,
+0.98), and where the path is already in W_m's basin its decaying step leaves the loss 1e-8–1e-6 (relative)
+above it at the largest radii (seed 5 #0, #10). At those radii the path is solved again
+(regularization_path(start=W_m): the random starts, the warm start and the ball point's balanced factors as
+one more start, all optimised, with the smaller step RESOLVE_LR) and each radius keeps the lower-loss of its
+two solves — never the ball point itself (a path replaced by its claimed limit would confirm without
+evidence); where the ball point still wins the instance stays undecided with that reason. Quick seeds 0–12
+(2026-11-27; the stability sweep had seeds 5 and 6 INCONCLUSIVE at 8/12): the ball point beat the path on 25
+of the 156 instances (42 radii); the re-solve ended below it at all 42; 17 undecided instances became 15
+confirmed (8 from another basin, 1 − corr 0.78–1.01 → 2e-4–4.7e-3; 7 already near W_m at R = 128) and 2
+undecided for another reason ("rose at the largest R": seed 7 #11, seed 12 #6, where at R = 128 a point at
+1 − corr 0.92 from W_m and the polished ball point differ in loss by ~2e-10 relative, below CAND_RTOL);
+confirmed 130 → 145 of 156, refuted 0 → 0; the control FAILs on all 13 seeds before and after.
 
 Control (``rp-kq-rank-control``, at the boundary in m): "the (K, Q) path with m < rank W^mm_⋆ columns
 converges to the convex relaxation's solution W^mm_⋆" — the m ≥ n statement carried over to m one below the
@@ -123,8 +138,9 @@ CORR_ERR_MAX = 3e-2
 OBJ_RTOL = 2 * tol.GAP_TOL
 
 PROFILES = {
-    # quick 12: with m = 1 the path solver misses the constrained minimiser (a local basin) or the multi-start
-    # misses the rank-m optimum on ~1 draw in 5, both undecided; 8 instances left 3 undecided on quick seed 4
+    # quick 12: a path stalled away from W_m at the largest radii (pre-asymptotic, or two basins whose losses
+    # differ by < CAND_RTOL at R = 128) leaves ~1 draw in 14 undecided after the re-solve (quick seeds 0–12:
+    # 0–2 of 12, 145 of 156 confirmed); 8 instances left 3 undecided on quick seed 4 (before the re-solve)
     "quick": Profile(instances=12, min_confirmed=8, batch=12, params={"starts": 12}),
     "full": Profile(instances=40, min_confirmed=30, batch=20, params={"starts": 12}),
     "paper": Profile(instances=100, min_confirmed=75, batch=25, params={"starts": 16}),
@@ -252,7 +268,7 @@ class RPKQRank(Theorem):
         beaten = np.flatnonzero(cand < loss * (1 - CAND_RTOL))
         if beaten.size:
             # re-solve there with the ball point's balanced factors as one more start (module docstring,
-            # "Re-solve"); each radius keeps the lower of its two solves — both optimised, never the ball point
+            # "Re-solve"); each radius keeps the lower of its two solves (both optimised, not the ball point)
             rs = regularization_path(data, RADII[beaten], param="KQ", m=m, steps=PATH_STEPS, lr=RESOLVE_LR,
                                      restarts=RESTARTS, seed=inst.seed, device=ctx.device, start=Wm)
             lower = rs.loss[:, 0] < loss[beaten]
