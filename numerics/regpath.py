@@ -375,7 +375,8 @@ def _balanced_factors(W, m, rad):
     """Balanced factors (U sqrt(S), V sqrt(S)) of the rank-m truncation of W (R, d, d), scaled to nuclear
     norm ``rad``: (||K||^2 + ||Q||^2)/2 = rad."""
     U, S, Vh = torch.linalg.svd(W)
-    S = S[:, :m] * (rad / S[:, :m].sum(1, keepdim=True)).reshape(-1, 1)
+    rad = rad if isinstance(rad, float) else rad.reshape(-1, 1)  # a float, or one radius per instance
+    S = S[:, :m] * (rad / S[:, :m].sum(1, keepdim=True))
     r = S.sqrt()
     return U[:, :, :m] * r[:, None, :], Vh.mT[:, :, :m] * r[:, None, :]
 

@@ -64,3 +64,17 @@ def test_start_arguments_are_checked():
         regularization_path(data, [1.0], start=np.zeros((5, 5)), steps=2)
     with pytest.raises(InvalidInputError, match="finite nonzero"):
         regularization_path(data, [1.0], start=np.eye(4), steps=2)
+
+
+@pytest.mark.parametrize("param", ["W", "KQ"])
+def test_start_with_per_instance_radii_equals_separate_runs(param):
+    """One start per instance and a (J, R) radii array: each instance's path is the one it has alone."""
+    datas = random_unit_sphere(3, 4, 5, rng=np.random.default_rng(7), R=2)
+    starts = np.random.default_rng(9).standard_normal((2, 5, 5))
+    radii = np.array([[1.0, 3.0], [2.0, 6.0]])
+    kw = dict(param=param, m=2, steps=30, restarts=2)
+    both = regularization_path(datas, radii, seed=[11, 12], start=starts, **kw)
+    for r in range(2):
+        alone = regularization_path([datas[r]], radii[:, r], seed=[11 + r], start=starts[r], **kw)
+        np.testing.assert_allclose(both.loss[:, r], alone.loss[:, 0], rtol=1e-9)
+        np.testing.assert_allclose(both.W[:, r], alone.W[:, 0], rtol=0, atol=1e-9 * np.abs(alone.W).max())
