@@ -62,6 +62,18 @@ def test_rp_kq_rank_re_solves_the_path_where_the_ball_point_beats_it():
     assert r.outcome == "confirmed", r.reason
 
 
+def test_rp_kq_rank_re_solve_is_no_replacement_by_the_ball_point():
+    """An optimiser that returns its start (sabotage noop-gd) would make the re-solve hand back the ball point
+    R·W_m/‖W_m‖_⋆ itself, the claimed limit: a re-solved point must end below it by more than rounding
+    (ROUND_RTOL), else the instance stays undecided (without that rule quick seed 0 PASSed under noop-gd)."""
+    from checks.power.sabotage import sabotage
+
+    with sabotage("noop-gd"):
+        r, = run_instances(REGISTRY["rp-kq-rank"], [4], profile="quick", seed=5)
+    assert r.metrics["ball_re_solved"] >= 1, r.metrics
+    assert r.outcome == "inconclusive" and "did not end below it" in r.reason, (r.outcome, r.reason)
+
+
 @pytest.mark.slow
 def test_rp_kq_rank_passes_and_control_fails():
     r = run_theorem(REGISTRY["rp-kq-rank"], profile="quick", seed=0)
