@@ -78,7 +78,8 @@ Resolution (`attnsvm power --resolution rp-kq-rank`, quick seed 0): none. A tilt
 (1 − cos ≤ 0.02 stays within min(1e-2, sep/4) on these instances) and is INCONCLUSIVE at 0.5 and 1 (the limit
 rule, trend_fails=False, leaves a path above the threshold undecided while its error still moves); the rank-m
 target itself is certified by the ν(R) comparisons with the convex bound and the multi-start, which a
-tilt does not touch.
+tilt does not touch. Re-measured with the re-solve (2026-11-27): the same row (the re-solve starts from the
+untilted W_m; only the judged target is tilted).
 """
 
 from __future__ import annotations
