@@ -46,22 +46,24 @@ Predictions.
       the bound's tightness ``relaxation_gap`` = f_m/p⋆ − 1 (> OBJ_RTOL: "relaxation not tight", reported
       honestly: then the limit is *not* the convex relaxation's solution, which is what the control claims).
 
-Re-solve. A path point that the ball point beats is not the path's minimiser: with m = 1 the factored
-problem has local basins the path solver sits in (quick seed 5 #4 at R = 32, 64: 1 − corr(W_R, W_m) = 0.96,
-0.98), and where the path is already in W_m's basin its decaying step leaves the loss 1e-8–1e-6 (relative)
-above it at the largest radii (seed 5 #0, #10). At those radii the path is solved again
-(regularization_path(start=W_m): the random starts, the warm start and the ball point's balanced factors as
-one more start, all optimised, with the smaller step RESOLVE_LR) and each radius keeps the lower-loss of its
-two solves — never the ball point itself (a path replaced by its claimed limit would confirm without
-evidence). Where the ball point still wins, or a re-solved point does not end below it by more than float64
-rounding (ROUND_RTOL: an optimiser that returns its start, the sabotage noop-gd, would otherwise hand back the
-claimed limit), the instance stays undecided with that reason. Quick seeds 0–12
-(2026-11-27; the stability sweep had seeds 5 and 6 INCONCLUSIVE at 8/12): the ball point beat the path on 25
-of the 156 instances (42 radii); the re-solve ended below it at all 42; 17 undecided instances became 15
-confirmed (8 from another basin, 1 − corr 0.78–1.01 → 2e-4–4.7e-3; 7 already near W_m at R = 128) and 2
-undecided for another reason ("rose at the largest R": seed 7 #11, seed 12 #6, where at R = 128 a point at
-1 − corr 0.92 from W_m and the polished ball point differ in loss by ~2e-10 relative, below CAND_RTOL);
-confirmed 130 → 145 of 156, refuted 0 → 0; the control FAILs on all 13 seeds before and after.
+Re-solve. A path point that the ball point beats is not the path's minimiser: with m = 1 the factored problem
+has local basins the path solver sits in (quick seed 5 #4 at R = 32, 64: 1 − corr(W_R, W_m) = 0.96, 0.98), and
+where the path is already in W_m's basin its decaying step leaves the loss 1e-8–1e-6 (relative) above it at
+the largest radii (seed 5 #0, #10). At those radii the path is solved again (regularization_path(start=W_m):
+the random starts, the warm start and the ball point's balanced factors as one more start, all optimised, with
+the smaller step RESOLVE_LR) and each radius keeps the lower-loss of its two solves — never the ball point
+itself (a path replaced by its claimed limit would confirm without evidence). Where the ball point still wins,
+or a re-solved point does not end below it by more than float64 rounding (ROUND_RTOL: an optimiser that
+returns its start, the sabotage noop-gd, would otherwise hand back the claimed limit), the instance stays
+undecided with that reason. Quick seeds 0–12 (2026-11-27; the stability sweep had seeds 5 and 6 INCONCLUSIVE
+at 8/12): the ball point beat the path on 24 of the 156 instances (and one draw later redrawn; 42 radii); the
+re-solve ended below it at all 42; 17 undecided instances became 15 confirmed (8 from another basin, 1 − corr
+0.78–1.01 → 2e-4–4.7e-3; 7 already near W_m at R = 128) and 2 undecided for another reason ("rose at the
+largest R": seed 7 #11, seed 12 #6, where at R = 128 a point at 1 − corr 0.92–0.93 from W_m and the polished
+ball point differ in loss by less than CAND_RTOL, 2e-10 relative on seed 7 #11); confirmed 130 → 145 of 156,
+refuted 0 → 0; the control FAILs on all 13 seeds before and after. The re-solves took 4.2 s over the 13 seeds
+(≤ 1.0 s a seed). full seed 0: 35/40 → 37/40 confirmed (3 → 0 "missed the constrained minimiser"), control
+40/40 refuted before and after.
 
 Control (``rp-kq-rank-control``, at the boundary in m): "the (K, Q) path with m < rank W^mm_⋆ columns
 converges to the convex relaxation's solution W^mm_⋆" — the m ≥ n statement carried over to m one below the
@@ -129,7 +131,7 @@ PATH_STEPS, RESTARTS = 1500, 4
 #: Step size of the re-solve at the radii where the ball point R·W_m/‖W_m‖_⋆ beats the path's point (module
 #: docstring, "Re-solve"); the path's own is regularization_path's default 0.05. A solver parameter, not a
 #: threshold: the first step of normalised GD moves the factors by lr·√R, 5 % of their norm at 0.05, which
-#: throws the start out of its neighbourhood. Measured on the 42 beaten radii of 25 instances of quick seeds
+#: throws the start out of its neighbourhood. Measured on the 42 beaten radii of 25 draws of quick seeds
 #: 0–12 (re-solve loss against the ball point's, relative): at 0.05 the ball point still beat the kept point
 #: (by > CAND_RTOL) at 10 radii; at 0.01 at none, but one re-solve ended 1e-11 above it; at 0.002 all 42
 #: ended below it (by 6.6e-13 to 6.7e-3); 0.0005 travels less (at most 5.0e-3 below).
