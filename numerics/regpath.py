@@ -44,6 +44,7 @@ def regularization_path(
     m: int | None = None,
     dtype: torch.dtype = torch.float64,
     cone: Any = None,
+    start: Any = None,
 ) -> RegPathResult:
     """W_R = argmin_{||W||_F <= R} L(W) for each radius (for "KQ": ||K||_F^2 + ||Q||_F^2 <= 2R).
 
@@ -101,7 +102,13 @@ def regularization_path(
                 f"seed must be an int or a sequence of {R} ints (one per instance), got {seed!r}"
             )
         cone_t = None if cone is None else _cone_arg(cone, R, d, dev=batch.X.device, dtype=dtype)
-        return _regpath(batch, h, r, param, loss, steps, lr, int(restarts), seed, int(m or d), dtype, cone_t)
+        start_t = None
+        if start is not None:
+            if cone is not None:
+                raise InvalidInputError("start and cone cannot be combined (a start may leave the cone)")
+            start_t = _start_arg(start, R, d, dev=batch.X.device, dtype=dtype)
+        return _regpath(batch, h, r, param, loss, steps, lr, int(restarts), seed, int(m or d), dtype, cone_t,
+                        start_t)
 
 
 def _cone_arg(cone: Any, R: int, d: int, *, dev, dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -123,6 +130,17 @@ def _cone_arg(cone: Any, R: int, d: int, *, dev, dtype) -> tuple[torch.Tensor, t
         raise InvalidInputError(f"cone mu must lie in (0, 1), got {cone[1]!r}")
     return (torch.as_tensor(A / nA[:, None, None], dtype=dtype, device=dev),
             torch.as_tensor(np.array(mu), dtype=dtype, device=dev))
+
+
+def _start_arg(start: Any, R: int, d: int, *, dev, dtype) -> torch.Tensor:
+    """``start`` as an (R, d, d) tensor of finite, nonzero directions."""
+    A = np.asarray(start, dtype=np.float64)
+    if A.shape == (d, d):
+        A = np.broadcast_to(A, (R, d, d))
+    if A.shape != (R, d, d) or not np.all(np.isfinite(A)) or np.any(np.abs(A).reshape(R, -1).max(1) == 0):
+        raise InvalidInputError(f"start must be a finite nonzero ({d}, {d}) or ({R}, {d}, {d}) array, "
+                                f"got shape {A.shape}")
+    return torch.as_tensor(np.array(A), dtype=dtype, device=dev)  # a copy: broadcast_to is read-only
 
 
 def project_cone(W: torch.Tensor, centre: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
@@ -208,7 +226,7 @@ class Projected(Geometry):
 
 
 def _regpath(
-    batch, head, radii, param, loss, steps, lr, restarts, seed, m, dtype, cone=None
+    batch, head, radii, param, loss, steps, lr, restarts, seed, m, dtype, cone=None, start=None
 ) -> RegPathResult:
     """The path: per radius one projected GD run (:class:`Projected` on numerics.gd.run_gd, so the engine's
     step hook reaches it) of every candidate of every instance, then the best candidate per instance."""
@@ -257,20 +275,27 @@ def _regpath(
         return torch.as_tensor(np.tile(radii[j], copies), dtype=dtype, device=dev)[:, None, None]
 
     for j in range(len(radii)):
-        C = restarts + (prev is not None)
+        C = restarts + (prev is not None) + (start is not None)
         rad = rad_of(j, C)  # candidate c of instance r: row c*R + r
-        rad_s, rad_p = (rad, rad) if not per else (rad[: restarts * R], rad[restarts * R:])
+        # the random starts, the warm start, the given start (rows in this order)
+        rad_s, rad_p, rad_x = (rad, rad, rad) if not per else (
+            rad[: restarts * R], rad[restarts * R: (restarts + 1) * R], rad[(C - 1) * R:])
         # (C*R, ...) batch: candidate c of instance r sits at index c*R + r
         Xc, Yc, Zc = X.repeat(C, 1, 1, 1), Y.repeat(C, 1), Z.repeat(C, 1, 1)
         hc = head.repeat(C)
         cc = None if cone is None else (cone[0].repeat(C, 1, 1), cone[1].repeat(C))
         if param == "W":
             init: Any = _w_starts(draw((d, d)).to(dev, dtype), prev, rad_s, rad_p, cone, restarts, tiny)
+            if start is not None:
+                init = torch.cat([init, start * (rad_x / torch.linalg.matrix_norm(start, keepdim=True))])
         else:
             sp = None if prev is None else (
                 math.sqrt(rad / radii[j - 1]) if not per else torch.sqrt(rad_p / rad_of(j - 1, 1)))
             init = _kq_starts(draw((d, m)).to(dev, dtype), draw((d, m)).to(dev, dtype), prev, rad_s, sp, cone,
                               restarts, m)
+            if start is not None:
+                Kx, Qx = _balanced_factors(start, m, rad_x)
+                init = (torch.cat([init[0], Kx]), torch.cat([init[1], Qx]))
         sel = functools.partial(select_loss, Xc, Yc, Zc, hc=hc, C=C)
         # the (K, Q) cone step is not an exact projection in factor space: keep the best iterate
         keep = None if param == "W" or cc is None else _BestIterate(init[0].clone(), init[1].clone(), sel)
@@ -344,6 +369,16 @@ def _kq_starts(K, Q, prev, rad_s, sp, cone, restarts, m):
         Kp, Qp = prev
         K, Q = torch.cat([K, Kp * sp]), torch.cat([Q, Qp * sp])
     return K, Q
+
+
+def _balanced_factors(W, m, rad):
+    """Balanced factors (U sqrt(S), V sqrt(S)) of the rank-m truncation of W (R, d, d), scaled to nuclear
+    norm ``rad``: (||K||^2 + ||Q||^2)/2 = rad."""
+    U, S, Vh = torch.linalg.svd(W)
+    rad = rad if isinstance(rad, float) else rad.reshape(-1, 1)  # a float, or one radius per instance
+    S = S[:, :m] * (rad / S[:, :m].sum(1, keepdim=True))
+    r = S.sqrt()
+    return U[:, :, :m] * r[:, None, :], Vh.mT[:, :, :m] * r[:, None, :]
 
 
 class _BestIterate:
