@@ -507,10 +507,16 @@ def fin_loss(data: NTPData, basis: np.ndarray, keep: np.ndarray, lab: np.ndarray
     return f
 
 
-def _hessian_min(f, beta: np.ndarray) -> float:
-    h = 1e-5  # central differences of the analytic gradient: error O(h²) ~ 1e-10
+def _fin_hessian(f, beta: np.ndarray) -> np.ndarray:
+    """L_fin's Hessian on S_fin at β: central differences of the analytic gradient (error O(h²) ~ 1e-10),
+    symmetrised."""
+    h = 1e-5
     H = np.array([(f(beta + h * e)[1] - f(beta - h * e)[1]) / (2 * h) for e in np.eye(len(beta))])
-    return float(np.linalg.eigvalsh(0.5 * (H + H.T)).min())
+    return 0.5 * (H + H.T)
+
+
+def _hessian_min(f, beta: np.ndarray) -> float:
+    return float(np.linalg.eigvalsh(_fin_hessian(f, beta)).min())
 
 
 def finite_part(data: NTPData, graphs: dict[int, PriorityGraph] | None = None, *, positions: str = "scc",
@@ -579,10 +585,7 @@ def fin_offset(data: NTPData, fp: NTPFinitePart, graphs: dict[int, PriorityGraph
         return np.zeros_like(Ws)
     keep, lab = _fin_masks(data, graphs, "scc")
     f = fin_loss(data, basis, keep, lab)
-    b0 = np.einsum("kde,de->k", basis, fp.W)
-    h = 1e-5  # as _hessian_min: error O(h²) ~ 1e-10 relative
-    H = np.array([(f(b0 + h * e)[1] - f(b0 - h * e)[1]) / (2 * h) for e in np.eye(len(b0))])
-    H = 0.5 * (H + H.T)
+    H = _fin_hessian(f, np.einsum("kde,de->k", basis, fp.W))
     sc = np.einsum("itd,sde,ie->sit", data.X, Ws, data.query)
     allm = np.ones_like(keep)
     out = np.empty_like(Ws)

@@ -92,10 +92,9 @@ def _largest_mu(ok, top: float) -> float:
     return lo
 
 
-def _start_separation(data, alpha, W_alpha, W0, M) -> float:
-    """min over examples of (smallest margin of a higher-scoring non-support token) − (largest margin of a
-    support token) of the start W(0), per unit M (margins of W(0)/M, comparable with those of W^mm_α); +inf
-    when no example has both kinds of token."""
+def _token_classes(data, alpha, W_alpha, W0, M) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(margins of W(0)/M (n, T), the support tokens of W_α other than α_i, the higher-scoring non-support
+    tokens), the token classes :func:`_start_separation` and :func:`unheld_gap` compare."""
     g = scores(data)
     marg = margins(data, W_alpha, alpha)
     m0 = margins(data, W0 / M, alpha)
@@ -104,8 +103,16 @@ def _start_separation(data, alpha, W_alpha, W0, M) -> float:
     sup = fin & (marg - 1 <= SUPPORT_TOL)
     sup[np.arange(n), alpha] = False
     higher = fin & (g >= g[np.arange(n), alpha][:, None]) & (marg - 1 > SUPPORT_TOL)
+    return m0, sup, higher
+
+
+def _start_separation(data, alpha, W_alpha, W0, M) -> float:
+    """min over examples of (smallest margin of a higher-scoring non-support token) − (largest margin of a
+    support token) of the start W(0), per unit M (margins of W(0)/M, comparable with those of W^mm_α); +inf
+    when no example has both kinds of token."""
+    m0, sup, higher = _token_classes(data, alpha, W_alpha, W0, M)
     gaps = [float(m0[i][higher[i]].min() - m0[i][sup[i]].max())
-            for i in range(n) if higher[i].any() and sup[i].any()]
+            for i in range(data.n) if higher[i].any() and sup[i].any()]
     return min(gaps) if gaps else np.inf
 
 
@@ -116,14 +123,7 @@ def unheld_gap(data, alpha, W_alpha, W0, M) -> float:
     :func:`cone_width` guards each example with its own support tokens; an example without any is held on α
     only by the other examples' support tokens (W is shared: ∇L sums every example's pull against every
     example's push), so its pulling token must trail α by more than they do (:func:`start_held`)."""
-    g = scores(data)
-    marg = margins(data, W_alpha, alpha)
-    m0 = margins(data, W0 / M, alpha)
-    n = data.n
-    fin = np.isfinite(marg)
-    sup = fin & (marg - 1 <= SUPPORT_TOL)
-    sup[np.arange(n), alpha] = False
-    higher = fin & (g >= g[np.arange(n), alpha][:, None]) & (marg - 1 > SUPPORT_TOL)
+    m0, sup, higher = _token_classes(data, alpha, W_alpha, W0, M)
     lone = higher.any(axis=1) & ~sup.any(axis=1)
     if not (lone.any() and sup.any()):
         return np.inf

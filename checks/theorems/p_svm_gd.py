@@ -303,25 +303,25 @@ class _PromptBase(Theorem):
         ``_cone.selection_width``: the Att-SVM of the common-query data is W = p z^T, so the W helpers read
         the p-SVM's margins). After FAMILY_TRIES misses the last draw is kept and comes out vacuous."""
         draw = tied_alpha_data if tied else local_alpha_data
-        M, sol, k, u = np.inf, None, 0, None
+        M, k, u, start = np.inf, 0, None, None
         for k in range(1, FAMILY_TRIES + 1):  # noqa: B007 (k: the draws, recorded below)
             data, alpha = draw(LOCAL_N, LOCAL_T, LOCAL_D, rng=rng, common_query=True)
             sol = solve_p_svm(data.X, alpha)
             M = init_multiplier(data, alpha, _as_W(feasible_w(sol), data)) if sol.feasible else np.inf
+            start = None  # this draw's start, where it qualifies
             if not M <= M_MAX:
                 continue
             u = rng.standard_normal(LOCAL_D)  # the direction of p(0) off p^mm_α
             start = self._local_start(data, alpha, sol.w, u, M)
             if start["hold"] >= 0.5 * min(start["dplus"], 1.0):  # _cone.start_held
                 break
-        if u is None:
-            u = rng.standard_normal(LOCAL_D)
         g, keys = scores(data), np.array(data.X)  # a writable copy (torch takes the keys as they are)
-        if not M <= M_MAX or sol is None or sol.w is None:
-            return PSvmInstance(kind="local-random", keys=keys, gamma=g, alpha=alpha, init=u, draws=k,
+        if start is None:  # the last draw did not qualify (M > M_MAX): vacuous
+            init = rng.standard_normal(LOCAL_D) if u is None else u
+            return PSvmInstance(kind="local-random", keys=keys, gamma=g, alpha=alpha, init=init, draws=k,
                                 M=float(M))
         return PSvmInstance(kind="local-random", keys=keys, gamma=g, alpha=alpha, M=float(M), draws=k,
-                            **self._local_start(data, alpha, sol.w, u, M))
+                            **start)
 
     @staticmethod
     def _local_start(data, alpha, w, u, M) -> dict:
