@@ -174,6 +174,40 @@ def _attend(X, c, cmax, tiny, gx):
 
 
 @njit(cache=True, fastmath=_FM, boundscheck=False, nogil=True, error_model="numpy")
+def _w_token_weights(X, Z, gneg, W, U, E, c, cmax, ri, V, KB, loss_code):
+    """The token weights c (N, T, R) at W (D, D, R) and cmax = max |c| per instance: per example the query's
+    image U = W z_i, the logits x_it^T U, the weights (w_steps and md_steps)."""
+    R = X.shape[3]
+    for r in range(R):
+        cmax[r] = 0.0
+    for i in range(N):
+        for a in range(D):  # U = W z_i
+            for r in range(R):
+                s = 0.0
+                for b in range(D):
+                    s += W[a, b, r] * Z[i, b, r]
+                U[a, r] = s
+        _logits(X, U, i, E)  # x_it^T W z_i
+        _token_weights(E, gneg, i, c, cmax, ri, V, KB, loss_code)
+
+
+@njit(cache=True, fastmath=_FM, boundscheck=False, nogil=True, error_model="numpy")
+def _outer_grad(gx, Z, G, nrm):
+    """G = sum_i gx_i z_i^T (D, D, R) and nrm = ||G||_F^2 per instance (w_steps and md_steps)."""
+    R = G.shape[2]
+    for r in range(R):
+        nrm[r] = 0.0
+    for a in range(D):
+        for b in range(D):
+            for r in range(R):
+                s = 0.0
+                for i in range(N):
+                    s += gx[i, a, r] * Z[i, b, r]
+                G[a, b, r] = s
+                nrm[r] += s * s
+
+
+@njit(cache=True, fastmath=_FM, boundscheck=False, nogil=True, error_model="numpy")
 def w_steps(X, Z, gneg, W, floor, steps, lr, loss_code, tiny):
     """``steps`` normalised GD steps on W (D, D, R) in place. X (N, T, D, R), Z (N, D, R), gneg = -gamma
     (N, T, R), floor (R,) of ||G||_F^2."""
@@ -189,28 +223,9 @@ def w_steps(X, Z, gneg, W, floor, steps, lr, loss_code, tiny):
     V = np.empty((5, R))
     KB = np.empty((T, R), dtype=np.int64)
     for _ in range(steps):
-        for r in range(R):
-            cmax[r] = 0.0
-        for i in range(N):
-            for a in range(D):  # U = W z_i
-                for r in range(R):
-                    s = 0.0
-                    for b in range(D):
-                        s += W[a, b, r] * Z[i, b, r]
-                    U[a, r] = s
-            _logits(X, U, i, E)  # x_it^T W z_i
-            _token_weights(E, gneg, i, c, cmax, ri, V, KB, loss_code)
+        _w_token_weights(X, Z, gneg, W, U, E, c, cmax, ri, V, KB, loss_code)
         _attend(X, c, cmax, tiny, gx)
-        for r in range(R):
-            nrm[r] = 0.0
-        for a in range(D):  # G = sum_i gx_i z_i^T
-            for b in range(D):
-                for r in range(R):
-                    s = 0.0
-                    for i in range(N):
-                        s += gx[i, a, r] * Z[i, b, r]
-                    G[a, b, r] = s
-                    nrm[r] += s * s
+        _outer_grad(gx, Z, G, nrm)
         for r in range(R):
             nrm[r] = lr / math.sqrt(max(nrm[r], floor[r]))
         for a in range(D):
@@ -334,46 +349,19 @@ def md_steps(X, Z, gneg, Ud, W, steps, lr, a, q, normalized, loss_code, tiny):
     ri = np.empty(R, dtype=np.int64)
     V = np.empty((5, R))
     KB = np.empty((T, R), dtype=np.int64)
-    inv_n = 1.0 / N
     for _ in range(steps):
-        for r in range(R):
-            cmax[r] = 0.0
-        for i in range(N):
-            for x in range(D):  # U = W z_i
-                for r in range(R):
-                    s = 0.0
-                    for y in range(D):
-                        s += W[x, y, r] * Z[i, y, r]
-                    U[x, r] = s
-            _logits(X, U, i, E)
-            _token_weights(E, gneg, i, c, cmax, ri, V, KB, loss_code)
-        for r in range(R):  # the rescale of gx: max |c| = 1 (normalised), none (plain); then 1/n
-            cmax[r] = (1.0 / max(cmax[r], tiny) if normalized else 1.0) * inv_n
-        for i in range(N):
-            for x in range(D):
-                for r in range(R):
-                    s = 0.0
-                    for t in range(T):
-                        s += c[i, t, r] * X[i, t, x, r]
-                    gx[i, x, r] = s * cmax[r]
-        for x in range(D):  # G = sum_i gx_i z_i^T
-            for y in range(D):
-                for r in range(R):
-                    s = 0.0
-                    for i in range(N):
-                        s += gx[i, x, r] * Z[i, y, r]
-                    G[x, y, r] = s
+        _w_token_weights(X, Z, gneg, W, U, E, c, cmax, ri, V, KB, loss_code)
+        for r in range(R):  # _attend divides by cmax: max |c| = 1 (normalised) or none (plain), then 1/n
+            cmax[r] = (max(cmax[r], tiny) if normalized else 1.0) * N
+        _attend(X, c, cmax, tiny, gx)
+        _outer_grad(gx, Z, G, nrm)  # nrm: ||G||_F^2
         if normalized:
-            for r in range(R):
-                nrm[r] = 0.0
             if q == 2.0:
-                for x in range(D):
-                    for y in range(D):
-                        for r in range(R):
-                            nrm[r] += G[x, y, r] * G[x, y, r]
                 for r in range(R):
                     nrm[r] = lr[r] / max(math.sqrt(nrm[r]), tiny)
             else:
+                for r in range(R):
+                    nrm[r] = 0.0
                 for x in range(D):
                     for y in range(D):
                         for r in range(R):
